@@ -1,0 +1,3 @@
+//! TODO: board binary (placeholder created with the workspace skeleton).
+#![no_std]
+#![no_main]

@@ -1,0 +1,1 @@
+//! TODO: cpu_util (placeholder created with the workspace skeleton).

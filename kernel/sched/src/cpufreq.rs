@@ -1,0 +1,1 @@
+//! TODO: cpufreq (placeholder created with the workspace skeleton).

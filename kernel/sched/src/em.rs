@@ -1,0 +1,1 @@
+//! TODO: em (placeholder created with the workspace skeleton).

@@ -1,0 +1,1 @@
+//! TODO: fair (placeholder created with the workspace skeleton).

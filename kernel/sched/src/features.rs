@@ -1,0 +1,1 @@
+//! TODO: features (placeholder created with the workspace skeleton).

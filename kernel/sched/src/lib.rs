@@ -1,0 +1,39 @@
+//! asym's scheduling policy, re-derived from Linux's `kernel/sched/`.
+//!
+//! This crate is pure: no `unsafe`, no MMIO, no global state, no floats. Callers
+//! (the kernel from interrupt context, the simulator from its event loop) pass in
+//! time, CPU capacity and frequency; every decision comes back as a value. The same
+//! code therefore runs on the host under `cargo test`, in the deterministic
+//! simulator and in the kernel.
+//!
+//! Module map (Linux file in brackets):
+//! - [`types`]: fixed-point newtypes shared by everything (`Util`, `Capacity`, ...).
+//! - [`features`]: the runtime feature set (`sched_features`).
+//! - [`pelt`]: per-entity load tracking and the PELT clock (`pelt.c`, `pelt.h`).
+//! - [`util_est`]: utilisation estimation (`fair.c`).
+//! - [`uclamp`]: utilisation clamping (`core.c`, `sched.h`).
+//! - [`cpu_util`]: CPU utilisation getters and `util_fits_cpu` (`fair.c`, `sched.h`).
+//! - [`topology`]: CPUs, clusters, capacities and performance domains (`topology.c`,
+//!   `arch_topology.c`).
+//! - [`fair`]: the fair class, EEVDF (`fair.c`).
+//! - [`rq`]: the per-CPU run queue tying the above together (`core.c`, `sched.h`).
+//! - [`em`], [`cpufreq`], [`schedutil`]: the energy model, cpufreq policies and the
+//!   schedutil governor (`energy_model.c`, `cpufreq.c`, `cpufreq_schedutil.c`).
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod cpu_util;
+pub mod cpufreq;
+pub mod em;
+pub mod fair;
+pub mod features;
+pub mod pelt;
+pub mod rq;
+pub mod schedutil;
+pub mod topology;
+pub mod types;
+pub mod uclamp;
+pub mod util_est;

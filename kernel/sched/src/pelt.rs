@@ -1,0 +1,1 @@
+//! TODO: pelt (placeholder created with the workspace skeleton).

@@ -1,0 +1,1 @@
+//! TODO: rq (placeholder created with the workspace skeleton).

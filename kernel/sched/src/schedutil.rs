@@ -1,0 +1,1 @@
+//! TODO: schedutil (placeholder created with the workspace skeleton).

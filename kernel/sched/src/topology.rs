@@ -1,0 +1,1 @@
+//! TODO: topology (placeholder created with the workspace skeleton).

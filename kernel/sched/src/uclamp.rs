@@ -1,0 +1,1 @@
+//! TODO: uclamp (placeholder created with the workspace skeleton).

@@ -1,0 +1,1 @@
+//! TODO: util_est (placeholder created with the workspace skeleton).

@@ -1,0 +1,2 @@
+//! TODO: kernel (placeholder created with the workspace skeleton).
+#![no_std]

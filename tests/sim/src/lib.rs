@@ -1,0 +1,1 @@
+//! TODO: simulator (placeholder created with the workspace skeleton).
