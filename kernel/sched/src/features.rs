@@ -1,1 +1,326 @@
-//! TODO: features (placeholder created with the workspace skeleton).
+//! The runtime feature set, Linux's `sched_features`.
+//!
+//! Re-derives `kernel/sched/features.h` and the `/sys/kernel/debug/sched/features` parser
+//! (`sched_feat_set` in `kernel/sched/debug.c`): each feature is a named boolean with a
+//! default, set with `NAME` / `NO_NAME`. We also accept `NAME=on|off` (boot command lines and
+//! simulator configs read better that way) and a list separated by spaces or commas.
+//!
+//! Deliberate differences from Linux: the set is a plain `Copy` value passed to the policy
+//! code (no static keys, no global), and some switches exist only in asym, to compare
+//! behaviours that Linux changed over time: `PELT_CLOCK` (clock_pelt scale invariance vs the
+//! pre-v5.0 contribution scaling), `RUNNABLE_BOOST` (v6.5 runnable boosting, always on in
+//! Linux) and `UCLAMP_FIT_TRISTATE` (v6.2 three-way `util_fits_cpu`, always on in Linux).
+//!
+//! Adding a feature is one line in the `sched_features!` invocation below.
+
+use core::fmt;
+
+macro_rules! sched_features {
+    ($( $(#[$doc:meta])* $name:ident = $default:expr, )*) => {
+        /// One scheduler feature. Variant names are Linux's `sched_feat()` names.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Feature {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl Feature {
+            /// Every feature, in declaration order.
+            pub const ALL: &'static [Feature] = &[ $( Feature::$name, )* ];
+
+            /// The Linux-style name (`"UTIL_EST"`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( Feature::$name => stringify!($name), )*
+                }
+            }
+
+            /// Whether the feature is on by default (Linux's `features.h` value).
+            pub const fn default_enabled(self) -> bool {
+                match self {
+                    $( Feature::$name => $default, )*
+                }
+            }
+        }
+    };
+}
+
+sched_features! {
+    /// Utilisation estimation (`util_est`) in `cpu_util` and task placement.
+    UTIL_EST = true,
+    /// Runnable boosting: `max(util_avg, runnable_avg)` for frequency selection, EAS max util
+    /// and `migrate_util` (v6.5, seed 000). Always on in Linux.
+    RUNNABLE_BOOST = true,
+    /// On: clock_pelt scale invariance (Linux >= v5.0). Off: pre-v5.0 contribution scaling
+    /// (seed 001), `clock_pelt == clock_task` and each contribution scaled by freq and capacity.
+    PELT_CLOCK = true,
+    /// On: three-way `util_fits_cpu` (v6.2, seed 003). Off: the v6.1 two-way result.
+    UCLAMP_FIT_TRISTATE = true,
+    /// EEVDF: preserve lag across sleep/wake-up (`place_entity`).
+    PLACE_LAG = true,
+    /// EEVDF: new tasks start with half a slice of virtual deadline.
+    PLACE_DEADLINE_INITIAL = true,
+    /// EEVDF: keep the virtual deadline relative to vruntime across a non-sleep dequeue
+    /// (migration, nice change), so the task does not get a fresh slice (v6.12).
+    PLACE_REL_DEADLINE = true,
+    /// EEVDF: let the current task run until it reaches its deadline (0-lag point).
+    RUN_TO_PARITY = true,
+    /// Wake-up preemption of the current task.
+    WAKEUP_PREEMPTION = true,
+    /// EEVDF: a waking task with a shorter slice may preempt (v6.12).
+    PREEMPT_SHORT = true,
+}
+
+/// A set of enabled [`Feature`]s. `Default` is Linux's defaults.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SchedFeatures(u64);
+
+/// Why a feature string was rejected; `token` is the offending part of the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatureParseError<'a> {
+    /// The token that failed (`"FOO"` or `"UTIL_EST=maybe"`).
+    pub token: &'a str,
+    /// Byte offset of `token` in the parsed string.
+    pub offset: usize,
+    /// What is wrong with it.
+    pub kind: FeatureParseErrorKind,
+}
+
+/// The kinds of [`FeatureParseError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeatureParseErrorKind {
+    /// No feature has this name.
+    UnknownFeature,
+    /// The value after `=` is not `on`/`off` (nor `1`/`0`, `true`/`false`).
+    BadValue,
+    /// `NO_NAME=...` mixes both syntaxes.
+    NegatedAssignment,
+}
+
+impl Default for SchedFeatures {
+    fn default() -> Self {
+        SchedFeatures::linux_defaults()
+    }
+}
+
+impl SchedFeatures {
+    /// Linux's defaults (every feature at [`Feature::default_enabled`]).
+    pub const fn linux_defaults() -> SchedFeatures {
+        let mut bits = 0u64;
+        let mut i = 0;
+        while i < Feature::ALL.len() {
+            if Feature::ALL[i].default_enabled() {
+                bits |= 1 << (Feature::ALL[i] as u8);
+            }
+            i += 1;
+        }
+        SchedFeatures(bits)
+    }
+
+    /// Every feature off.
+    pub const fn none() -> SchedFeatures {
+        SchedFeatures(0)
+    }
+
+    /// `sched_feat(f)`.
+    pub const fn enabled(self, f: Feature) -> bool {
+        self.0 & (1 << (f as u8)) != 0
+    }
+
+    /// Turn `f` on or off.
+    pub fn set(&mut self, f: Feature, on: bool) {
+        if on {
+            self.0 |= 1 << (f as u8);
+        } else {
+            self.0 &= !(1 << (f as u8));
+        }
+    }
+
+    /// A copy with `f` set to `on` (for building configurations in `const`-like style).
+    pub fn with(mut self, f: Feature, on: bool) -> SchedFeatures {
+        self.set(f, on);
+        self
+    }
+
+    /// Every feature with its state, in declaration order.
+    pub fn iter(self) -> impl Iterator<Item = (Feature, bool)> {
+        Feature::ALL.iter().map(move |&f| (f, self.enabled(f)))
+    }
+
+    /// Look a feature up by its Linux name (exact, upper case).
+    pub fn feature_by_name(name: &str) -> Option<Feature> {
+        Feature::ALL.iter().copied().find(|f| f.name() == name)
+    }
+
+    /// Apply one setting: `NAME`, `NO_NAME` (Linux debugfs syntax) or `NAME=on|off`.
+    pub fn apply<'a>(&mut self, token: &'a str) -> Result<(), FeatureParseError<'a>> {
+        self.apply_at(token, 0)
+    }
+
+    /// Apply a list of settings separated by whitespace or commas, left to right. On error
+    /// nothing after the failing token is applied (earlier tokens are).
+    pub fn apply_list<'a>(&mut self, list: &'a str) -> Result<(), FeatureParseError<'a>> {
+        let mut start = None;
+        for (i, c) in list
+            .char_indices()
+            .chain(core::iter::once((list.len(), ' ')))
+        {
+            let sep = c.is_whitespace() || c == ',';
+            match (sep, start) {
+                (true, Some(s)) => {
+                    self.apply_at(&list[s..i], s)?;
+                    start = None;
+                }
+                (false, None) => start = Some(i),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Parse a list (see [`SchedFeatures::apply_list`]) on top of Linux's defaults.
+    pub fn parse(list: &str) -> Result<SchedFeatures, FeatureParseError<'_>> {
+        let mut f = SchedFeatures::linux_defaults();
+        f.apply_list(list)?;
+        Ok(f)
+    }
+
+    fn apply_at<'a>(&mut self, token: &'a str, offset: usize) -> Result<(), FeatureParseError<'a>> {
+        let err = |kind| FeatureParseError {
+            token,
+            offset,
+            kind,
+        };
+        let (name, value) = match token.split_once('=') {
+            Some((n, v)) => {
+                let on = match v {
+                    "on" | "1" | "true" | "yes" => true,
+                    "off" | "0" | "false" | "no" => false,
+                    _ => return Err(err(FeatureParseErrorKind::BadValue)),
+                };
+                if n.starts_with("NO_") && SchedFeatures::feature_by_name(n).is_none() {
+                    return Err(err(FeatureParseErrorKind::NegatedAssignment));
+                }
+                (n, on)
+            }
+            None => match token.strip_prefix("NO_") {
+                Some(n) if SchedFeatures::feature_by_name(token).is_none() => (n, false),
+                _ => (token, true),
+            },
+        };
+        let f = SchedFeatures::feature_by_name(name)
+            .ok_or_else(|| err(FeatureParseErrorKind::UnknownFeature))?;
+        self.set(f, value);
+        Ok(())
+    }
+}
+
+/// Linux's debugfs format: every feature, `NAME` when on, `NO_NAME` when off, space-separated.
+impl fmt::Display for SchedFeatures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (feat, on)) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            if !on {
+                f.write_str("NO_")?;
+            }
+            f.write_str(feat.name())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for SchedFeatures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SchedFeatures({self})")
+    }
+}
+
+impl fmt::Display for FeatureParseError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            FeatureParseErrorKind::UnknownFeature => "unknown scheduler feature",
+            FeatureParseErrorKind::BadValue => "feature value must be on or off",
+            FeatureParseErrorKind::NegatedAssignment => "use NAME=off or NO_NAME, not NO_NAME=...",
+        };
+        write!(f, "{what}: `{}` at byte {}", self.token, self.offset)
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+    use std::string::ToString;
+
+    #[test]
+    fn defaults_match_linux_features_h() {
+        let f = SchedFeatures::default();
+        // features.h v6.12: all of these default to true.
+        for feat in [
+            Feature::UTIL_EST,
+            Feature::PLACE_LAG,
+            Feature::PLACE_DEADLINE_INITIAL,
+            Feature::RUN_TO_PARITY,
+            Feature::WAKEUP_PREEMPTION,
+            Feature::PREEMPT_SHORT,
+        ] {
+            assert!(f.enabled(feat), "{feat} should default on");
+        }
+        assert!(f.enabled(Feature::PELT_CLOCK));
+        assert!(f.enabled(Feature::RUNNABLE_BOOST));
+        assert!(f.enabled(Feature::UCLAMP_FIT_TRISTATE));
+    }
+
+    #[test]
+    fn debugfs_and_assignment_syntax() {
+        let mut f = SchedFeatures::default();
+        f.apply("NO_UTIL_EST").unwrap();
+        assert!(!f.enabled(Feature::UTIL_EST));
+        f.apply("UTIL_EST").unwrap();
+        assert!(f.enabled(Feature::UTIL_EST));
+        f.apply("PELT_CLOCK=off").unwrap();
+        assert!(!f.enabled(Feature::PELT_CLOCK));
+        f.apply("PELT_CLOCK=on").unwrap();
+        assert!(f.enabled(Feature::PELT_CLOCK));
+        let g = SchedFeatures::parse("NO_RUNNABLE_BOOST, UCLAMP_FIT_TRISTATE=off  NO_PLACE_LAG")
+            .unwrap();
+        assert!(!g.enabled(Feature::RUNNABLE_BOOST));
+        assert!(!g.enabled(Feature::UCLAMP_FIT_TRISTATE));
+        assert!(!g.enabled(Feature::PLACE_LAG));
+        assert!(g.enabled(Feature::UTIL_EST));
+    }
+
+    #[test]
+    fn errors_name_the_token_and_place() {
+        let e = SchedFeatures::parse("UTIL_EST NO_BOGUS").unwrap_err();
+        assert_eq!(e.kind, FeatureParseErrorKind::UnknownFeature);
+        assert_eq!(e.token, "NO_BOGUS");
+        assert_eq!(e.offset, 9);
+        assert!(e.to_string().contains("NO_BOGUS"));
+        let e = SchedFeatures::parse("UTIL_EST=maybe").unwrap_err();
+        assert_eq!(e.kind, FeatureParseErrorKind::BadValue);
+        let e = SchedFeatures::parse("NO_UTIL_EST=on").unwrap_err();
+        assert_eq!(e.kind, FeatureParseErrorKind::NegatedAssignment);
+    }
+
+    #[test]
+    fn display_round_trips() {
+        let f = SchedFeatures::default()
+            .with(Feature::UTIL_EST, false)
+            .with(Feature::PREEMPT_SHORT, false);
+        let s = format!("{f}");
+        assert!(s.contains("NO_UTIL_EST"));
+        assert!(s.contains(" RUN_TO_PARITY"));
+        assert_eq!(SchedFeatures::parse(&s).unwrap(), f);
+        assert_eq!(s.split(' ').count(), Feature::ALL.len());
+    }
+}

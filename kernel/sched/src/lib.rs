@@ -6,6 +6,10 @@
 //! code therefore runs on the host under `cargo test`, in the deterministic
 //! simulator and in the kernel.
 //!
+//! It needs `alloc` (the kernel has a heap) only for the run queue's arenas
+//! ([`fair::tree`]), which grow to the high-water mark of queued tasks and are then
+//! reused, so no scheduler path allocates in steady state.
+//!
 //! Module map (Linux file in brackets):
 //! - [`types`]: fixed-point newtypes shared by everything (`Util`, `Capacity`, ...).
 //! - [`features`]: the runtime feature set (`sched_features`).
@@ -21,6 +25,8 @@
 //!   schedutil governor (`energy_model.c`, `cpufreq.c`, `cpufreq_schedutil.c`).
 #![no_std]
 #![forbid(unsafe_code)]
+
+extern crate alloc;
 
 #[cfg(test)]
 extern crate std;

@@ -1,1 +1,1140 @@
-//! TODO: rq (placeholder created with the workspace skeleton).
+//! The per-CPU run queue: clocks, the fair class, PELT, util_est and uclamp together.
+//!
+//! Re-derives the fair-class paths of Linux v6.12 `kernel/sched/core.c` and `fair.c`
+//! around `struct rq` / `struct cfs_rq`, in Linux's update order:
+//! - `update_rq_clock` → `update_rq_clock_task` → `update_rq_clock_pelt`;
+//! - `enqueue_task` → `enqueue_task_fair` (`util_est_enqueue`, iowait cpufreq kick,
+//!   `enqueue_entity`: `update_curr` → `update_load_avg(DO_ATTACH)` → `place_entity` →
+//!   `account_entity_enqueue` → `__enqueue_entity`; `h_nr_running++`) → `uclamp_rq_inc`;
+//!   `wake_up_new_task` (`post_init_entity_util_avg`, `ENQUEUE_INITIAL`);
+//! - `dequeue_task` → `uclamp_rq_dec` → `dequeue_task_fair` (`util_est_dequeue`,
+//!   `dequeue_entity`: `update_curr` → `update_load_avg(DO_DETACH if migrating)` →
+//!   `update_entity_lag` → `__dequeue_entity` → `account_entity_dequeue` →
+//!   `update_min_vruntime`; `h_nr_running--`; `util_est_update`);
+//! - `pick_next_task_fair` (v6.12 order: `update_curr`, `pick_eevdf` with `curr`
+//!   competing, then `put_prev_set_next_task`; idle → `update_idle_rq_clock_pelt`),
+//!   `put_prev_task_fair`, `set_next_task_fair`, `task_tick_fair` (`entity_tick`),
+//!   `check_preempt_wakeup_fair`, `yield_task_fair`, `set_user_nice`
+//!   (dequeue SAVE → `reweight_task_fair` → enqueue RESTORE → `prio_changed_fair`);
+//! - migration: `detach_task`/`attach_task` (on-rq, `DO_DETACH`/`DO_ATTACH`, lag and
+//!   relative deadline carried across) and `migrate_task_rq_fair` for a sleeping task
+//!   woken elsewhere (`remove_entity_load_avg`, then attach on the new CPU);
+//! - `sched_balance_update_blocked_averages` (`__update_blocked_fair` for the root).
+//!
+//! Ownership: an [`Rq`] owns its queued [`Task`]s (running included); a dequeued task
+//! is handed back by value and owned by the caller while it sleeps or migrates, so
+//! "no task lost or duplicated" is checkable. Nothing here blocks or does I/O; the
+//! only allocation is growth of the task and timeline arenas (pre-size them with
+//! [`RqConfig::expected_tasks`]), so every method may run with the rq lock held in
+//! interrupt context.
+//!
+//! Callers drive time: call [`Rq::update_rq_clock`] before each operation, as Linux
+//! does on entry to every scheduler path (`rq_clock_task` is what EEVDF charges;
+//! `rq_clock_pelt` what PELT ages by).
+//!
+//! Hooks for later issues:
+//! - cpufreq: wherever Linux calls `cpufreq_update_util` for the fair class
+//!   (`cfs_rq_util_change` after a root cfs_rq PELT change — enqueue, dequeue, tick,
+//!   blocked-load decay, attach/detach — and `enqueue_task_fair` of an iowait task) we
+//!   record a [`CpufreqUpdate`]; the caller takes it with [`Rq::take_cpufreq_update`]
+//!   and runs schedutil.
+//! - misfit: [`Rq::misfit_task_load`] is kept at 0 here; the misfit code
+//!   (`update_misfit_status`, called from `set_next_task_fair` and the tick) sets it
+//!   through [`Rq::set_misfit_task_load`].
+//! - load balancing: [`Rq::next_balance`] is stored, never acted upon here.
+//!
+//! Deliberate differences: one class only (no RT/DL/idle classes: `nr_running` is
+//! `cfs.h_nr_running`, "idle" is `curr == None`); no cgroups; no delayed dequeue. A
+//! dequeue of the running task also does `put_prev_task`'s bookkeeping (Linux keeps
+//! `cfs_rq->curr` pointing at it until `schedule()` picks the next task; the caller
+//! must call [`Rq::pick_next_task`] next, and [`Rq::need_resched`] says so).
+//! `rq->clock` and `rq->clock_task` are equal (no IRQ-time or steal accounting).
+//!
+//! Note for p1 (signals): `cpu_util` inputs come from [`Rq::cpu_snapshot`] and
+//! [`Rq::task_util`] in the shapes of [`crate::cpu_util`].
+
+use crate::cpu_util::{CfsRqUtil, CpuSnapshot, TaskUtil};
+use crate::fair::tree::{AugTree, NoAugment};
+use crate::fair::{
+    scale_load_down, CfsRq, DequeueMode, FairError, LoadWeight, Nice, PlaceFlags, SchedEntity,
+    DEFAULT_TICK_NSEC,
+};
+use crate::features::{Feature, SchedFeatures};
+use crate::pelt::{
+    init_entity_runnable_average, CfsRqAvg, CfsRqState, EntityState, PeltClock, PeltInvariance,
+    SchedAvg, DO_ATTACH, DO_DETACH,
+};
+use crate::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
+use crate::uclamp::{ClampRange, TaskUclamp, UclampRq, UclampSysctl};
+use crate::util_est::{task_util_est_raw, util_est_dequeue, util_est_enqueue, util_est_update};
+use core::fmt;
+
+/// A task of the fair class: its EEVDF entity, PELT signals and clamps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Task {
+    /// The task's id.
+    pub id: TaskId,
+    /// Its nice value.
+    pub nice: Nice,
+    /// `p->se` (EEVDF part).
+    pub se: SchedEntity,
+    /// `p->se.avg` (PELT signals and util_est).
+    pub avg: SchedAvg,
+    /// `p->uclamp_req` / `p->uclamp`.
+    pub uclamp: TaskUclamp,
+    /// `p->cpus_mask`.
+    pub cpus_allowed: CpuMask,
+    /// `task_cpu(p)`: the CPU whose cfs_rq holds (or last held) its signals; `None`
+    /// for a task never enqueued.
+    pub cpu: Option<CpuId>,
+    /// `p->in_iowait`: it slept on I/O; its wake-up enqueue kicks cpufreq with IOWAIT.
+    pub in_iowait: bool,
+}
+
+impl Task {
+    /// `sched_fork` for a fair task: zero lag, `init_entity_runnable_average` (a new
+    /// task starts with `load_avg = weight`, util 0).
+    pub fn new(
+        id: TaskId,
+        nice: i32,
+        uclamp: TaskUclamp,
+        cpus_allowed: CpuMask,
+    ) -> Result<Task, RqError> {
+        let nice = Nice::new(nice).map_err(|e| RqError::Fair { task: id, err: e })?;
+        if cpus_allowed.is_empty() {
+            return Err(RqError::EmptyAffinity { task: id });
+        }
+        let se = SchedEntity::new(id, nice);
+        Ok(Task {
+            id,
+            nice,
+            avg: init_entity_runnable_average(se.weight()),
+            se,
+            uclamp,
+            cpus_allowed,
+            cpu: None,
+            in_iowait: false,
+        })
+    }
+
+    /// `task_util(p)`.
+    pub fn util_avg(&self) -> Util {
+        Util(self.avg.util_avg as u32)
+    }
+
+    /// `_task_util_est(p)`.
+    pub fn util_est(&self) -> Util {
+        task_util_est_raw(&self.avg)
+    }
+}
+
+/// Enqueue flags (`ENQUEUE_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EnqueueFlags(u8);
+
+impl EnqueueFlags {
+    /// No flag: e.g. `attach_task` after load balancing.
+    pub const NONE: EnqueueFlags = EnqueueFlags(0);
+    /// `ENQUEUE_WAKEUP`: the task wakes up.
+    pub const WAKEUP: EnqueueFlags = EnqueueFlags(1);
+    /// `ENQUEUE_INITIAL` via `wake_up_new_task`: a new task (initial util, half slice).
+    pub const NEW: EnqueueFlags = EnqueueFlags(2);
+    /// `ENQUEUE_MIGRATED`: it woke up on a different CPU than it slept on.
+    pub const MIGRATED: EnqueueFlags = EnqueueFlags(4);
+    /// `ENQUEUE_RESTORE`: re-enqueue after a `DEQUEUE_SAVE` (attribute change).
+    pub const RESTORE: EnqueueFlags = EnqueueFlags(8);
+
+    /// Whether every flag of `f` is set.
+    pub const fn contains(self, f: EnqueueFlags) -> bool {
+        self.0 & f.0 == f.0
+    }
+}
+
+impl core::ops::BitOr for EnqueueFlags {
+    type Output = EnqueueFlags;
+    fn bitor(self, rhs: EnqueueFlags) -> EnqueueFlags {
+        EnqueueFlags(self.0 | rhs.0)
+    }
+}
+
+/// Dequeue flags (`DEQUEUE_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DequeueFlags(u8);
+
+impl DequeueFlags {
+    /// No flag.
+    pub const NONE: DequeueFlags = DequeueFlags(0);
+    /// `DEQUEUE_SLEEP`: the task blocks (its signals stay on this CPU as blocked load).
+    pub const SLEEP: DequeueFlags = DequeueFlags(1);
+    /// `task_on_rq_migrating`: it moves to another rq while runnable (`DO_DETACH`).
+    pub const MIGRATING: DequeueFlags = DequeueFlags(2);
+    /// `DEQUEUE_SAVE` (without `DEQUEUE_MOVE`): it comes straight back.
+    pub const SAVE: DequeueFlags = DequeueFlags(4);
+
+    /// Whether every flag of `f` is set.
+    pub const fn contains(self, f: DequeueFlags) -> bool {
+        self.0 & f.0 == f.0
+    }
+}
+
+impl core::ops::BitOr for DequeueFlags {
+    type Output = DequeueFlags;
+    fn bitor(self, rhs: DequeueFlags) -> DequeueFlags {
+        DequeueFlags(self.0 | rhs.0)
+    }
+}
+
+/// A request to run the cpufreq governor (`cpufreq_update_util(rq, flags)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpufreqUpdate {
+    /// `SCHED_CPUFREQ_IOWAIT`: an iowait task was enqueued.
+    pub iowait: bool,
+}
+
+/// Bad input to a run-queue operation; each variant names the task and CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RqError {
+    /// A fair-class parameter was invalid (e.g. nice out of range).
+    Fair {
+        /// The task.
+        task: TaskId,
+        /// What was wrong.
+        err: FairError,
+    },
+    /// A task with no allowed CPU.
+    EmptyAffinity {
+        /// The task.
+        task: TaskId,
+    },
+    /// The task is already queued on this CPU.
+    AlreadyQueued {
+        /// The task.
+        task: TaskId,
+        /// This CPU.
+        cpu: CpuId,
+    },
+    /// The task is not queued on this CPU.
+    NotQueued {
+        /// The task.
+        task: TaskId,
+        /// This CPU.
+        cpu: CpuId,
+    },
+    /// The task may not run on this CPU (`cpus_allowed`).
+    NotAllowed {
+        /// The task.
+        task: TaskId,
+        /// This CPU.
+        cpu: CpuId,
+    },
+    /// The task's signals are still attached to another CPU's cfs_rq: call
+    /// [`Rq::migrate_task_rq_fair`] on `attached_to` first (or detach it).
+    StillAttached {
+        /// The task.
+        task: TaskId,
+        /// This CPU.
+        cpu: CpuId,
+        /// The CPU whose cfs_rq still holds its signals.
+        attached_to: CpuId,
+    },
+    /// [`Rq::migrate_task_rq_fair`] or a blocked-task operation on the wrong CPU.
+    WrongCpu {
+        /// The task.
+        task: TaskId,
+        /// This CPU.
+        cpu: CpuId,
+        /// `task_cpu(p)`.
+        task_cpu: Option<CpuId>,
+    },
+    /// The clock went backwards.
+    ClockWentBackwards {
+        /// This CPU.
+        cpu: CpuId,
+        /// The current `rq->clock`.
+        clock: Nanos,
+        /// The earlier time given.
+        now: Nanos,
+    },
+}
+
+impl fmt::Display for RqError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            RqError::Fair { task, err } => write!(f, "task {}: {err}", task.0),
+            RqError::EmptyAffinity { task } => write!(f, "task {}: empty cpus_allowed", task.0),
+            RqError::AlreadyQueued { task, cpu } => {
+                write!(f, "rq {}: task {} is already queued here", cpu.0, task.0)
+            }
+            RqError::NotQueued { task, cpu } => {
+                write!(f, "rq {}: task {} is not queued here", cpu.0, task.0)
+            }
+            RqError::NotAllowed { task, cpu } => {
+                write!(
+                    f,
+                    "rq {}: task {} may not run here (cpus_allowed)",
+                    cpu.0, task.0
+                )
+            }
+            RqError::StillAttached {
+                task,
+                cpu,
+                attached_to,
+            } => write!(
+                f,
+                "rq {}: task {} is still attached to cpu {}; migrate_task_rq_fair there first",
+                cpu.0, task.0, attached_to.0
+            ),
+            RqError::WrongCpu {
+                task,
+                cpu,
+                task_cpu,
+            } => write!(
+                f,
+                "rq {}: task {} belongs to cpu {:?}, not this one",
+                cpu.0, task.0, task_cpu
+            ),
+            RqError::ClockWentBackwards { cpu, clock, now } => write!(
+                f,
+                "rq {}: clock went backwards from {} ns to {} ns",
+                cpu.0, clock.0, now.0
+            ),
+        }
+    }
+}
+
+/// A refused enqueue: why, and the task handed back so it is not lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnqueueError {
+    /// Why.
+    pub reason: RqError,
+    /// The task, unchanged.
+    pub task: Task,
+}
+
+/// How to build an [`Rq`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RqConfig {
+    /// This CPU.
+    pub cpu: CpuId,
+    /// Number of online CPUs (scales the base slice).
+    pub nr_cpus: u32,
+    /// `arch_scale_cpu_capacity`.
+    pub capacity_orig: Capacity,
+    /// `TICK_NSEC`.
+    pub tick_nsec: u64,
+    /// The feature set (changeable later with [`Rq::set_features`]).
+    pub features: SchedFeatures,
+    /// The uclamp sysctls.
+    pub uclamp: UclampSysctl,
+    /// Arena size to reserve for tasks (avoids allocation until exceeded).
+    pub expected_tasks: usize,
+}
+
+impl RqConfig {
+    /// Defaults: HZ=250, Linux's features, capacity 1024, default uclamp sysctls.
+    pub fn new(cpu: CpuId, nr_cpus: u32) -> RqConfig {
+        RqConfig {
+            cpu,
+            nr_cpus,
+            capacity_orig: Capacity(SCHED_CAPACITY_SCALE),
+            tick_nsec: DEFAULT_TICK_NSEC,
+            features: SchedFeatures::default(),
+            uclamp: UclampSysctl::default(),
+            expected_tasks: 16,
+        }
+    }
+}
+
+/// One CPU's run queue (`struct rq` with its root `struct cfs_rq`).
+#[derive(Debug)]
+pub struct Rq {
+    cpu: CpuId,
+    /// `rq->clock` (= `rq->clock_task`: no IRQ or steal time).
+    clock: u64,
+    /// `clock_task`, `clock_pelt`, `lost_idle_time`.
+    pelt: PeltClock,
+    /// The EEVDF state of the root cfs_rq.
+    cfs: CfsRq,
+    /// The root cfs_rq's PELT signals (`cfs_rq->avg`, `removed`), util_est included.
+    cfs_avg: CfsRqAvg,
+    /// `cfs_rq->h_nr_running` (= `rq->nr_running`: one class).
+    h_nr_running: u32,
+    /// The queued tasks, running one included.
+    tasks: AugTree<TaskId, Task, NoAugment>,
+    uclamp: UclampRq,
+    uclamp_sysctl: UclampSysctl,
+    capacity_orig: Capacity,
+    freq_scale: Capacity,
+    features: SchedFeatures,
+    need_resched: bool,
+    cpufreq_update: Option<CpufreqUpdate>,
+    misfit_task_load: u64,
+    next_balance: u64,
+}
+
+impl Rq {
+    /// An idle run queue whose clocks start at `now`.
+    pub fn new(config: RqConfig, now: Nanos) -> Rq {
+        Rq {
+            cpu: config.cpu,
+            clock: now.0,
+            pelt: PeltClock::new(now, PeltInvariance::from_features(config.features)),
+            cfs: CfsRq::new(config.nr_cpus, config.tick_nsec),
+            cfs_avg: CfsRqAvg::default(),
+            h_nr_running: 0,
+            tasks: AugTree::with_capacity(config.expected_tasks),
+            uclamp: UclampRq::new(),
+            uclamp_sysctl: config.uclamp,
+            capacity_orig: config.capacity_orig,
+            freq_scale: Capacity(SCHED_CAPACITY_SCALE),
+            features: config.features,
+            need_resched: false,
+            cpufreq_update: None,
+            misfit_task_load: 0,
+            next_balance: 0,
+        }
+    }
+
+    // ---- clocks, capacity, features -------------------------------------------
+
+    /// `update_rq_clock`: advance `clock`, `clock_task` and `clock_pelt` to `now`.
+    pub fn update_rq_clock(&mut self, now: Nanos) -> Result<(), RqError> {
+        if now.0 < self.clock {
+            return Err(RqError::ClockWentBackwards {
+                cpu: self.cpu,
+                clock: Nanos(self.clock),
+                now,
+            });
+        }
+        let delta = now.0 - self.clock;
+        self.clock = now.0;
+        let idle = self.cfs.curr().is_none();
+        self.pelt
+            .update_rq_clock_pelt(Nanos(delta), self.capacity_orig, self.freq_scale, idle);
+        Ok(())
+    }
+
+    /// `rq->clock`.
+    pub fn clock(&self) -> Nanos {
+        Nanos(self.clock)
+    }
+
+    /// `rq_clock_task`.
+    pub fn clock_task(&self) -> Nanos {
+        Nanos(self.pelt.rq_clock_task())
+    }
+
+    /// `rq_clock_pelt`.
+    pub fn clock_pelt(&self) -> Nanos {
+        Nanos(self.pelt.rq_clock_pelt())
+    }
+
+    /// The PELT clock state.
+    pub fn pelt_clock(&self) -> &PeltClock {
+        &self.pelt
+    }
+
+    /// This CPU.
+    pub fn cpu(&self) -> CpuId {
+        self.cpu
+    }
+
+    /// `arch_scale_cpu_capacity`.
+    pub fn capacity_orig(&self) -> Capacity {
+        self.capacity_orig
+    }
+
+    /// Set `capacity_orig` (e.g. after a topology update). Takes effect at the next
+    /// clock update.
+    pub fn set_capacity_orig(&mut self, cap: Capacity) {
+        self.capacity_orig = cap;
+    }
+
+    /// `arch_scale_freq_capacity`: current frequency / max frequency × 1024.
+    pub fn freq_scale(&self) -> Capacity {
+        self.freq_scale
+    }
+
+    /// Set `arch_scale_freq_capacity` (after a frequency change). Call
+    /// [`Rq::update_rq_clock`] first so time already elapsed is scaled by the old value.
+    pub fn set_freq_scale(&mut self, scale: Capacity) {
+        self.freq_scale = scale;
+    }
+
+    /// The feature set in force.
+    pub fn features(&self) -> SchedFeatures {
+        self.features
+    }
+
+    /// Change the feature set at run time (`/sys/kernel/debug/sched/features`).
+    /// Switching `PELT_CLOCK` re-syncs the PELT clock. Switching `UTIL_EST` rebuilds
+    /// the cfs_rq's estimate from the queued tasks (Linux leaves it stale until the
+    /// tasks cycle through the queue; rebuilding keeps "Σ of queued tasks" exact).
+    pub fn set_features(&mut self, features: SchedFeatures) {
+        let util_est_was = self.features.enabled(Feature::UTIL_EST);
+        self.features = features;
+        self.pelt
+            .set_invariance(PeltInvariance::from_features(features));
+        if features.enabled(Feature::UTIL_EST) != util_est_was {
+            self.cfs_avg.avg.util_est = 0;
+            for (_, t) in self.tasks.iter() {
+                util_est_enqueue(&mut self.cfs_avg.avg, &t.avg, features);
+            }
+        }
+    }
+
+    /// The uclamp sysctls.
+    pub fn uclamp_sysctl(&self) -> UclampSysctl {
+        self.uclamp_sysctl
+    }
+
+    /// Replace the uclamp sysctls (applies to tasks enqueued from now on).
+    pub fn set_uclamp_sysctl(&mut self, sys: UclampSysctl) {
+        self.uclamp_sysctl = sys;
+    }
+
+    // ---- getters ----------------------------------------------------------------
+
+    /// `rq->nr_running`.
+    pub fn nr_running(&self) -> u32 {
+        self.h_nr_running
+    }
+
+    /// `cfs_rq->h_nr_running`.
+    pub fn h_nr_running(&self) -> u32 {
+        self.h_nr_running
+    }
+
+    /// The running task (`rq->curr`), `None` when idle.
+    pub fn curr(&self) -> Option<TaskId> {
+        self.cfs.curr()
+    }
+
+    /// `test_tsk_need_resched(rq->curr)`: the caller should call
+    /// [`Rq::pick_next_task`] (after [`Rq::put_prev_task`] or not).
+    pub fn need_resched(&self) -> bool {
+        self.need_resched
+    }
+
+    /// A queued task.
+    pub fn task(&self, id: TaskId) -> Option<&Task> {
+        self.tasks.get(&id)
+    }
+
+    /// The queued tasks (running one included), by id.
+    pub fn tasks(&self) -> impl Iterator<Item = &Task> + '_ {
+        self.tasks.iter().map(|(_, t)| t)
+    }
+
+    /// The EEVDF state.
+    pub fn cfs(&self) -> &CfsRq {
+        &self.cfs
+    }
+
+    /// The root cfs_rq's PELT signals (`rq->cfs.avg`).
+    pub fn cfs_avg(&self) -> &SchedAvg {
+        &self.cfs_avg.avg
+    }
+
+    /// The root cfs_rq's PELT state with its pending removals.
+    pub fn cfs_rq_avg(&self) -> &CfsRqAvg {
+        &self.cfs_avg
+    }
+
+    /// The cfs_rq's utilisation signals, as `cpu_util` takes them.
+    pub fn cfs_util(&self) -> CfsRqUtil {
+        CfsRqUtil::from_avg(&self.cfs_avg.avg)
+    }
+
+    /// This CPU's `cpu_util` input.
+    pub fn cpu_snapshot(&self) -> CpuSnapshot {
+        CpuSnapshot {
+            cpu: self.cpu,
+            capacity_orig: self.capacity_orig,
+            cfs: self.cfs_util(),
+        }
+    }
+
+    /// A queued task's `cpu_util` input.
+    pub fn task_util(&self, id: TaskId) -> Option<TaskUtil> {
+        self.tasks
+            .get(&id)
+            .map(|t| TaskUtil::from_avg(&t.avg, self.cpu, true))
+    }
+
+    /// `cpu_util_cfs` without util_est, capped at `capacity_orig`:
+    /// `min(cfs util_avg, capacity_orig)`.
+    pub fn cpu_util_avg(&self) -> Util {
+        Util(self.cfs_avg.avg.util_avg.min(self.capacity_orig.0 as u64) as u32)
+    }
+
+    /// The rq's uclamp aggregation.
+    pub fn uclamp(&self) -> &UclampRq {
+        &self.uclamp
+    }
+
+    /// `uclamp_rq_get` for both ids.
+    pub fn uclamp_range(&self) -> ClampRange {
+        self.uclamp.range()
+    }
+
+    /// Take the pending cpufreq request, if any.
+    pub fn take_cpufreq_update(&mut self) -> Option<CpufreqUpdate> {
+        self.cpufreq_update.take()
+    }
+
+    /// `rq->misfit_task_load`.
+    pub fn misfit_task_load(&self) -> u64 {
+        self.misfit_task_load
+    }
+
+    /// Set `rq->misfit_task_load` (for `update_misfit_status`).
+    pub fn set_misfit_task_load(&mut self, load: u64) {
+        self.misfit_task_load = load;
+    }
+
+    /// `rq->next_balance` (jiffies or ns, as the load balancer decides).
+    pub fn next_balance(&self) -> u64 {
+        self.next_balance
+    }
+
+    /// Set `rq->next_balance`.
+    pub fn set_next_balance(&mut self, t: u64) {
+        self.next_balance = t;
+    }
+
+    // ---- enqueue / dequeue --------------------------------------------------------
+
+    /// `enqueue_task` (`activate_task`; with [`EnqueueFlags::NEW`] `wake_up_new_task`).
+    /// The task must be allowed here and either attached to this CPU's cfs_rq
+    /// (woke where it slept) or detached (new, migrated: `last_update_time == 0`).
+    #[allow(clippy::result_large_err)] // the refused task must be handed back, not lost
+    pub fn enqueue_task(
+        &mut self,
+        mut task: Task,
+        flags: EnqueueFlags,
+    ) -> Result<(), EnqueueError> {
+        if let Err(reason) = self.check_enqueue(&task) {
+            return Err(EnqueueError { reason, task });
+        }
+        let feat = self.features;
+        if flags.contains(EnqueueFlags::NEW) {
+            // wake_up_new_task: post_init_entity_util_avg before activate_task.
+            self.cfs_avg.post_init_entity_util_avg(
+                &mut task.avg,
+                task.se.weight(),
+                self.capacity_orig,
+            );
+        }
+        if flags.contains(EnqueueFlags::MIGRATED) || task.cpu != Some(self.cpu) {
+            if task.cpu.is_some() && task.cpu != Some(self.cpu) {
+                task.se.nr_migrations += 1;
+            }
+            task.cpu = Some(self.cpu);
+        }
+        // enqueue_task_fair: util_est first, so schedutil sees it.
+        util_est_enqueue(&mut self.cfs_avg.avg, &task.avg, feat);
+        if task.in_iowait {
+            self.request_cpufreq(true);
+        }
+        // enqueue_entity.
+        self.update_curr();
+        let changed = Self::update_load_avg(
+            &mut self.cfs_avg,
+            &self.pelt,
+            &self.cfs,
+            self.h_nr_running,
+            &mut task,
+            DO_ATTACH,
+        );
+        if changed {
+            self.request_cpufreq(false);
+        }
+        let curr = self
+            .cfs
+            .curr()
+            .and_then(|c| self.tasks.get(&c))
+            .map(|t| &t.se);
+        let place = PlaceFlags {
+            initial: flags.contains(EnqueueFlags::NEW),
+        };
+        self.cfs.enqueue_entity(curr, &mut task.se, place, feat);
+        if flags.contains(EnqueueFlags::MIGRATED) {
+            task.se.exec_start = 0;
+        }
+        self.h_nr_running += 1;
+        // uclamp_rq_inc after the class enqueue (v6.12 order).
+        self.uclamp
+            .inc(&mut task.uclamp, &self.uclamp_sysctl, false);
+        task.in_iowait = false;
+        let id = task.id;
+        let inserted = self.tasks.insert(id, task);
+        // check_enqueue ruled a duplicate out.
+        debug_assert!(inserted.is_ok(), "task {id:?} inserted twice");
+        Ok(())
+    }
+
+    /// `dequeue_task`: take a queued task off this rq and hand it back. With
+    /// [`DequeueFlags::SLEEP`] its signals stay here as blocked load; with
+    /// [`DequeueFlags::MIGRATING`] they are detached (it must be enqueued elsewhere).
+    /// Dequeuing the running task leaves the rq without `curr` and sets
+    /// `need_resched`.
+    pub fn dequeue_task(&mut self, id: TaskId, flags: DequeueFlags) -> Result<Task, RqError> {
+        let mut task = self.tasks.remove(&id).ok_or(RqError::NotQueued {
+            task: id,
+            cpu: self.cpu,
+        })?;
+        let feat = self.features;
+        // uclamp_rq_dec before the class dequeue (v6.12 order).
+        self.uclamp.dec(&mut task.uclamp);
+        util_est_dequeue(&mut self.cfs_avg.avg, &task.avg, feat);
+        // dequeue_entity.
+        let is_curr = self.cfs.curr() == Some(id);
+        if is_curr {
+            let u = self
+                .cfs
+                .update_curr(&mut task.se, self.pelt.rq_clock_task(), feat);
+            if u.resched {
+                self.need_resched = true;
+            }
+        } else {
+            self.update_curr();
+        }
+        let pelt_flags = if flags.contains(DequeueFlags::MIGRATING) {
+            DO_DETACH
+        } else {
+            0
+        };
+        let changed = Self::update_load_avg(
+            &mut self.cfs_avg,
+            &self.pelt,
+            &self.cfs,
+            self.h_nr_running,
+            &mut task,
+            pelt_flags,
+        );
+        if changed {
+            self.request_cpufreq(false);
+        }
+        let curr = self
+            .cfs
+            .curr()
+            .and_then(|c| self.tasks.get(&c))
+            .map(|t| &t.se);
+        let mode = DequeueMode {
+            sleep: flags.contains(DequeueFlags::SLEEP),
+            save: flags.contains(DequeueFlags::SAVE),
+        };
+        self.cfs.dequeue_entity(curr, &mut task.se, mode, feat);
+        self.h_nr_running -= 1;
+        util_est_update(
+            &mut task.avg,
+            flags.contains(DequeueFlags::SLEEP),
+            self.capacity_orig,
+            feat,
+        );
+        if is_curr {
+            self.need_resched = true;
+            task.se.exec_start = 0;
+        }
+        Ok(task)
+    }
+
+    /// `detach_task` (load balancing): dequeue as migrating; the signals leave with
+    /// the task, the lag is kept relative to this queue's average.
+    pub fn detach_task(&mut self, id: TaskId) -> Result<Task, RqError> {
+        self.dequeue_task(id, DequeueFlags::MIGRATING)
+    }
+
+    /// `attach_task`: enqueue a task detached from another rq.
+    #[allow(clippy::result_large_err)] // see enqueue_task
+    pub fn attach_task(&mut self, task: Task) -> Result<(), EnqueueError> {
+        self.enqueue_task(task, EnqueueFlags::NONE)
+    }
+
+    /// `migrate_task_rq_fair` for a *sleeping* task about to be woken on another CPU:
+    /// called on the CPU it slept on; its blocked contribution is queued for removal
+    /// from this cfs_rq (`remove_entity_load_avg`) and it becomes unattached.
+    pub fn migrate_task_rq_fair(&mut self, task: &mut Task) -> Result<(), RqError> {
+        if task.cpu != Some(self.cpu) || self.tasks.get(&task.id).is_some() {
+            return Err(RqError::WrongCpu {
+                task: task.id,
+                cpu: self.cpu,
+                task_cpu: task.cpu,
+            });
+        }
+        if task.avg.last_update_time != 0 {
+            self.cfs_avg
+                .remove_entity_load_avg(&mut task.avg, task.se.weight());
+        }
+        task.avg.last_update_time = 0;
+        Ok(())
+    }
+
+    // ---- pick / put / tick -----------------------------------------------------------
+
+    /// `pick_next_task` for the fair class: choose and set `curr`. A still-running
+    /// `curr` competes (v6.12 `pick_task_fair` + `put_prev_set_next_task`). Returns
+    /// `None` when nothing is runnable: the rq goes idle (`update_idle_rq_clock_pelt`).
+    pub fn pick_next_task(&mut self) -> Option<TaskId> {
+        let feat = self.features;
+        self.need_resched = false;
+        self.update_curr();
+        let prev = self.cfs.curr();
+        let curr_se = prev.and_then(|c| self.tasks.get(&c)).map(|t| &t.se);
+        let next = self.cfs.pick_eevdf(curr_se, feat);
+        if next == prev && next.is_some() {
+            return next;
+        }
+        if prev.is_some() {
+            self.put_prev_task();
+        }
+        match next {
+            Some(id) => {
+                self.set_next_task(id);
+                Some(id)
+            }
+            None => {
+                let util_sum = self.cfs_avg.avg.util_sum as u64;
+                self.pelt.update_idle_rq_clock_pelt(util_sum);
+                None
+            }
+        }
+    }
+
+    /// `put_prev_task`: the running task stops running but stays queued.
+    pub fn put_prev_task(&mut self) {
+        let Some(id) = self.cfs.curr() else {
+            return;
+        };
+        self.update_curr();
+        let Some(task) = self.tasks.get_mut(&id) else {
+            return;
+        };
+        // Linux: `__enqueue_entity`, then `update_load_avg(cfs_rq, prev, 0)` while
+        // `cfs_rq->curr` is still `prev` (its last segment counts as running), then
+        // `cfs_rq->curr = NULL`.
+        let changed = Self::update_load_avg(
+            &mut self.cfs_avg,
+            &self.pelt,
+            &self.cfs,
+            self.h_nr_running,
+            task,
+            0,
+        );
+        self.cfs.put_prev_entity(&mut task.se);
+        if changed {
+            self.request_cpufreq(false);
+        }
+    }
+
+    /// `task_tick_fair` (`entity_tick`): charge the running task and age its
+    /// signals. Returns whether a reschedule is needed.
+    pub fn task_tick(&mut self) -> bool {
+        let Some(id) = self.cfs.curr() else {
+            return self.need_resched;
+        };
+        self.update_curr();
+        if let Some(task) = self.tasks.get_mut(&id) {
+            let changed = Self::update_load_avg(
+                &mut self.cfs_avg,
+                &self.pelt,
+                &self.cfs,
+                self.h_nr_running,
+                task,
+                0,
+            );
+            if changed {
+                self.request_cpufreq(false);
+            }
+        }
+        self.need_resched
+    }
+
+    /// `wakeup_preempt` after enqueuing `id` (a wake-up): should it preempt the
+    /// running task? An idle rq always reschedules. Sets `need_resched` if so.
+    pub fn check_preempt_wakeup(&mut self, id: TaskId) -> Result<bool, RqError> {
+        let pse = match self.tasks.get(&id) {
+            Some(t) => t.se,
+            None => {
+                return Err(RqError::NotQueued {
+                    task: id,
+                    cpu: self.cpu,
+                })
+            }
+        };
+        let Some(curr) = self.cfs.curr() else {
+            self.need_resched = true;
+            return Ok(true);
+        };
+        if self.need_resched {
+            return Ok(true);
+        }
+        let now = self.pelt.rq_clock_task();
+        let feat = self.features;
+        if let Some(t) = self.tasks.get_mut(&curr) {
+            if self.cfs.check_preempt_wakeup(&mut t.se, &pse, now, feat) {
+                self.need_resched = true;
+            }
+        }
+        Ok(self.need_resched)
+    }
+
+    /// `yield_task_fair` (`sched_yield`): the running task gives up the rest of its
+    /// request; its deadline moves one slice later and a reschedule is requested.
+    pub fn yield_task(&mut self) {
+        let Some(id) = self.cfs.curr() else {
+            return;
+        };
+        if self.h_nr_running == 1 {
+            return;
+        }
+        self.update_curr();
+        if let Some(t) = self.tasks.get_mut(&id) {
+            self.cfs.yield_entity(&mut t.se);
+        }
+        self.need_resched = true;
+    }
+
+    /// `set_user_nice` for a queued task: dequeue (SAVE), reweight, enqueue
+    /// (RESTORE), restore `curr`, then `prio_changed_fair`.
+    pub fn set_nice(&mut self, id: TaskId, nice: i32) -> Result<(), RqError> {
+        let nice = Nice::new(nice).map_err(|err| RqError::Fair { task: id, err })?;
+        let running = self.cfs.curr() == Some(id);
+        let resched_before = self.need_resched;
+        let mut task = self.dequeue_task(id, DequeueFlags::SAVE)?;
+        let old = task.nice;
+        self.reweight_task(&mut task, nice);
+        // The task was just dequeued from here: re-enqueue cannot fail.
+        if let Err(e) = self.enqueue_task(task, EnqueueFlags::RESTORE) {
+            debug_assert!(false, "re-enqueue after nice change failed: {}", e.reason);
+            return Err(e.reason);
+        }
+        if running {
+            self.need_resched = resched_before;
+            self.set_next_task(id);
+            // prio_changed_fair: a running task whose priority dropped reschedules.
+            if nice > old {
+                self.need_resched = true;
+            }
+        } else if self.cfs.curr().is_some() {
+            self.check_preempt_wakeup(id)?;
+        }
+        Ok(())
+    }
+
+    /// `set_user_nice` for a task sleeping with its signals on this CPU (the caller
+    /// owns it): reweight its lag and its blocked load contribution.
+    pub fn set_nice_blocked(&mut self, task: &mut Task, nice: i32) -> Result<(), RqError> {
+        let nice = Nice::new(nice).map_err(|err| RqError::Fair { task: task.id, err })?;
+        if self.tasks.get(&task.id).is_some() || (task.cpu.is_some() && task.cpu != Some(self.cpu))
+        {
+            return Err(RqError::WrongCpu {
+                task: task.id,
+                cpu: self.cpu,
+                task_cpu: task.cpu,
+            });
+        }
+        self.reweight_task(task, nice);
+        Ok(())
+    }
+
+    /// `sched_balance_update_blocked_averages` for the root cfs_rq: decay its signals
+    /// (and apply pending removals) while idle or with blocked tasks. Returns whether
+    /// anything changed (and then requests a cpufreq update, as Linux does).
+    pub fn update_blocked_averages(&mut self) -> bool {
+        let state = Self::cfs_state(&self.cfs, self.h_nr_running);
+        let changed = self.cfs_avg.update_cfs_rq_load_avg(
+            self.pelt.rq_clock_pelt(),
+            state,
+            self.pelt.contrib_scale(),
+        );
+        if changed {
+            self.request_cpufreq(false);
+        }
+        changed
+    }
+
+    /// Check the run queue's internal consistency (for tests and debug builds):
+    /// the tree's invariants, that it holds exactly the queued tasks other than
+    /// `curr` with their current keys, the counters and sums, and that the weighted
+    /// lags sum to zero (within rounding). O(n log n).
+    pub fn check_invariants(&self) -> Result<(), &'static str> {
+        let tl = self.cfs.timeline();
+        tl.check().map_err(|_| "timeline tree invariant broken")?;
+        let curr = self.cfs.curr();
+        if tl.len() + curr.is_some() as usize != self.tasks.len() {
+            return Err("timeline + curr != queued tasks");
+        }
+        if self.tasks.len() != self.h_nr_running as usize
+            || self.cfs.nr_running() != self.h_nr_running
+        {
+            return Err("nr_running mismatch");
+        }
+        if self.uclamp.nr_tasks() != self.h_nr_running {
+            return Err("uclamp accounts a different number of tasks");
+        }
+        let mut load = 0u64;
+        let (mut avg, mut w_sum) = (0i64, 0u64);
+        for t in self.tasks() {
+            if !t.se.on_rq || t.cpu != Some(self.cpu) {
+                return Err("queued task not on_rq or with another task_cpu");
+            }
+            if crate::fair::vdiff(t.se.deadline, t.se.vruntime) <= 0 || t.se.rel_deadline {
+                return Err("deadline not after vruntime");
+            }
+            load += t.se.load.weight;
+            if Some(t.id) == curr {
+                continue;
+            }
+            let key = crate::fair::TimelineKey {
+                deadline: t.se.deadline,
+                id: t.id,
+            };
+            match tl.get(&key) {
+                Some(q) if q.vruntime == t.se.vruntime && q.weight == t.se.weight() => {}
+                _ => return Err("timeline key differs from the entity"),
+            }
+            let w = t.se.weight();
+            avg += crate::fair::vdiff(t.se.vruntime, self.cfs.min_vruntime()) * w as i64;
+            w_sum += w;
+        }
+        if load != self.cfs.load_weight() {
+            return Err("cfs load.weight differs from the sum of weights");
+        }
+        if (avg, w_sum) != self.cfs.avg_sums() {
+            return Err("avg_vruntime/avg_load differ from their definition");
+        }
+        // Σ w_i (V − v_i) = 0 up to V's rounding (< 1 ns of virtual time each).
+        let curr_se = curr.and_then(|c| self.tasks.get(&c)).map(|t| &t.se);
+        let v = self.cfs.avg_vruntime(curr_se);
+        let (mut lag_sum, mut total_w) = (0i128, 0i128);
+        for t in self.tasks() {
+            let w = t.se.weight() as i128;
+            lag_sum += w * crate::fair::vdiff(v, t.se.vruntime) as i128;
+            total_w += w;
+        }
+        if lag_sum.abs() > total_w {
+            return Err("weighted lags do not sum to zero");
+        }
+        Ok(())
+    }
+
+    // ---- private -------------------------------------------------------------------
+
+    fn check_enqueue(&self, task: &Task) -> Result<(), RqError> {
+        let (id, cpu) = (task.id, self.cpu);
+        if self.tasks.get(&id).is_some() {
+            return Err(RqError::AlreadyQueued { task: id, cpu });
+        }
+        if !task.cpus_allowed.contains(cpu) {
+            return Err(RqError::NotAllowed { task: id, cpu });
+        }
+        if task.se.on_rq {
+            return Err(RqError::AlreadyQueued { task: id, cpu });
+        }
+        if let Some(prev) = task.cpu {
+            if prev != cpu && task.avg.last_update_time != 0 {
+                return Err(RqError::StillAttached {
+                    task: id,
+                    cpu,
+                    attached_to: prev,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `update_curr` on the running task, if any.
+    fn update_curr(&mut self) {
+        let Some(id) = self.cfs.curr() else {
+            return;
+        };
+        let now = self.pelt.rq_clock_task();
+        let feat = self.features;
+        if let Some(t) = self.tasks.get_mut(&id) {
+            if self.cfs.update_curr(&mut t.se, now, feat).resched {
+                self.need_resched = true;
+            }
+        }
+    }
+
+    /// `set_next_task_fair` / `set_next_entity` for a queued task.
+    fn set_next_task(&mut self, id: TaskId) {
+        let now = self.pelt.rq_clock_task();
+        let Some(task) = self.tasks.get_mut(&id) else {
+            return;
+        };
+        // Linux: `__dequeue_entity`, `update_load_avg(cfs_rq, se, UPDATE_TG)` with
+        // `cfs_rq->curr` still NULL (the task was waiting until now), then
+        // `cfs_rq->curr = se`.
+        let changed = Self::update_load_avg(
+            &mut self.cfs_avg,
+            &self.pelt,
+            &self.cfs,
+            self.h_nr_running,
+            task,
+            0,
+        );
+        self.cfs.set_next_entity(&mut task.se, now);
+        if changed {
+            self.request_cpufreq(false);
+        }
+    }
+
+    /// `reweight_task_fair` on a dequeued task: EEVDF lag/deadline, then the PELT
+    /// load contribution to this cfs_rq (if attached here).
+    fn reweight_task(&mut self, task: &mut Task, nice: Nice) {
+        let new = LoadWeight::from_nice(nice);
+        let attached = task.avg.last_update_time != 0 && task.cpu == Some(self.cpu);
+        if attached {
+            self.cfs_avg.dequeue_load_avg(&task.avg, task.se.weight());
+        }
+        CfsRq::reweight_entity(&mut task.se, new);
+        task.nice = nice;
+        let divider = task.avg.pelt_divider() as u64;
+        task.avg.load_avg = task.se.weight() * task.avg.load_sum / divider;
+        if attached {
+            self.cfs_avg.enqueue_load_avg(&task.avg, task.se.weight());
+        }
+    }
+
+    fn request_cpufreq(&mut self, iowait: bool) {
+        let u = self
+            .cpufreq_update
+            .get_or_insert_with(CpufreqUpdate::default);
+        u.iowait |= iowait;
+    }
+
+    fn cfs_state(cfs: &CfsRq, h_nr_running: u32) -> CfsRqState {
+        CfsRqState {
+            load_weight: scale_load_down(cfs.load_weight()),
+            h_nr_running: h_nr_running as u64,
+            curr: cfs.curr().is_some(),
+        }
+    }
+
+    /// `update_load_avg(cfs_rq, se, flags)` for a task on this rq.
+    fn update_load_avg(
+        cfs_avg: &mut CfsRqAvg,
+        pelt: &PeltClock,
+        cfs: &CfsRq,
+        h_nr_running: u32,
+        task: &mut Task,
+        flags: u8,
+    ) -> bool {
+        let se = EntityState {
+            weight: task.se.weight(),
+            on_rq: task.se.on_rq,
+            running: cfs.curr() == Some(task.id),
+        };
+        cfs_avg.update_load_avg(
+            pelt.rq_clock_pelt(),
+            &mut task.avg,
+            se,
+            Self::cfs_state(cfs, h_nr_running),
+            flags,
+            pelt.contrib_scale(),
+        )
+    }
+}

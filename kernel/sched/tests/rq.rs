@@ -1,0 +1,508 @@
+//! Run-queue properties over random operation sequences on several CPUs, and the
+//! "rq util = Σ task util" property around migrations.
+//!
+//! Oracles: set bookkeeping of task ids (every task is on exactly one rq or in the
+//! caller's sleeping set), the PELT geometric-series bounds (`LOAD_AVG_MAX`), the
+//! definitions of the EEVDF sums (checked inside `Rq::check_invariants`, recomputed
+//! from the entities), util_est's "Σ of queued tasks' estimates", and the tasks'
+//! own PELT signals advanced to the rq's time with the PELT recurrence.
+
+use asym_sched::cpu_util::cpu_util_cfs;
+use asym_sched::features::{Feature, SchedFeatures};
+use asym_sched::pelt::{EntityState, PeltScale, SchedAvg, LOAD_AVG_MAX};
+use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, Task};
+use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, TaskId};
+use asym_sched::uclamp::TaskUclamp;
+use asym_sched::util_est::task_util_est_raw;
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+const TICK_NS: u64 = 4_000_000;
+const CAPS: [u32; 3] = [1024, 512, 446];
+
+struct System {
+    rqs: Vec<Rq>,
+    sleeping: Vec<Task>,
+    all: BTreeSet<TaskId>,
+    now: u64,
+    next_tick: u64,
+    next_id: u32,
+}
+
+impl System {
+    fn new(features: SchedFeatures) -> System {
+        let now = 1_000_000_000;
+        let rqs = CAPS
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let mut cfg = RqConfig::new(CpuId(i as u16), CAPS.len() as u32);
+                cfg.capacity_orig = Capacity(c);
+                cfg.features = features;
+                let mut rq = Rq::new(cfg, Nanos(now));
+                // The little CPUs run below fmax.
+                rq.set_freq_scale(Capacity(if i == 0 { 1024 } else { 700 }));
+                rq
+            })
+            .collect();
+        System {
+            rqs,
+            sleeping: Vec::new(),
+            all: BTreeSet::new(),
+            now,
+            next_tick: now + TICK_NS,
+            next_id: 1,
+        }
+    }
+
+    /// (cpu, id) of the k-th queued task, counting over all rqs.
+    fn queued(&self, k: usize) -> Option<(usize, TaskId)> {
+        let all: Vec<(usize, TaskId)> = self
+            .rqs
+            .iter()
+            .enumerate()
+            .flat_map(|(c, rq)| rq.tasks().map(move |t| (c, t.id)))
+            .collect();
+        (!all.is_empty()).then(|| all[k % all.len()])
+    }
+
+    fn allowed_cpu(mask: CpuMask, want: usize) -> usize {
+        let want = want % CAPS.len();
+        if mask.contains(CpuId(want as u16)) {
+            want
+        } else {
+            mask.first().unwrap().index()
+        }
+    }
+
+    /// What the harness does after every operation, like `schedule()` on each CPU.
+    fn reschedule(&mut self) {
+        for rq in &mut self.rqs {
+            if rq.need_resched() || (rq.curr().is_none() && rq.nr_running() > 0) {
+                rq.pick_next_task();
+            }
+            let _ = rq.take_cpufreq_update();
+        }
+    }
+
+    fn apply(&mut self, op: &Op) {
+        match *op {
+            Op::Advance(us) => {
+                let end = self.now + us * 1000;
+                while self.next_tick <= end {
+                    self.now = self.next_tick;
+                    self.next_tick += TICK_NS;
+                    for rq in &mut self.rqs {
+                        rq.update_rq_clock(Nanos(self.now)).unwrap();
+                        if rq.curr().is_some() {
+                            rq.task_tick();
+                        } else {
+                            rq.update_blocked_averages();
+                        }
+                    }
+                    self.reschedule();
+                }
+                self.now = end;
+                for rq in &mut self.rqs {
+                    rq.update_rq_clock(Nanos(self.now)).unwrap();
+                }
+            }
+            Op::Spawn(cpu, nice, mask) => {
+                let id = TaskId(self.next_id);
+                self.next_id += 1;
+                let mask = CpuMask(mask as u64 & 0b111).or(CpuMask::of(CpuId((cpu % 3) as u16)));
+                let t = Task::new(id, nice, TaskUclamp::new(), mask).unwrap();
+                let c = Self::allowed_cpu(mask, cpu);
+                self.rqs[c].enqueue_task(t, EnqueueFlags::NEW).unwrap();
+                self.rqs[c].check_preempt_wakeup(id).unwrap();
+                self.all.insert(id);
+            }
+            Op::Sleep(k) => {
+                if let Some((c, id)) = self.queued(k) {
+                    let t = self.rqs[c].dequeue_task(id, DequeueFlags::SLEEP).unwrap();
+                    self.sleeping.push(t);
+                }
+            }
+            Op::Wake(k, cpu) => {
+                if self.sleeping.is_empty() {
+                    return;
+                }
+                let mut t = self.sleeping.swap_remove(k % self.sleeping.len());
+                let c = Self::allowed_cpu(t.cpus_allowed, cpu);
+                let prev = t.cpu.unwrap().index();
+                let mut flags = EnqueueFlags::WAKEUP;
+                if prev != c {
+                    // Wrong order is refused and the task handed back.
+                    let e = self.rqs[c].enqueue_task(t, flags).unwrap_err();
+                    t = e.task;
+                    self.rqs[prev].migrate_task_rq_fair(&mut t).unwrap();
+                    flags = flags | EnqueueFlags::MIGRATED;
+                }
+                let id = t.id;
+                self.rqs[c].enqueue_task(t, flags).unwrap();
+                self.rqs[c].check_preempt_wakeup(id).unwrap();
+            }
+            Op::Migrate(k, cpu) => {
+                if let Some((c, id)) = self.queued(k) {
+                    let mask = self.rqs[c].task(id).unwrap().cpus_allowed;
+                    let d = Self::allowed_cpu(mask, cpu);
+                    if d != c {
+                        let t = self.rqs[c].detach_task(id).unwrap();
+                        self.rqs[d].attach_task(t).unwrap();
+                        self.rqs[d].check_preempt_wakeup(id).unwrap();
+                    }
+                }
+            }
+            Op::SetNice(k, nice) => {
+                if k % 2 == 0 && !self.sleeping.is_empty() {
+                    let i = k % self.sleeping.len();
+                    let c = self.sleeping[i].cpu.unwrap().index();
+                    self.rqs[c]
+                        .set_nice_blocked(&mut self.sleeping[i], nice)
+                        .unwrap();
+                } else if let Some((c, id)) = self.queued(k) {
+                    self.rqs[c].set_nice(id, nice).unwrap();
+                }
+            }
+            Op::Yield(cpu) => self.rqs[cpu % CAPS.len()].yield_task(),
+            Op::Toggle(f, on) => {
+                for rq in &mut self.rqs {
+                    rq.set_features(rq.features().with(f, on));
+                }
+            }
+        }
+        self.reschedule();
+    }
+
+    fn check(&self) -> Result<(), String> {
+        // No task lost or duplicated.
+        let mut seen = BTreeSet::new();
+        for t in self
+            .rqs
+            .iter()
+            .flat_map(|rq| rq.tasks())
+            .chain(self.sleeping.iter())
+        {
+            if !seen.insert(t.id) {
+                return Err(format!("task {:?} appears twice", t.id));
+            }
+        }
+        if seen != self.all {
+            return Err(format!("tasks {:?} vs created {:?}", seen, self.all));
+        }
+        let n_total = self.all.len().max(1) as u64;
+        // A geometric sum of per-period contributions ≤ 1024 units: at a period
+        // boundary at most LOAD_AVG_MAX (the recurrence's fixed point), plus the
+        // current, incomplete period (< 1024 units). Running/runnable sums count
+        // units << 10.
+        let max_units = LOAD_AVG_MAX as u64 + 1024;
+        let max_sum = max_units * 1024;
+        for rq in &self.rqs {
+            rq.check_invariants()
+                .map_err(|e| format!("cpu {}: {e}", rq.cpu().0))?;
+            if (rq.nr_running() > 0) != rq.curr().is_some() {
+                return Err(format!(
+                    "cpu {}: runnable tasks but idle (or the reverse)",
+                    rq.cpu().0
+                ));
+            }
+            let cap = rq.capacity_orig().0;
+            let snap = rq.cpu_snapshot();
+            if cpu_util_cfs(&snap, rq.features()).0 > cap || rq.cpu_util_avg().0 > cap {
+                return Err(format!(
+                    "cpu {}: util above capacity_orig {cap}",
+                    rq.cpu().0
+                ));
+            }
+            let a = rq.cfs_avg();
+            if a.util_sum as u64 > max_sum * n_total
+                || a.runnable_sum > max_sum * n_total
+                || a.util_avg > 1024 * n_total
+                || a.period_contrib >= 1024
+                || a.load_sum > max_units * 88761 * n_total
+            {
+                return Err(format!(
+                    "cpu {}: cfs PELT sums out of bounds: {a:?}",
+                    rq.cpu().0
+                ));
+            }
+            if rq.features().enabled(Feature::UTIL_EST) {
+                let sum: u32 = rq.tasks().map(|t| task_util_est_raw(&t.avg).0).sum();
+                if sum != a.util_est {
+                    return Err(format!(
+                        "cpu {}: util_est {} != Σ tasks {sum}",
+                        rq.cpu().0,
+                        a.util_est
+                    ));
+                }
+            }
+        }
+        for t in self
+            .rqs
+            .iter()
+            .flat_map(|rq| rq.tasks())
+            .chain(self.sleeping.iter())
+        {
+            let a = &t.avg;
+            if a.util_avg > 1024
+                || a.util_sum as u64 > max_sum
+                || a.runnable_sum > max_sum
+                || a.load_sum > max_units
+                || a.load_avg > t.se.weight()
+            {
+                return Err(format!("task {:?}: PELT out of bounds {a:?}", t.id));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Advance(u64),
+    Spawn(usize, i32, u8),
+    Sleep(usize),
+    Wake(usize, usize),
+    Migrate(usize, usize),
+    SetNice(usize, i32),
+    Yield(usize),
+    Toggle(Feature, bool),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let feature = prop_oneof![
+        Just(Feature::PLACE_LAG),
+        Just(Feature::RUN_TO_PARITY),
+        Just(Feature::PREEMPT_SHORT),
+        Just(Feature::PLACE_REL_DEADLINE),
+        Just(Feature::PLACE_DEADLINE_INITIAL),
+        Just(Feature::WAKEUP_PREEMPTION),
+        Just(Feature::PELT_CLOCK),
+        Just(Feature::UTIL_EST),
+    ];
+    prop_oneof![
+        6 => (1u64..20_000).prop_map(Op::Advance),
+        1 => (100_000u64..1_000_000).prop_map(Op::Advance),
+        3 => (0usize..3, -20i32..=19, any::<u8>()).prop_map(|(c, n, m)| Op::Spawn(c, n, m)),
+        3 => any::<usize>().prop_map(Op::Sleep),
+        3 => (any::<usize>(), 0usize..3).prop_map(|(k, c)| Op::Wake(k, c)),
+        3 => (any::<usize>(), 0usize..3).prop_map(|(k, c)| Op::Migrate(k, c)),
+        2 => (any::<usize>(), -20i32..=19).prop_map(|(k, n)| Op::SetNice(k, n)),
+        1 => (0usize..3).prop_map(Op::Yield),
+        1 => (feature, any::<bool>()).prop_map(|(f, on)| Op::Toggle(f, on)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold_after_every_step(ops in proptest::collection::vec(op(), 1..120)) {
+        let mut sys = System::new(SchedFeatures::default());
+        for (i, op) in ops.iter().enumerate() {
+            sys.apply(op);
+            if let Err(e) = sys.check() {
+                prop_assert!(false, "after step {i} ({op:?}): {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn tree_pick_is_the_earliest_eligible_deadline(ops in proptest::collection::vec(op(), 1..80)) {
+        // Oracle: a linear scan over all queued entities, eligibility from V computed
+        // in i128 from the definition.
+        let mut sys = System::new(SchedFeatures::default().with(Feature::RUN_TO_PARITY, false));
+        for op in &ops {
+            sys.apply(op);
+            for rq in &sys.rqs {
+                let curr = rq.curr().and_then(|c| rq.task(c)).map(|t| t.se);
+                let got = rq.cfs().pick_eevdf(curr.as_ref(), rq.features());
+                let ents: Vec<_> = rq.tasks().map(|t| t.se).collect();
+                if ents.is_empty() {
+                    prop_assert_eq!(got, None);
+                    continue;
+                }
+                let base = ents[0].vruntime;
+                let (num, den) = ents.iter().fold((0i128, 0i128), |(n, d), e| {
+                    let w = e.weight() as i128;
+                    (n + w * (e.vruntime.wrapping_sub(base) as i64 as i128), d + w)
+                });
+                let eligible = |e: &asym_sched::fair::SchedEntity| {
+                    num >= (e.vruntime.wrapping_sub(base) as i64 as i128) * den
+                };
+                // Ties on deadline go to the queued entity, not curr (`entity_before`
+                // is strict), then to the lower id (our tree's tie-break).
+                let mut best = ents
+                    .iter()
+                    .filter(|e| eligible(e))
+                    .min_by_key(|e| (e.deadline.wrapping_sub(base) as i64, Some(e.id) == rq.curr(), e.id))
+                    .map(|e| e.id);
+                if let Some(c) = curr {
+                    if rq.features().enabled(Feature::RUN_TO_PARITY)
+                        && eligible(&c)
+                        && c.picked_deadline == Some(c.deadline)
+                    {
+                        best = Some(c.id);
+                    }
+                }
+                if ents.len() == 1 {
+                    prop_assert_eq!(got, Some(ents[0].id));
+                } else {
+                    prop_assert_eq!(got, best);
+                }
+            }
+        }
+    }
+}
+
+/// A task's signals advanced from its last update to `now` in the state it has been
+/// in since (queued tasks are updated whenever they start or stop running).
+fn synced(avg: &SchedAvg, now: u64, weight: u64, running: bool) -> SchedAvg {
+    let mut a = *avg;
+    let st = EntityState {
+        weight,
+        on_rq: true,
+        running,
+    };
+    a.update_se(now, st, PeltScale::NONE);
+    a
+}
+
+/// Σ of the queued tasks' util_avg, each synced to the rq's PELT time.
+fn sum_task_util(rq: &Rq) -> u64 {
+    let now = rq.cfs_avg().last_update_time;
+    rq.tasks()
+        .map(|t| synced(&t.avg, now, t.se.weight(), rq.curr() == Some(t.id)).util_avg)
+        .sum()
+}
+
+fn run(rqs: &mut [Rq], now: &mut u64, ms: u64) {
+    for _ in 0..ms * 1_000_000 / TICK_NS {
+        *now += TICK_NS;
+        for rq in rqs.iter_mut() {
+            rq.update_rq_clock(Nanos(*now)).unwrap();
+            if rq.curr().is_some() {
+                if rq.task_tick() {
+                    rq.pick_next_task();
+                }
+            } else {
+                rq.update_blocked_averages();
+                rq.pick_next_task();
+            }
+        }
+    }
+}
+
+fn assert_rq_util_is_task_sum(rq: &Rq, what: &str) {
+    let rq_util = rq.cfs_avg().util_avg as f64;
+    let sum = sum_task_util(rq) as f64;
+    assert!(
+        (rq_util - sum).abs() <= 0.03 * sum.max(rq_util) + 2.0,
+        "{what}: cpu {} util {rq_util} vs Σ tasks {sum}",
+        rq.cpu().0
+    );
+}
+
+#[test]
+fn rq_util_equals_sum_of_task_util_across_migrations() {
+    let mut now = 1_000_000_000u64;
+    let mut rqs: Vec<Rq> = (0..2)
+        .map(|i| Rq::new(RqConfig::new(CpuId(i), 2), Nanos(now)))
+        .collect();
+    let all = CpuMask::first_n(2);
+    let t = |id: u32, nice: i32| Task::new(TaskId(id), nice, TaskUclamp::new(), all).unwrap();
+    rqs[0].enqueue_task(t(1, 0), EnqueueFlags::NEW).unwrap();
+    rqs[0].enqueue_task(t(2, 2), EnqueueFlags::NEW).unwrap();
+    rqs[1].enqueue_task(t(3, 0), EnqueueFlags::NEW).unwrap();
+    for rq in rqs.iter_mut() {
+        rq.pick_next_task();
+    }
+    run(&mut rqs, &mut now, 600);
+    for rq in &rqs {
+        assert_rq_util_is_task_sum(rq, "settled");
+    }
+    // On-rq migration (load balancing): detach from cpu 0, attach to cpu 1.
+    let a = rqs[0].detach_task(TaskId(1)).unwrap();
+    rqs[1].attach_task(a).unwrap();
+    for rq in rqs.iter_mut() {
+        if rq.need_resched() || rq.curr().is_none() {
+            rq.pick_next_task();
+        }
+    }
+    for rq in &rqs {
+        assert_rq_util_is_task_sum(rq, "right after detach/attach");
+    }
+    run(&mut rqs, &mut now, 300);
+    for rq in &rqs {
+        assert_rq_util_is_task_sum(rq, "300 ms after detach/attach");
+    }
+    // Wake-up migration: task 2 sleeps on cpu 0, wakes on cpu 1; cpu 0 loses its
+    // blocked contribution at its next update, cpu 1 gains it.
+    let mut b = rqs[0].dequeue_task(TaskId(2), DequeueFlags::SLEEP).unwrap();
+    rqs[0].pick_next_task();
+    let util_b = b.avg.util_avg;
+    assert!(util_b > 100, "task 2 has a real util to move ({util_b})");
+    rqs[0].migrate_task_rq_fair(&mut b).unwrap();
+    rqs[1]
+        .enqueue_task(b, EnqueueFlags::WAKEUP | EnqueueFlags::MIGRATED)
+        .unwrap();
+    rqs[1].check_preempt_wakeup(TaskId(2)).unwrap();
+    rqs[0].update_blocked_averages();
+    assert!(
+        rqs[0].cfs_avg().util_avg <= 2,
+        "cpu 0 kept {} of the moved util",
+        rqs[0].cfs_avg().util_avg
+    );
+    assert_rq_util_is_task_sum(&rqs[1], "after wake-up migration");
+    run(&mut rqs, &mut now, 200);
+    assert_rq_util_is_task_sum(&rqs[1], "200 ms after wake-up migration");
+}
+
+#[test]
+fn errors_name_the_problem_and_hand_the_task_back() {
+    let now = 1_000_000_000u64;
+    let mut rq0 = Rq::new(RqConfig::new(CpuId(0), 2), Nanos(now));
+    let mut rq1 = Rq::new(RqConfig::new(CpuId(1), 2), Nanos(now));
+    let only1 = CpuMask::of(CpuId(1));
+    let t = Task::new(TaskId(7), 0, TaskUclamp::new(), only1).unwrap();
+    let e = rq0.enqueue_task(t, EnqueueFlags::NEW).unwrap_err();
+    assert_eq!(e.task.id, TaskId(7), "the refused task comes back");
+    assert!(e.reason.to_string().contains("may not run"), "{}", e.reason);
+    rq1.enqueue_task(e.task, EnqueueFlags::NEW).unwrap();
+    assert!(rq1.dequeue_task(TaskId(8), DequeueFlags::SLEEP).is_err());
+    assert!(rq1.update_rq_clock(Nanos(now - 1)).is_err());
+    assert!(Task::new(TaskId(9), -21, TaskUclamp::new(), only1).is_err());
+    assert!(Task::new(TaskId(9), 0, TaskUclamp::new(), CpuMask::EMPTY).is_err());
+}
+
+#[test]
+fn blocked_load_halves_every_32_periods_while_idle() {
+    // Oracle: PELT's y^32 = 1/2; a period is 1024 × 1024 ns of (idle = wall) time.
+    let mut now = 1_000_000_000u64;
+    let mut rqs = vec![Rq::new(RqConfig::new(CpuId(0), 1), Nanos(now))];
+    let t = Task::new(TaskId(1), 0, TaskUclamp::new(), CpuMask::first_n(1)).unwrap();
+    rqs[0].enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    rqs[0].pick_next_task();
+    run(&mut rqs, &mut now, 300);
+    let rq = &mut rqs[0];
+    let task = rq.dequeue_task(TaskId(1), DequeueFlags::SLEEP).unwrap();
+    assert_eq!(rq.pick_next_task(), None);
+    let before = rq.cfs_avg().util_avg as f64;
+    assert!(before > 900.0, "task ran 300 ms: util {before}");
+    let period_ns = 1024 * 1024;
+    for k in 1..=3u32 {
+        now += 32 * period_ns;
+        rq.update_rq_clock(Nanos(now)).unwrap();
+        assert!(rq.update_blocked_averages());
+        let want = before / 2f64.powi(k as i32);
+        let got = rq.cfs_avg().util_avg as f64;
+        assert!(
+            (got - want).abs() <= 0.02 * want + 1.0,
+            "after {k}×32 periods: {got} vs {want}"
+        );
+        // The sleeping task's own signal decays alike when synced to the rq.
+        let mut a = task.avg;
+        a.update_blocked_se(rq.cfs_avg().last_update_time, task.se.weight());
+        assert!((a.util_avg as f64 - got).abs() <= 2.0);
+    }
+}
