@@ -1,0 +1,201 @@
+//! The cpufreq core for a whole board: every policy, its schedutil state and the driver.
+//!
+//! Linux spreads this over the cpufreq core's per-CPU `cpufreq_cpu_data`, the governor's
+//! `sugov_policy`/`sugov_cpu` and the hook `cpufreq_update_util`
+//! (`kernel/sched/cpufreq.c`). [`CpufreqCore`] holds them together so the simulator and the
+//! kernel have one object to call at the trigger points and one to poll for completed
+//! transitions.
+//!
+//! Deliberate differences from Linux: a failed driver request is counted and otherwise
+//! dropped (`cpufreq_driver_fast_switch` returning 0 leaves `policy->cur` alone, as here);
+//! schedutil keeps its `next_freq` and does not retry until its target changes, as Linux.
+
+use super::driver::CpufreqDriver;
+use super::{CpufreqError, CpufreqPolicy, Governor};
+use crate::em::{EmPerfDomain, MAX_PERF_DOMAINS};
+use crate::features::SchedFeatures;
+use crate::schedutil::{SugovCpuInput, SugovPolicy, UpdateFlags};
+use crate::topology::BoardDesc;
+use crate::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
+
+/// Every cpufreq policy of a board with its governor state and the driver.
+#[derive(Clone, Debug)]
+pub struct CpufreqCore<D: CpufreqDriver> {
+    policies: [Option<CpufreqPolicy>; MAX_PERF_DOMAINS],
+    sugov: [Option<SugovPolicy>; MAX_PERF_DOMAINS],
+    nr: usize,
+    /// The driver.
+    pub driver: D,
+    /// Requests the driver refused.
+    pub failed_requests: u64,
+}
+
+impl<D: CpufreqDriver> CpufreqCore<D> {
+    /// One policy per performance domain of `board`, all with `governor`, at `now`.
+    /// `capacity_orig[n]` is CPU n's capacity; domains with an energy model get its
+    /// inefficient frequencies marked (`em_cpufreq_update_efficiencies`). `make_driver`
+    /// builds the driver from the policies (e.g. `|p| EmulatedDriver::new(p, true)`).
+    /// The governor's starting frequency is requested at once.
+    pub fn new(
+        board: &BoardDesc,
+        capacity_orig: &[Capacity],
+        governor: Governor,
+        now: Nanos,
+        make_driver: impl FnOnce(&[CpufreqPolicy]) -> D,
+    ) -> Result<Self, CpufreqError> {
+        let nr = board.perf_domains.len();
+        if nr == 0 || nr > MAX_PERF_DOMAINS {
+            return Err(CpufreqError::NoSuchDomain {
+                pd: nr.min(MAX_PERF_DOMAINS),
+            });
+        }
+        let mut list = [None; MAX_PERF_DOMAINS];
+        for (pd, slot) in list.iter_mut().enumerate().take(nr) {
+            let mut p = CpufreqPolicy::new(board, pd, now)?;
+            if let Ok(em) = EmPerfDomain::new(board, pd, capacity_orig) {
+                p.set_efficiencies(&em);
+            }
+            *slot = Some(p);
+        }
+        // A plain array for the driver; slots past `nr` repeat the last policy and are
+        // sliced off.
+        let dense: [CpufreqPolicy; MAX_PERF_DOMAINS] =
+            core::array::from_fn(|i| list[i.min(nr - 1)].unwrap_or_else(|| unreachable!()));
+        let driver = make_driver(&dense[..nr]);
+        let mut sugov = [None; MAX_PERF_DOMAINS];
+        for pd in 0..nr {
+            sugov[pd] = list[pd].as_ref().map(SugovPolicy::new);
+        }
+        let mut core = CpufreqCore {
+            policies: list,
+            sugov,
+            nr,
+            driver,
+            failed_requests: 0,
+        };
+        for pd in 0..nr {
+            core.set_governor(pd, governor, now)?;
+        }
+        Ok(core)
+    }
+
+    /// Number of policies.
+    pub fn nr_policies(&self) -> usize {
+        self.nr
+    }
+
+    /// Policy `pd`.
+    pub fn policy(&self, pd: usize) -> Option<&CpufreqPolicy> {
+        self.policies.get(pd).and_then(Option::as_ref)
+    }
+
+    /// Schedutil state of policy `pd`.
+    pub fn sugov(&self, pd: usize) -> Option<&SugovPolicy> {
+        self.sugov.get(pd).and_then(Option::as_ref)
+    }
+
+    /// Mutable schedutil state (to tune `rate_limit_us`).
+    pub fn sugov_mut(&mut self, pd: usize) -> Option<&mut SugovPolicy> {
+        self.sugov.get_mut(pd).and_then(Option::as_mut)
+    }
+
+    /// The policy `cpu` belongs to.
+    pub fn policy_of(&self, cpu: CpuId) -> Option<usize> {
+        self.policies[..self.nr]
+            .iter()
+            .position(|p| p.as_ref().is_some_and(|p| p.cpus.contains(cpu)))
+    }
+
+    /// `arch_scale_freq_capacity(cpu)`: 1024 for a CPU without a policy.
+    pub fn arch_scale_freq_capacity(&self, cpu: CpuId) -> u32 {
+        self.policy_of(cpu).and_then(|pd| self.policy(pd)).map_or(
+            SCHED_CAPACITY_SCALE,
+            CpufreqPolicy::arch_scale_freq_capacity,
+        )
+    }
+
+    /// Switch policy `pd` to `governor`; its starting frequency is requested now.
+    pub fn set_governor(
+        &mut self,
+        pd: usize,
+        governor: Governor,
+        now: Nanos,
+    ) -> Result<(), CpufreqError> {
+        let p = self.policy_mut(pd)?;
+        let want = p.set_governor(governor);
+        if governor == Governor::Schedutil {
+            let p = *self.policy(pd).ok_or(CpufreqError::NoSuchDomain { pd })?;
+            self.sugov[pd] = Some(SugovPolicy::new(&p));
+        }
+        if let Some(f) = want {
+            self.request(pd, f, now);
+        }
+        Ok(())
+    }
+
+    /// Set `scaling_min_freq`/`scaling_max_freq` of policy `pd` (see
+    /// [`CpufreqPolicy::set_limits`]); a frequency outside the new limits is corrected now.
+    pub fn set_limits(
+        &mut self,
+        pd: usize,
+        min: Khz,
+        max: Khz,
+        now: Nanos,
+    ) -> Result<(), CpufreqError> {
+        let want = self.policy_mut(pd)?.set_limits(min, max)?;
+        if let Some(f) = want {
+            self.request(pd, f, now);
+        }
+        Ok(())
+    }
+
+    /// `cpufreq_update_util(rq, flags)` on `cpu` at `now`: run schedutil for `cpu`'s policy
+    /// and hand any new frequency to the driver. Returns the time the request takes effect
+    /// (for the caller's event queue), `None` if nothing was requested.
+    pub fn update_util<F>(
+        &mut self,
+        now: Nanos,
+        cpu: CpuId,
+        flags: UpdateFlags,
+        features: SchedFeatures,
+        input: F,
+    ) -> Option<Nanos>
+    where
+        F: FnMut(CpuId) -> SugovCpuInput,
+    {
+        let pd = self.policy_of(cpu)?;
+        let (Some(p), Some(sg)) = (self.policies[pd].as_mut(), self.sugov[pd].as_mut()) else {
+            return None;
+        };
+        let f = sg.update(p, now, cpu, flags, features, input)?;
+        self.request(pd, f, now)
+    }
+
+    /// Apply every transition the driver completed by `now` to its policy and return the
+    /// first one, `None` when there is none; call until `None`.
+    pub fn poll(&mut self, now: Nanos) -> Option<(usize, Khz)> {
+        let (pd, f, at) = self.driver.poll(now)?;
+        if let Some(p) = self.policies.get_mut(pd).and_then(Option::as_mut) {
+            p.freq_transition(f, at);
+        }
+        Some((pd, f))
+    }
+
+    fn policy_mut(&mut self, pd: usize) -> Result<&mut CpufreqPolicy, CpufreqError> {
+        self.policies
+            .get_mut(pd)
+            .and_then(Option::as_mut)
+            .ok_or(CpufreqError::NoSuchDomain { pd })
+    }
+
+    fn request(&mut self, pd: usize, f: Khz, now: Nanos) -> Option<Nanos> {
+        let p = self.policies[pd].as_ref()?;
+        match self.driver.target(p, f, now) {
+            Ok(t) => Some(t),
+            Err(_) => {
+                self.failed_requests += 1;
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! cpufreq policy and emulated-driver tests. Oracles: the OPP tables of
+//! `../shared/reference/boards.md` / `linux-sched.md` §5 and the rules of §2.3
+//! (`cpufreq_driver_resolve_freq`, `rate_limit_us` default), computed by hand in the
+//! comments.
+
+use asym_sched::cpufreq::driver::{CpufreqDriver, EmulatedDriver};
+use asym_sched::cpufreq::{CpufreqError, CpufreqPolicy, Governor, Relation};
+use asym_sched::em::{EmError, EmPerfDomain};
+use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
+use asym_sched::types::{Capacity, CpuMask, Khz, MicroVolt, Nanos};
+use proptest::prelude::*;
+
+const fn opp(mhz: u32, mv: u32) -> OppDesc {
+    OppDesc {
+        freq: Khz(mhz * 1000),
+        voltage: MicroVolt(mv * 1000),
+    }
+}
+
+const fn cpu(mpidr: u64, pd: u16, c: Option<u32>) -> CpuDesc {
+    CpuDesc {
+        mpidr,
+        cluster: pd,
+        perf_domain: pd,
+        capacity_dmips_mhz: None,
+        dynamic_power_coefficient: c,
+        core: "test",
+    }
+}
+
+const JUNO_LITTLE_OPPS: &[OppDesc] = &[opp(450, 829), opp(800, 909), opp(950, 1010)];
+const JUNO_BIG_OPPS: &[OppDesc] = &[opp(600, 829), opp(1000, 909), opp(1200, 1010)];
+const HIKEY_OPPS: &[OppDesc] = &[
+    opp(208, 1040),
+    opp(432, 1040),
+    opp(729, 1090),
+    opp(960, 1180),
+    opp(1200, 1330),
+];
+const JUNO: BoardDesc = BoardDesc {
+    name: "juno-r2",
+    cpus: &[
+        cpu(0x0, 1, Some(450)),
+        cpu(0x1, 1, Some(450)),
+        cpu(0x100, 0, Some(140)),
+        cpu(0x101, 0, Some(140)),
+        cpu(0x102, 0, Some(140)),
+        cpu(0x103, 0, Some(140)),
+    ],
+    perf_domains: &[
+        PerfDomainDesc {
+            name: "little",
+            opps: JUNO_LITTLE_OPPS,
+            transition_latency_ns: 1_450_000,
+        },
+        PerfDomainDesc {
+            name: "big",
+            opps: JUNO_BIG_OPPS,
+            transition_latency_ns: 1_450_000,
+        },
+    ],
+};
+const HIKEY: BoardDesc = BoardDesc {
+    name: "hikey",
+    cpus: &[
+        cpu(0x0, 0, Some(311)),
+        cpu(0x1, 0, None),
+        cpu(0x2, 0, None),
+        cpu(0x3, 0, None),
+        cpu(0x100, 0, None),
+        cpu(0x101, 0, None),
+        cpu(0x102, 0, None),
+        cpu(0x103, 0, None),
+    ],
+    perf_domains: &[PerfDomainDesc {
+        name: "all",
+        opps: HIKEY_OPPS,
+        transition_latency_ns: 500_000,
+    }],
+};
+
+const fn mhz(m: u32) -> Khz {
+    Khz(m * 1000)
+}
+
+fn hikey_policy_with_efficiencies() -> CpufreqPolicy {
+    let mut p = CpufreqPolicy::new(&HIKEY, 0, Nanos(0)).unwrap();
+    let em = EmPerfDomain::new(&HIKEY, 0, &[Capacity(1024); 8]).unwrap();
+    // Only 208 MHz is inefficient (cost 3952 ≥ 3948 at 432 MHz).
+    assert_eq!(p.set_efficiencies(&em), 1);
+    assert!(p.efficiencies_available());
+    p
+}
+
+#[test]
+fn policy_shape_and_rate_limit_default() {
+    let little = CpufreqPolicy::new(&JUNO, 0, Nanos(0)).unwrap();
+    let big = CpufreqPolicy::new(&JUNO, 1, Nanos(0)).unwrap();
+    assert_eq!(big.cpus, CpuMask(0b11));
+    assert_eq!(little.cpus, CpuMask(0b111100));
+    assert_eq!(
+        (big.cpuinfo_min_freq, big.cpuinfo_max_freq),
+        (mhz(600), mhz(1200))
+    );
+    assert_eq!(
+        (big.min(), big.max(), big.cur()),
+        (mhz(600), mhz(1200), mhz(1200))
+    );
+    assert_eq!(big.governor(), Governor::Schedutil);
+    // v6.12: lat = 1450 µs → 1450 + 725 = 2175 µs.
+    assert_eq!(big.transition_delay_us(), 2175);
+    let hikey = CpufreqPolicy::new(&HIKEY, 0, Nanos(0)).unwrap();
+    assert_eq!(hikey.cpus.weight(), 8, "HiKey: one policy for 8 CPUs");
+    // 500 µs → 750 µs (linux-sched.md §2.3 example).
+    assert_eq!(hikey.transition_delay_us(), 750);
+    let mut p = hikey;
+    p.transition_latency_ns = 0;
+    assert_eq!(p.transition_delay_us(), 1000, "unknown latency → 1 ms");
+    p.transition_latency_ns = 999; // below 1 µs truncates to 0 → 1 ms
+    assert_eq!(p.transition_delay_us(), 1000);
+    p.transition_delay_us = Some(123);
+    assert_eq!(p.transition_delay_us(), 123);
+}
+
+#[test]
+fn resolve_freq_is_lowest_opp_at_or_above_target_within_limits() {
+    let mut big = CpufreqPolicy::new(&JUNO, 1, Nanos(0)).unwrap();
+    assert_eq!(big.resolve_freq(Khz(0)), mhz(600));
+    assert_eq!(big.resolve_freq(mhz(600)), mhz(600));
+    assert_eq!(big.resolve_freq(Khz(600_001)), mhz(1000));
+    assert_eq!(big.resolve_freq(mhz(1000)), mhz(1000));
+    assert_eq!(big.resolve_freq(mhz(1001)), mhz(1200));
+    // Outside the table: clamped (documented), not an error.
+    assert_eq!(big.resolve_freq(mhz(5000)), mhz(1200));
+    assert_eq!(big.resolve_freq(Khz(u32::MAX)), mhz(1200));
+
+    // scaling_min_freq = 1000 MHz (seed 004's experiment on the big cluster).
+    assert_eq!(big.set_limits(mhz(1000), mhz(1200)), Ok(None));
+    assert_eq!(big.resolve_freq(Khz(0)), mhz(1000));
+    assert_eq!(big.resolve_freq(mhz(700)), mhz(1000));
+    assert_eq!(big.resolve_freq(mhz(1100)), mhz(1200));
+    // scaling_max_freq = 1000 MHz.
+    assert_eq!(big.set_limits(mhz(600), mhz(1000)), Ok(Some(mhz(1000))));
+    assert_eq!(big.resolve_freq(mhz(1100)), mhz(1000));
+    assert_eq!(big.resolve_freq(mhz(5000)), mhz(1000));
+}
+
+#[test]
+fn limits_resolve_to_table_frequencies() {
+    let mut big = CpufreqPolicy::new(&JUNO, 1, Nanos(0)).unwrap();
+    // min resolves up, max resolves down.
+    big.set_limits(mhz(650), mhz(1100)).unwrap();
+    assert_eq!((big.min(), big.max()), (mhz(1000), mhz(1000)));
+    // Out of the hardware range: clamped to cpuinfo.
+    big.set_limits(Khz(0), mhz(9000)).unwrap();
+    assert_eq!((big.min(), big.max()), (mhz(600), mhz(1200)));
+    // No OPP inside [500, 560] MHz on HiKey... [433, 700]: max is raised to the next OPP
+    // above (cpufreq_frequency_table_verify), 729 MHz, and min resolves up to 729.
+    let mut h = CpufreqPolicy::new(&HIKEY, 0, Nanos(0)).unwrap();
+    h.set_limits(mhz(433), mhz(700)).unwrap();
+    assert_eq!((h.min(), h.max()), (mhz(729), mhz(729)));
+}
+
+#[test]
+fn min_above_max_is_an_error_and_changes_nothing() {
+    let mut big = CpufreqPolicy::new(&JUNO, 1, Nanos(0)).unwrap();
+    let e = big.set_limits(mhz(1200), mhz(600)).unwrap_err();
+    assert_eq!(
+        e,
+        CpufreqError::MinAboveMax {
+            pd: 1,
+            min: mhz(1200),
+            max: mhz(600)
+        }
+    );
+    assert!(e.to_string().contains("scaling_min_freq"), "{e}");
+    assert_eq!((big.min(), big.max()), (mhz(600), mhz(1200)));
+    assert!(!big.take_limits_changed());
+}
+
+#[test]
+fn non_monotonic_or_empty_opp_tables_are_errors() {
+    const BAD: BoardDesc = BoardDesc {
+        name: "bad",
+        cpus: &[cpu(0, 0, Some(100))],
+        perf_domains: &[PerfDomainDesc {
+            name: "x",
+            opps: &[opp(600, 800), opp(1200, 1000), opp(1000, 900)],
+            transition_latency_ns: 0,
+        }],
+    };
+    assert_eq!(
+        CpufreqPolicy::new(&BAD, 0, Nanos(0)).unwrap_err(),
+        CpufreqError::Table(EmError::NonIncreasingFrequency {
+            pd: 0,
+            index: 2,
+            freq: mhz(1000)
+        })
+    );
+    const EMPTY: BoardDesc = BoardDesc {
+        name: "empty",
+        cpus: &[cpu(0, 0, Some(100))],
+        perf_domains: &[PerfDomainDesc {
+            name: "x",
+            opps: &[],
+            transition_latency_ns: 0,
+        }],
+    };
+    assert_eq!(
+        CpufreqPolicy::new(&EMPTY, 0, Nanos(0)).unwrap_err(),
+        CpufreqError::Table(EmError::EmptyTable { pd: 0 })
+    );
+    assert_eq!(
+        CpufreqPolicy::new(&EMPTY, 3, Nanos(0)).unwrap_err(),
+        CpufreqError::NoSuchDomain { pd: 3 }
+    );
+}
+
+#[test]
+fn efficient_resolution_skips_hikey_208mhz_unless_limits_force_it() {
+    let mut p = hikey_policy_with_efficiencies();
+    // RELATION_LE: 100 MHz would be 208, which is inefficient → 432.
+    assert_eq!(p.resolve_freq(mhz(100)), mhz(432));
+    assert_eq!(p.resolve_freq(mhz(208)), mhz(432));
+    // Plain RELATION_L does not skip.
+    assert_eq!(p.resolve_freq_relation(mhz(100), Relation::L), mhz(208));
+    // scaling_max_freq = 208 MHz: 432 is outside the limits → retry without
+    // efficiencies → 208.
+    p.set_limits(mhz(208), mhz(208)).unwrap();
+    assert_eq!(p.resolve_freq(mhz(100)), mhz(208));
+    // Without EM efficiencies installed, 208 is used.
+    let mut q = hikey_policy_with_efficiencies();
+    q.set_efficiencies_available(false);
+    assert_eq!(q.resolve_freq(mhz(100)), mhz(208));
+}
+
+#[test]
+fn relations_h_and_c() {
+    let p = CpufreqPolicy::new(&HIKEY, 0, Nanos(0)).unwrap();
+    assert_eq!(p.resolve_freq_relation(mhz(700), Relation::H), mhz(432));
+    assert_eq!(p.resolve_freq_relation(mhz(729), Relation::H), mhz(729));
+    assert_eq!(p.resolve_freq_relation(mhz(100), Relation::H), mhz(208));
+    // 600: 168 from 432, 129 from 729 → 729. 580: 148 vs 149 → 432.
+    assert_eq!(p.resolve_freq_relation(mhz(600), Relation::C), mhz(729));
+    assert_eq!(p.resolve_freq_relation(mhz(580), Relation::C), mhz(432));
+}
+
+#[test]
+fn governors_performance_and_powersave() {
+    let mut p = CpufreqPolicy::new(&JUNO, 0, Nanos(0)).unwrap();
+    // Starts at cpuinfo.max_freq: performance has nothing to do.
+    assert_eq!(p.set_governor(Governor::Performance), None);
+    assert_eq!(p.set_governor(Governor::Powersave), Some(mhz(450)));
+    p.freq_transition(mhz(450), Nanos(1));
+    // Raising the minimum moves a powersave policy with it.
+    assert_eq!(p.set_limits(mhz(800), mhz(950)), Ok(Some(mhz(800))));
+    p.freq_transition(mhz(800), Nanos(2));
+    assert_eq!(p.set_governor(Governor::Performance), Some(mhz(950)));
+    // Schedutil: cur is pulled into new limits at once.
+    p.freq_transition(mhz(950), Nanos(3));
+    p.set_governor(Governor::Schedutil);
+    assert_eq!(p.set_limits(mhz(450), mhz(800)), Ok(Some(mhz(800))));
+    assert!(p.take_limits_changed());
+    assert!(!p.take_limits_changed());
+}
+
+#[test]
+fn statistics_count_time_in_state_and_transitions() {
+    let mut p = CpufreqPolicy::new(&JUNO, 1, Nanos(1_000)).unwrap();
+    // 1200 MHz from t=1000 to 5000, 600 MHz to 12000, 1000 MHz until 20000.
+    p.freq_transition(mhz(600), Nanos(5_000));
+    p.freq_transition(mhz(600), Nanos(6_000)); // no change: not a transition
+    p.freq_transition(mhz(1000), Nanos(12_000));
+    let s = p.stats(Nanos(20_000));
+    assert_eq!(s.time_in_state_ns(2), 4_000);
+    assert_eq!(s.time_in_state_ns(0), 7_000);
+    assert_eq!(s.time_in_state_ns(1), 8_000);
+    assert_eq!(s.total_trans, 2);
+    assert_eq!(s.trans_table[2][0], 1);
+    assert_eq!(s.trans_table[0][1], 1);
+    assert_eq!(p.cur(), mhz(1000));
+    // Frequency invariance: 1000/1200 × 1024 = 853.3 → 853.
+    assert_eq!(p.arch_scale_freq_capacity(), 853);
+}
+
+#[test]
+fn emulated_driver_applies_after_the_latency_and_fails_on_request() {
+    let mut policies = [
+        CpufreqPolicy::new(&JUNO, 0, Nanos(0)).unwrap(),
+        CpufreqPolicy::new(&JUNO, 1, Nanos(0)).unwrap(),
+    ];
+    let mut drv = EmulatedDriver::new(&policies, true);
+    assert_eq!(drv.get(1), mhz(1200));
+    assert_eq!(drv.transition_latency_ns(1), 1_450_000);
+    let t = drv.target(&policies[1], mhz(600), Nanos(10_000)).unwrap();
+    assert_eq!(t, Nanos(10_000 + 1_450_000));
+    assert_eq!(drv.poll(Nanos(1_459_999)), None, "not before the latency");
+    assert_eq!(drv.get(1), mhz(1200));
+    assert_eq!(drv.next_event(), Some(t));
+    let (pd, f, at) = drv.poll(t).unwrap();
+    assert_eq!((pd, f, at), (1, mhz(600), t));
+    policies[1].freq_transition(f, at);
+    assert_eq!(policies[1].cur(), mhz(600));
+    assert_eq!(drv.get(1), mhz(600));
+    assert_eq!(drv.poll(Nanos(u64::MAX)), None);
+
+    // Fault injection: the next request fails, with an error naming domain and freq.
+    drv.fail_next(1, 1);
+    let e = drv
+        .target(&policies[1], mhz(1200), Nanos(2_000_000))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        CpufreqError::DriverFailed {
+            pd: 1,
+            freq: mhz(1200)
+        }
+    );
+    assert_eq!(drv.pending(1), None);
+    // A slow domain.
+    drv.set_extra_delay(1, 5_000_000);
+    let t = drv
+        .target(&policies[1], mhz(1200), Nanos(3_000_000))
+        .unwrap();
+    assert_eq!(t, Nanos(3_000_000 + 1_450_000 + 5_000_000));
+    let log: Vec<_> = drv
+        .requests()
+        .map(|r| (r.freq, r.effective.is_some()))
+        .collect();
+    assert_eq!(
+        log,
+        [(mhz(600), true), (mhz(1200), false), (mhz(1200), true)]
+    );
+    assert_eq!(drv.nr_requests(), 3);
+}
+
+proptest! {
+    /// `resolve_freq` without efficiencies equals the brute-force "lowest table frequency
+    /// ≥ clamp(target, min, max)" for any limits and target.
+    #[test]
+    fn resolve_matches_brute_force(a in 0u32..1_500_000, b in 0u32..1_500_000, t in 0u32..2_000_000) {
+        let mut p = CpufreqPolicy::new(&HIKEY, 0, Nanos(0)).unwrap();
+        let (lo, hi) = (a.min(b), a.max(b));
+        p.set_limits(Khz(lo), Khz(hi)).unwrap();
+        let (min, max) = (p.min(), p.max());
+        prop_assert!(min <= max);
+        prop_assert!(HIKEY_OPPS.iter().any(|o| o.freq == min));
+        prop_assert!(HIKEY_OPPS.iter().any(|o| o.freq == max));
+        let target = t.clamp(min.0, max.0);
+        let want = HIKEY_OPPS.iter().map(|o| o.freq).find(|f| f.0 >= target).unwrap();
+        prop_assert_eq!(p.resolve_freq(Khz(t)), want);
+    }
+}
+
+#[test]
+fn cpufreq_core_runs_schedutil_through_the_driver() {
+    use asym_sched::cpufreq::policies::CpufreqCore;
+    use asym_sched::features::SchedFeatures;
+    use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+    use asym_sched::types::{CpuId, Util};
+
+    let caps = [
+        Capacity(1024),
+        Capacity(1024),
+        Capacity(383),
+        Capacity(383),
+        Capacity(383),
+        Capacity(383),
+    ];
+    // JUNO here: pd 0 = LITTLE (CPUs 2–5), pd 1 = big (CPUs 0–1).
+    let mut core = CpufreqCore::new(&JUNO, &caps, Governor::Schedutil, Nanos(0), |p| {
+        EmulatedDriver::new(p, true)
+    })
+    .unwrap();
+    assert_eq!(core.nr_policies(), 2);
+    assert_eq!(core.policy_of(CpuId(1)), Some(1));
+    assert_eq!(core.policy_of(CpuId(4)), Some(0));
+    assert_eq!(core.arch_scale_freq_capacity(CpuId(0)), 1024);
+    let f = SchedFeatures::default();
+    let input = |util: u32| {
+        move |c: CpuId| {
+            let mut i = SugovCpuInput::idle(c, Capacity(1024));
+            if c == CpuId(0) {
+                i.cpu.cfs.util_avg = Util(util);
+                i.cpu.cfs.runnable_avg = Util(util);
+            }
+            i
+        }
+    };
+    // Big CPU 0 at util 300 → 375 → 439_453 kHz → 600 MHz, effective after 1.45 ms.
+    let t = core.update_util(Nanos(5_000_000), CpuId(0), UpdateFlags::NONE, f, input(300));
+    assert_eq!(t, Some(Nanos(6_450_000)));
+    assert_eq!(core.poll(Nanos(6_449_999)), None);
+    assert_eq!(core.poll(Nanos(6_450_000)), Some((1, mhz(600))));
+    assert_eq!(core.policy(1).unwrap().cur(), mhz(600));
+    // 600/1200 × 1024.
+    assert_eq!(core.arch_scale_freq_capacity(CpuId(1)), 512);
+    assert_eq!(
+        core.arch_scale_freq_capacity(CpuId(2)),
+        1024,
+        "LITTLE untouched"
+    );
+    // Within the 2175 µs rate limit: nothing.
+    let t = core.update_util(Nanos(6_000_000), CpuId(0), UpdateFlags::NONE, f, input(900));
+    assert_eq!(t, None);
+    // A failing driver: counted, policy unchanged.
+    core.driver.fail_next(1, 1);
+    let t = core.update_util(Nanos(8_000_000), CpuId(1), UpdateFlags::NONE, f, input(900));
+    assert_eq!(t, None);
+    assert_eq!(core.failed_requests, 1);
+    assert_eq!(core.policy(1).unwrap().cur(), mhz(600));
+    // scaling_min_freq on big = 1000 MHz (seed 004): applied at once.
+    core.set_limits(1, mhz(1000), mhz(1200), Nanos(9_000_000))
+        .unwrap();
+    assert_eq!(core.poll(Nanos(10_450_000)), Some((1, mhz(1000))));
+    // Performance governor: the policy goes to max and schedutil updates do nothing.
+    core.set_governor(0, Governor::Performance, Nanos(11_000_000))
+        .unwrap();
+    let t = core.update_util(Nanos(20_000_000), CpuId(3), UpdateFlags::NONE, f, input(0));
+    assert_eq!(t, None);
+    assert_eq!(core.policy(0).unwrap().cur(), mhz(950));
+}
