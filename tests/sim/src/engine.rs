@@ -1,0 +1,1145 @@
+//! The discrete-event engine: simulated time, CPUs, tasks, frequency, accounting.
+//!
+//! Time is kept in ns. Events (ticks at `HZ`, timer and sleep expiries, the end of
+//! the running task's current piece of work, a frequency change taking effect,
+//! deferred reschedules) sit in a priority queue ordered by `(time, sequence)`, so
+//! two runs with the same inputs process the same events in the same order and
+//! write the same bytes.
+//!
+//! Scheduling decisions are the policy crate's: each CPU owns an
+//! [`asym_sched::rq::Rq`] (EEVDF fair class, PELT, util_est, uclamp), and the engine
+//! calls it where Linux's core calls the class: `try_to_wake_up` →
+//! `select_task_rq` → (`migrate_task_rq_fair`) → `enqueue_task` → `wakeup_preempt`;
+//! `__schedule` → `dequeue_task(DEQUEUE_SLEEP)` / `pick_next_task`; `sched_tick` →
+//! `update_rq_clock` → `task_tick`. The engine owns the mechanism: time, the work
+//! each task still has to do, frequencies, energy and the trace.
+//!
+//! Deliberate simplifications, until later issues bring the real policy:
+//! - Placement is [`select_task_rq`]: previous CPU if idle, else the first idle
+//!   allowed CPU, else the previous CPU. `// TODO(issue EAS)`.
+//! - No load balancing; tasks move only at wake-up. Load-balance counters stay 0.
+//! - Idle CPUs do not tick (NOHZ idle); there are no idle states deeper than WFI.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::Write;
+
+use asym_sched::cpu_util::{cpu_util_cfs, util_fits_cpu, CpuCapacityInfo, RqNonCfsUtil};
+use asym_sched::cpufreq::driver::EmulatedDriver;
+use asym_sched::cpufreq::policies::CpufreqCore;
+use asym_sched::cpufreq::Governor as CpufreqGovernor;
+use asym_sched::features::SchedFeatures;
+use asym_sched::pelt::SchedAvg;
+use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError, Task};
+use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+use asym_sched::topology::arch_scale_freq_capacity;
+use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, TaskId};
+use asym_sched::uclamp::TaskUclamp;
+use asym_sched::util_est;
+
+use crate::board::Board;
+use crate::trace::{self, Ctx, PeltVals, PrevState, TaskRef, TraceWriter};
+use crate::workload::{Event, Workload};
+
+/// The frequency governor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Governor {
+    /// Every domain at its highest OPP.
+    Performance,
+    /// Every domain at its lowest OPP.
+    Powersave,
+    /// Frequency follows utilisation.
+    Schedutil,
+}
+
+impl Governor {
+    /// The name as cpufreq spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Governor::Performance => "performance",
+            Governor::Powersave => "powersave",
+            Governor::Schedutil => "schedutil",
+        }
+    }
+}
+
+/// Run parameters.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Simulated duration.
+    pub duration_ns: u64,
+    /// Scheduler features.
+    pub features: SchedFeatures,
+    /// Frequency governor.
+    pub governor: Governor,
+    /// Seed for every pseudo-random choice (none are made yet; recorded in the report).
+    pub seed: u64,
+    /// Tick rate.
+    pub hz: u32,
+    /// Keep the placement/frequency/util timeline for plotting.
+    pub record_timeline: bool,
+}
+
+/// Per-task results.
+#[derive(Clone, Debug, Default)]
+pub struct TaskStats {
+    /// Wake-ups, including the first (`sched_wakeup_new`).
+    pub activations: u64,
+    /// Time on a CPU.
+    pub runtime_ns: u64,
+    /// Time on each CPU.
+    pub residency_ns: Vec<u64>,
+    /// Migrations (all at wake-up until load balancing exists).
+    pub migrations: u64,
+    /// Timer periods whose work had not finished when the next period began.
+    pub deadline_misses: u64,
+    /// Timer activations (periods started).
+    pub timer_activations: u64,
+    /// Wake-up → running latencies.
+    pub wakeup_latency_ns: Vec<u64>,
+    /// For each completed timer period: time from the period's start to the task
+    /// reaching its next `timer` event (a frame's duration, for jank statistics).
+    pub period_completion_ns: Vec<u64>,
+    /// Whether the task finished its loops.
+    pub exited: bool,
+}
+
+/// Counters for the report.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// `SCHED_SOFTIRQ` raises.
+    pub sched_softirq_raises: u64,
+    /// Periodic load-balance runs.
+    pub lb_periodic: u64,
+    /// Newidle balance runs.
+    pub lb_newidle: u64,
+    /// NOHZ idle balance runs.
+    pub lb_nohz: u64,
+    /// Migrations at wake-up.
+    pub migrations_wakeup: u64,
+    /// Migrations by load balancing.
+    pub migrations_load_balance: u64,
+    /// Misfit migrations.
+    pub migrations_misfit: u64,
+    /// Frequency changes applied, per domain.
+    pub freq_changes: Vec<u64>,
+    /// Time the system was overutilized.
+    pub overutilized_ns: u64,
+    /// Context switches.
+    pub context_switches: u64,
+}
+
+/// Everything a run produces besides the trace.
+#[derive(Clone, Debug)]
+pub struct SimResult {
+    /// Simulated time actually covered.
+    pub end_ns: u64,
+    /// Per task (same order as the workload).
+    pub tasks: Vec<TaskStats>,
+    /// Busy ns per CPU per OPP index.
+    pub busy_ns: Vec<Vec<u64>>,
+    /// Counters.
+    pub counters: Counters,
+    /// Events processed (for the speed summary).
+    pub events: u64,
+    /// Plot data, when requested.
+    pub timeline: Option<Timeline>,
+    /// The task names and pids as traced.
+    pub names: Vec<(String, u32)>,
+    /// Lines written to the trace.
+    pub trace_lines: u64,
+}
+
+/// Plot data.
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    /// `(cpu, start_ns, end_ns, task)` running intervals.
+    pub runs: Vec<(usize, u64, u64, usize)>,
+    /// `(domain, time_ns, khz)` frequency changes.
+    pub freqs: Vec<(usize, u64, u32)>,
+    /// `(task, time_ns, util_avg)` samples.
+    pub utils: Vec<(usize, u64, u32)>,
+}
+
+/// Why a run stopped early.
+#[derive(Debug)]
+pub enum SimError {
+    /// Writing the trace failed.
+    Io(std::io::Error),
+    /// The workload cannot be simulated.
+    Workload(String),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Io(e) => write!(f, "writing the trace: {e}"),
+            SimError::Workload(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl From<std::io::Error> for SimError {
+    fn from(e: std::io::Error) -> Self {
+        SimError::Io(e)
+    }
+}
+
+impl From<RqError> for SimError {
+    fn from(e: RqError) -> Self {
+        SimError::Workload(format!("run queue refused an operation: {e}"))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Tick,
+    Start(usize),
+    Wake(usize),
+    SegDone { cpu: usize, gen: u64 },
+    FreqPoll,
+    Resched(usize),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TState {
+    NotStarted,
+    Runnable,
+    Running,
+    Sleeping,
+    Suspended,
+    Dead,
+}
+
+/// The simulator's side of a task; the policy side ([`Task`]) lives in its CPU's
+/// [`Rq`] while queued and in `parked` while it sleeps.
+struct SimTask {
+    comm: String,
+    pid: u32,
+    nice: i32,
+    allowed: u64,
+    uclamp: Option<(u32, u32)>,
+    state: TState,
+    /// `task_cpu(p)`.
+    cpu: usize,
+    parked: Option<Task>,
+    remaining_fp: u64,
+    invariant: bool,
+    pending_resume: bool,
+    wake_ts: Option<u64>,
+    // Program cursor.
+    loops_done: u64,
+    phase: usize,
+    phase_loop: u64,
+    event: usize,
+    stats: TaskStats,
+}
+
+struct SimCpu {
+    rq: Rq,
+    /// The task on the CPU as the trace sees it (`rq->curr`, kept across a
+    /// dequeue of the running task until the next pick).
+    running: Option<usize>,
+    last_acct: u64,
+    seg_gen: u64,
+    run_start: u64,
+    /// `tick_nohz_get_idle_calls_cpu`: times the CPU went idle.
+    idle_calls: u64,
+}
+
+struct Domain {
+    cur_khz: u32,
+    cur_opp: usize,
+}
+
+#[derive(Clone, Copy)]
+struct TimerState {
+    t_ref: Option<u64>,
+}
+
+/// `TASK_COMM_LEN - 1`.
+const COMM_MAX: usize = 15;
+/// First pid given to workload threads (also their [`TaskId`]).
+const FIRST_PID: u32 = 1001;
+/// The rq clocks start one PELT period after simulated time 0: `attach_entity_load_avg`
+/// marks "attached" with a non-zero `last_update_time` (`max(cfs luT, 1)`), which a
+/// later update at PELT time 0 would take for a clock going backwards and reset.
+/// One whole period keeps PELT's period boundaries where they would be from 0.
+pub const RQ_CLOCK_BASE_NS: u64 = 1 << 20;
+/// A task that runs this many zero-time events in a row makes no progress.
+const MAX_ZERO_TIME_STEPS: u32 = 100_000;
+
+fn tid(t: usize) -> TaskId {
+    TaskId(FIRST_PID + t as u32)
+}
+
+fn tidx(id: TaskId) -> usize {
+    (id.0 - FIRST_PID) as usize
+}
+
+fn mask_of(cpus: Option<&Vec<u16>>, all: u64) -> u64 {
+    cpus.map_or(all, |c| c.iter().fold(0, |m, &c| m | 1 << c))
+}
+
+/// The simulator state for one run.
+pub struct Engine<'a, W: Write> {
+    board: &'a Board,
+    wl: &'a Workload,
+    cfg: SimConfig,
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    tasks: Vec<SimTask>,
+    cpus: Vec<SimCpu>,
+    domains: Vec<Domain>,
+    timers: Vec<TimerState>,
+    busy_ns: Vec<Vec<u64>>,
+    counters: Counters,
+    overutilized: bool,
+    overutilized_since: u64,
+    uclamp_used: bool,
+    trace: Option<TraceWriter<W>>,
+    timeline: Option<Timeline>,
+    events: u64,
+    tick_ns: u64,
+    progress: Option<Box<dyn FnMut(u64, u64) + 'a>>,
+    cpufreq: CpufreqCore<EmulatedDriver>,
+}
+
+/// `select_task_rq` for the simulator until EAS and the wake-up path land:
+/// previous CPU if idle and allowed, else the first idle allowed CPU, else the
+/// previous CPU if allowed, else the first allowed CPU.
+// TODO(issue EAS): replace with select_task_rq_fair / find_energy_efficient_cpu.
+pub fn select_task_rq(prev: usize, allowed: u64, idle: &[bool]) -> usize {
+    let ok = |c: usize| allowed & (1 << c) != 0;
+    if ok(prev) && idle[prev] {
+        return prev;
+    }
+    if let Some(c) = (0..idle.len()).find(|&c| ok(c) && idle[c]) {
+        return c;
+    }
+    if ok(prev) {
+        return prev;
+    }
+    (0..idle.len()).find(|&c| ok(c)).unwrap_or(prev)
+}
+
+impl<'a, W: Write> Engine<'a, W> {
+    /// Prepare a run. `trace` receives the ftrace text when given.
+    pub fn new(
+        board: &'a Board,
+        wl: &'a Workload,
+        cfg: SimConfig,
+        trace: Option<W>,
+    ) -> Result<Self, SimError> {
+        let nr = board.nr_cpus();
+        if nr > 64 {
+            return Err(SimError::Workload(format!(
+                "{nr} CPUs: the simulator supports at most 64"
+            )));
+        }
+        if cfg.hz == 0 || cfg.hz > 10_000 {
+            return Err(SimError::Workload(format!(
+                "HZ must be in 1..=10000 (got {})",
+                cfg.hz
+            )));
+        }
+        let tick_ns = 1_000_000_000 / cfg.hz as u64;
+        let all = if nr == 64 { u64::MAX } else { (1u64 << nr) - 1 };
+        let mut tasks = Vec::with_capacity(wl.tasks.len());
+        for (i, t) in wl.tasks.iter().enumerate() {
+            let ph = &t.phases[0];
+            let allowed = mask_of(ph.cpus.as_ref().or(t.cpus.as_ref()), all);
+            let nice = ph.nice.unwrap_or(t.nice);
+            let uclamp = match (ph.util_min.or(t.util_min), ph.util_max.or(t.util_max)) {
+                (None, None) => None,
+                (lo, hi) => Some((lo.unwrap_or(0), hi.unwrap_or(1024))),
+            };
+            let mut uc = TaskUclamp::new();
+            if let Some((lo, hi)) = uclamp {
+                uc.set_request(lo, hi)
+                    .map_err(|e| SimError::Workload(format!("task {}: uclamp: {e:?}", t.name)))?;
+            }
+            let task = Task::new(tid(i), nice, uc, CpuMask(allowed))?;
+            tasks.push(SimTask {
+                comm: t.name.chars().take(COMM_MAX).collect(),
+                pid: FIRST_PID + i as u32,
+                nice,
+                allowed,
+                uclamp,
+                state: TState::NotStarted,
+                cpu: allowed.trailing_zeros() as usize,
+                parked: Some(task),
+                remaining_fp: 0,
+                invariant: false,
+                pending_resume: false,
+                wake_ts: None,
+                loops_done: 0,
+                phase: 0,
+                phase_loop: 0,
+                event: 0,
+                stats: TaskStats {
+                    residency_ns: vec![0; nr],
+                    ..TaskStats::default()
+                },
+            });
+        }
+        let uclamp_used = tasks.iter().any(|t| t.uclamp.is_some());
+        let cpus = (0..nr)
+            .map(|c| {
+                let mut rc = RqConfig::new(CpuId(c as u16), nr as u32);
+                rc.capacity_orig = Capacity(board.cpus[c].capacity_orig);
+                rc.tick_nsec = tick_ns;
+                rc.features = cfg.features;
+                rc.expected_tasks = wl.tasks.len().min(1024);
+                SimCpu {
+                    rq: Rq::new(rc, Nanos(RQ_CLOCK_BASE_NS)),
+                    running: None,
+                    last_acct: 0,
+                    seg_gen: 0,
+                    run_start: 0,
+                    idle_calls: 0,
+                }
+            })
+            .collect();
+        let domains = board
+            .domains
+            .iter()
+            .map(|d| Domain {
+                cur_khz: d.fmax_khz,
+                cur_opp: d.opps.len() - 1,
+            })
+            .collect();
+        let caps: Vec<Capacity> = board
+            .cpus
+            .iter()
+            .map(|c| Capacity(c.capacity_orig))
+            .collect();
+        let gov = match cfg.governor {
+            Governor::Performance => CpufreqGovernor::Performance,
+            Governor::Powersave => CpufreqGovernor::Powersave,
+            Governor::Schedutil => CpufreqGovernor::Schedutil,
+        };
+        let cpufreq = CpufreqCore::new(board.desc, &caps, gov, Nanos(0), |p| {
+            EmulatedDriver::new(p, true)
+        })
+        .map_err(|e| SimError::Workload(format!("cpufreq: {e}")))?;
+        let trace = match trace {
+            Some(w) => Some(TraceWriter::new(w, nr)?),
+            None => None,
+        };
+        Ok(Engine {
+            board,
+            wl,
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            tasks,
+            cpus,
+            domains,
+            timers: vec![TimerState { t_ref: None }; wl.nr_timers],
+            busy_ns: board
+                .cpus
+                .iter()
+                .map(|c| vec![0; board.domains[c.domain].opps.len()])
+                .collect(),
+            counters: Counters {
+                freq_changes: vec![0; board.domains.len()],
+                ..Counters::default()
+            },
+            overutilized: false,
+            overutilized_since: 0,
+            uclamp_used,
+            trace,
+            timeline: cfg.record_timeline.then(Timeline::default),
+            events: 0,
+            tick_ns,
+            progress: None,
+            cpufreq,
+            cfg,
+        })
+    }
+
+    /// Call `f(now_ns, end_ns)` every so often during the run (progress bar).
+    pub fn set_progress(&mut self, f: impl FnMut(u64, u64) + 'a) {
+        self.progress = Some(Box::new(f));
+    }
+
+    /// Run to the end and return the results and the trace sink.
+    pub fn run(mut self) -> Result<(SimResult, Option<W>), SimError> {
+        let end = self.cfg.duration_ns;
+        // The governor was set before the workload starts: its starting frequency is in
+        // place at time 0 (the transition it requested has completed).
+        let mut initial: Vec<u32> = self.domains.iter().map(|d| d.cur_khz).collect();
+        let settle = self
+            .board
+            .domains
+            .iter()
+            .map(|d| d.latency_ns)
+            .max()
+            .unwrap_or(0);
+        while let Some((pd, khz)) = self.cpufreq.poll(Nanos(settle)) {
+            initial[pd] = khz.0;
+        }
+        for (d, khz) in initial.into_iter().enumerate() {
+            self.set_freq_now(d, khz)?;
+        }
+        for i in 0..self.tasks.len() {
+            self.push(self.wl.tasks[i].delay_ns, Ev::Start(i));
+        }
+        self.push(self.tick_ns, Ev::Tick);
+        while let Some(Reverse((t, _, ev))) = self.heap.pop() {
+            if t > end {
+                break;
+            }
+            self.now = t;
+            self.events += 1;
+            if self.events.is_multiple_of(65_536) {
+                if let Some(p) = self.progress.as_mut() {
+                    p(t, end);
+                }
+            }
+            match ev {
+                Ev::Tick => self.tick()?,
+                Ev::Start(i) => self.wake(i, None, true)?,
+                Ev::Wake(i) => self.wake(i, None, false)?,
+                Ev::SegDone { cpu, gen } => {
+                    if gen == self.cpus[cpu].seg_gen {
+                        self.account(cpu)?;
+                        if let Some(t) = self.cpus[cpu].running {
+                            self.tasks[t].remaining_fp = 0;
+                        }
+                        self.run_program(cpu)?;
+                    }
+                }
+                Ev::FreqPoll => {
+                    while let Some((pd, khz)) = self.cpufreq.poll(Nanos(self.now)) {
+                        self.set_freq_now(pd, khz.0)?;
+                    }
+                }
+                Ev::Resched(cpu) => {
+                    self.account(cpu)?;
+                    self.schedule(cpu, PrevState::Preempted)?;
+                }
+            }
+        }
+        self.now = end;
+        for c in 0..self.cpus.len() {
+            self.account(c)?;
+            if let (Some(tl), Some(t)) = (self.timeline.as_mut(), self.cpus[c].running) {
+                tl.runs.push((c, self.cpus[c].run_start, end, t));
+            }
+        }
+        if self.overutilized {
+            self.counters.overutilized_ns += end - self.overutilized_since;
+        }
+        let (sink, trace_lines) = match self.trace.take() {
+            Some(t) => {
+                let lines = t.lines;
+                (Some(t.finish()?), lines)
+            }
+            None => (None, 0),
+        };
+        let names = self.tasks.iter().map(|t| (t.comm.clone(), t.pid)).collect();
+        Ok((
+            SimResult {
+                end_ns: end,
+                tasks: self.tasks.into_iter().map(|t| t.stats).collect(),
+                busy_ns: self.busy_ns,
+                counters: self.counters,
+                events: self.events,
+                timeline: self.timeline,
+                names,
+                trace_lines,
+            },
+            sink,
+        ))
+    }
+
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn rate_fp(&self, cpu: usize, task: usize) -> u64 {
+        if self.tasks[task].invariant {
+            1 << 20
+        } else {
+            self.board
+                .rate_fp(cpu, self.domains[self.board.cpus[cpu].domain].cur_khz)
+        }
+    }
+
+    /// Bring CPU `cpu` up to `now`: the running task's work, its statistics, busy
+    /// residency, then `update_rq_clock` (clock_task, clock_pelt).
+    fn account(&mut self, cpu: usize) -> Result<(), SimError> {
+        let dt = self.now - self.cpus[cpu].last_acct;
+        if dt == 0 {
+            return Ok(());
+        }
+        if let Some(t) = self.cpus[cpu].running {
+            let d = self.board.cpus[cpu].domain;
+            let rate = self.rate_fp(cpu, t);
+            let task = &mut self.tasks[t];
+            task.remaining_fp = task.remaining_fp.saturating_sub(dt.saturating_mul(rate));
+            task.stats.runtime_ns += dt;
+            task.stats.residency_ns[cpu] += dt;
+            self.busy_ns[cpu][self.domains[d].cur_opp] += dt;
+        }
+        let c = &mut self.cpus[cpu];
+        c.rq.update_rq_clock(Nanos(RQ_CLOCK_BASE_NS + self.now))?;
+        c.last_acct = self.now;
+        Ok(())
+    }
+
+    /// The policy-side task, queued or parked.
+    fn task_avg(&self, t: usize) -> SchedAvg {
+        let st = &self.tasks[t];
+        match &st.parked {
+            Some(p) => p.avg,
+            None => self.cpus[st.cpu]
+                .rq
+                .task(tid(t))
+                .map_or_else(SchedAvg::default, |p| p.avg),
+        }
+    }
+
+    /// LISA's `sched_pelt_se` for `t` and `sched_pelt_cfs` for `cpu`, after a PELT update.
+    fn trace_pelt(&mut self, cpu: usize, t: Option<usize>) -> Result<(), SimError> {
+        if let Some(t) = t {
+            let v = self.task_avg(t);
+            if let Some(tl) = self.timeline.as_mut() {
+                tl.utils.push((t, self.now, v.util_avg as u32));
+            }
+            if self.trace.is_some() {
+                let vals = PeltVals {
+                    load: v.load_avg,
+                    runnable: v.runnable_avg,
+                    util: v.util_avg,
+                    update_time: v.last_update_time,
+                };
+                let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+                let tr = tref_of(&self.tasks, t);
+                if let Some(w) = self.trace.as_mut() {
+                    w.sched_pelt_se(ctx, cpu, tr, vals)?;
+                }
+            }
+        }
+        if self.trace.is_some() {
+            let v = *self.cpus[cpu].rq.cfs_avg();
+            let vals = PeltVals {
+                load: v.load_avg,
+                runnable: v.runnable_avg,
+                util: v.util_avg,
+                update_time: v.last_update_time,
+            };
+            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+            if let Some(w) = self.trace.as_mut() {
+                w.sched_pelt_cfs(ctx, cpu, vals)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn trace_util_est(&mut self, cpu: usize, t: usize) -> Result<(), SimError> {
+        if self.trace.is_some() {
+            let avg = self.task_avg(t);
+            let ue = util_est::task_util_est_raw(&avg).0;
+            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+            let tr = tref_of(&self.tasks, t);
+            if let Some(w) = self.trace.as_mut() {
+                w.sched_util_est_se(ctx, cpu, tr, ue, avg.util_avg)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `try_to_wake_up` / `wake_up_new_task`.
+    fn wake(&mut self, t: usize, waker: Option<usize>, new: bool) -> Result<(), SimError> {
+        match self.tasks[t].state {
+            TState::Sleeping | TState::Suspended | TState::NotStarted => {}
+            _ => return Ok(()),
+        }
+        let prev = self.tasks[t].cpu;
+        let idle: Vec<bool> = self
+            .cpus
+            .iter()
+            .map(|c| c.rq.curr().is_none() && c.rq.nr_running() == 0)
+            .collect();
+        let cpu = select_task_rq(prev, self.tasks[t].allowed, &idle);
+        let ctx_cpu = waker.unwrap_or(prev);
+        self.account(prev)?;
+        self.account(cpu)?;
+        self.account(ctx_cpu)?;
+        let Some(mut task) = self.tasks[t].parked.take() else {
+            return Err(SimError::Workload(format!(
+                "task {} woken while queued",
+                self.tasks[t].comm
+            )));
+        };
+        task.cpus_allowed = CpuMask(self.tasks[t].allowed);
+        if let Some((lo, hi)) = self.tasks[t].uclamp {
+            // Phase-level clamps take effect at the next enqueue.
+            let _ = task.uclamp.set_request(lo, hi);
+        }
+        let st = &mut self.tasks[t];
+        st.stats.activations += 1;
+        st.state = TState::Runnable;
+        st.wake_ts = Some(self.now);
+        let mut flags = if new {
+            EnqueueFlags::NEW
+        } else {
+            EnqueueFlags::WAKEUP
+        };
+        if !new && cpu != prev {
+            self.cpus[prev].rq.migrate_task_rq_fair(&mut task)?;
+            flags = flags | EnqueueFlags::MIGRATED;
+            if self.trace.is_some() {
+                let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+                let tr = tref_of(&self.tasks, t);
+                if let Some(w) = self.trace.as_mut() {
+                    w.sched_migrate_task(ctx, tr, prev, cpu)?;
+                }
+            }
+            self.tasks[t].stats.migrations += 1;
+            self.counters.migrations_wakeup += 1;
+        }
+        self.tasks[t].cpu = cpu;
+        if self.trace.is_some() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+            let tr = tref_of(&self.tasks, t);
+            if let Some(w) = self.trace.as_mut() {
+                w.sched_wakeup(ctx, tr, cpu, new)?;
+            }
+        }
+        self.cpus[cpu]
+            .rq
+            .enqueue_task(task, flags)
+            .map_err(|e| SimError::from(e.reason))?;
+        self.cpufreq_update(cpu);
+        self.trace_pelt(cpu, Some(t))?;
+        self.trace_util_est(cpu, t)?;
+        if self.cpus[cpu].rq.check_preempt_wakeup(tid(t))? {
+            self.push(self.now, Ev::Resched(cpu));
+        }
+        self.check_overutilized()
+    }
+
+    /// `__schedule` on `cpu`: pick the next task and switch to it. The caller has
+    /// accounted the CPU up to now.
+    fn schedule(&mut self, cpu: usize, prev_state: PrevState) -> Result<(), SimError> {
+        let prev = self.cpus[cpu].running;
+        let next = self.cpus[cpu].rq.pick_next_task().map(tidx);
+        self.cpufreq_update(cpu);
+        if let Some(p) = prev {
+            if self.tasks[p].parked.is_none() {
+                self.trace_pelt(cpu, Some(p))?;
+            }
+        }
+        if prev == next {
+            return Ok(());
+        }
+        self.counters.context_switches += 1;
+        if let Some(p) = prev {
+            if self.tasks[p].state == TState::Running {
+                self.tasks[p].state = TState::Runnable;
+            }
+            if let Some(tl) = self.timeline.as_mut() {
+                tl.runs.push((cpu, self.cpus[cpu].run_start, self.now, p));
+            }
+        }
+        if self.trace.is_some() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+            if prev.is_none() {
+                if let Some(w) = self.trace.as_mut() {
+                    w.cpu_idle(ctx, trace::PWR_EVENT_EXIT, cpu)?;
+                }
+            }
+            let idle = TaskRef {
+                comm: "<idle>",
+                pid: 0,
+                prio: 120,
+            };
+            let p = prev.map_or(idle, |p| tref_of(&self.tasks, p));
+            let n = next.map_or(idle, |n| tref_of(&self.tasks, n));
+            let st = match prev.map(|p| self.tasks[p].state) {
+                None => PrevState::Running,
+                Some(TState::Dead) => PrevState::Dead,
+                Some(TState::Sleeping | TState::Suspended) => PrevState::Sleeping,
+                Some(_) => prev_state,
+            };
+            if let Some(w) = self.trace.as_mut() {
+                w.sched_switch(ctx, p, st, n)?;
+            }
+        }
+        let c = &mut self.cpus[cpu];
+        c.running = next;
+        c.run_start = self.now;
+        c.seg_gen += 1;
+        match next {
+            None => {
+                self.cpus[cpu].idle_calls += 1;
+                self.trace_pelt(cpu, None)?;
+                if self.trace.is_some() {
+                    let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+                    if let Some(w) = self.trace.as_mut() {
+                        w.cpu_idle(ctx, 0, cpu)?;
+                    }
+                }
+            }
+            Some(n) => {
+                let task = &mut self.tasks[n];
+                task.state = TState::Running;
+                if let Some(w) = task.wake_ts.take() {
+                    task.stats.wakeup_latency_ns.push(self.now - w);
+                }
+                self.trace_pelt(cpu, Some(n))?;
+                if self.tasks[n].remaining_fp == 0 {
+                    self.run_program(cpu)?;
+                } else {
+                    self.arm_segment(cpu);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Schedule the end of the running task's current piece of work on `cpu`.
+    fn arm_segment(&mut self, cpu: usize) {
+        let Some(t) = self.cpus[cpu].running else {
+            return;
+        };
+        let rate = self.rate_fp(cpu, t).max(1);
+        let dt = self.tasks[t].remaining_fp.div_ceil(rate);
+        self.cpus[cpu].seg_gen += 1;
+        let gen = self.cpus[cpu].seg_gen;
+        self.push(self.now + dt, Ev::SegDone { cpu, gen });
+    }
+
+    /// The running task of `cpu` blocks (`DEQUEUE_SLEEP`), then `__schedule`.
+    fn block(&mut self, cpu: usize, t: usize, state: TState) -> Result<(), SimError> {
+        let task = self.cpus[cpu]
+            .rq
+            .dequeue_task(tid(t), DequeueFlags::SLEEP)?;
+        self.cpufreq_update(cpu);
+        self.tasks[t].parked = Some(task);
+        self.tasks[t].state = state;
+        self.trace_util_est(cpu, t)?;
+        self.schedule(cpu, PrevState::Sleeping)
+    }
+
+    /// Run the current task's rt-app events from its cursor until it has work to
+    /// do or blocks.
+    fn run_program(&mut self, cpu: usize) -> Result<(), SimError> {
+        let Some(t) = self.cpus[cpu].running else {
+            return Ok(());
+        };
+        let mut steps = 0u32;
+        loop {
+            steps += 1;
+            if steps > MAX_ZERO_TIME_STEPS {
+                return Err(SimError::Workload(format!(
+                    "task {} loops without ever running or sleeping (no time passes)",
+                    self.tasks[t].comm
+                )));
+            }
+            let old_nice = self.tasks[t].nice;
+            let Some(ev) = self.next_event(t) else {
+                self.tasks[t].stats.exited = true;
+                return self.block(cpu, t, TState::Dead);
+            };
+            if self.tasks[t].nice != old_nice {
+                // A phase with its own `nice`: set_user_nice on the queued task.
+                self.cpus[cpu].rq.set_nice(tid(t), self.tasks[t].nice)?;
+            }
+            match ev {
+                Event::Run { work_ns } | Event::Runtime { ns: work_ns } => {
+                    if work_ns == 0 {
+                        continue;
+                    }
+                    let task = &mut self.tasks[t];
+                    task.invariant = matches!(ev, Event::Runtime { .. });
+                    task.remaining_fp = work_ns << 20;
+                    self.arm_segment(cpu);
+                    return Ok(());
+                }
+                Event::Sleep { ns } => {
+                    if ns == 0 {
+                        continue;
+                    }
+                    self.push(self.now + ns, Ev::Wake(t));
+                    return self.block(cpu, t, TState::Sleeping);
+                }
+                Event::Timer {
+                    timer,
+                    period_ns,
+                    absolute,
+                } => {
+                    let ts = &mut self.timers[timer];
+                    let first = ts.t_ref.is_none();
+                    let base = *ts.t_ref.get_or_insert(self.now);
+                    let next = base + period_ns;
+                    self.tasks[t].stats.timer_activations += 1;
+                    if !first {
+                        self.tasks[t]
+                            .stats
+                            .period_completion_ns
+                            .push(self.now - base);
+                    }
+                    if self.now > next {
+                        // The work of this period overran into the next one.
+                        self.tasks[t].stats.deadline_misses += 1;
+                        ts.t_ref = Some(if absolute { next } else { self.now });
+                        continue;
+                    }
+                    ts.t_ref = Some(next);
+                    if next == self.now {
+                        continue;
+                    }
+                    self.push(next, Ev::Wake(t));
+                    return self.block(cpu, t, TState::Sleeping);
+                }
+                Event::Suspend => {
+                    if std::mem::take(&mut self.tasks[t].pending_resume) {
+                        continue;
+                    }
+                    return self.block(cpu, t, TState::Suspended);
+                }
+                Event::Resume { ref targets } => {
+                    for &r in targets {
+                        match self.tasks[r].state {
+                            TState::Suspended => self.wake(r, Some(cpu), false)?,
+                            TState::Dead => {}
+                            _ => self.tasks[r].pending_resume = true,
+                        }
+                    }
+                }
+                Event::Yield => {
+                    self.cpus[cpu].rq.yield_task();
+                    if self.cpus[cpu].rq.need_resched() {
+                        self.schedule(cpu, PrevState::Running)?;
+                        if self.cpus[cpu].running != Some(t) {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Advance task `t`'s cursor and return the event to execute, or `None` when
+    /// the task has finished all its loops. Phase properties (affinity, nice,
+    /// clamps) are picked up when a phase starts.
+    fn next_event(&mut self, t: usize) -> Option<Event> {
+        let spec = &self.wl.tasks[t];
+        let nr = self.cpus.len();
+        let task = &mut self.tasks[t];
+        loop {
+            if let Some(n) = spec.loops {
+                if task.loops_done >= n {
+                    return None;
+                }
+            }
+            let phase = &spec.phases[task.phase];
+            if task.event == 0 && task.phase_loop == 0 {
+                let all = if nr == 64 { u64::MAX } else { (1u64 << nr) - 1 };
+                task.allowed = mask_of(phase.cpus.as_ref().or(spec.cpus.as_ref()), all);
+                task.nice = phase.nice.unwrap_or(spec.nice);
+                task.uclamp = match (
+                    phase.util_min.or(spec.util_min),
+                    phase.util_max.or(spec.util_max),
+                ) {
+                    (None, None) => None,
+                    (lo, hi) => Some((lo.unwrap_or(0), hi.unwrap_or(1024))),
+                };
+            }
+            if task.event < phase.events.len() {
+                task.event += 1;
+                return Some(phase.events[task.event - 1].clone());
+            }
+            task.event = 0;
+            task.phase_loop += 1;
+            if task.phase_loop < phase.loops {
+                continue;
+            }
+            task.phase_loop = 0;
+            task.phase += 1;
+            if task.phase == spec.phases.len() {
+                task.phase = 0;
+                task.loops_done += 1;
+            }
+        }
+    }
+
+    /// `sched_tick` on every busy CPU (idle CPUs are NOHZ-idle and do not tick).
+    fn tick(&mut self) -> Result<(), SimError> {
+        for cpu in 0..self.cpus.len() {
+            let Some(t) = self.cpus[cpu].running else {
+                continue;
+            };
+            self.account(cpu)?;
+            let resched = self.cpus[cpu].rq.task_tick();
+            self.cpufreq_update(cpu);
+            self.trace_pelt(cpu, Some(t))?;
+            if resched {
+                self.schedule(cpu, PrevState::Preempted)?;
+            }
+        }
+        self.check_overutilized()?;
+        let next = self.now + self.tick_ns;
+        if next <= self.cfg.duration_ns {
+            self.push(next, Ev::Tick);
+        }
+        Ok(())
+    }
+
+    /// `set_rd_overutilized` when some CPU is overutilized (`cpu_overutilized`:
+    /// `!util_fits_cpu(cpu_util_cfs, rq uclamp min/max)`, "fits but for uclamp_min"
+    /// counting as fitting). Only with an energy model on asymmetric CPUs (EAS).
+    fn check_overutilized(&mut self) -> Result<(), SimError> {
+        let topo = &self.board.topology;
+        if !self.board.has_energy_model || !topo.eas_possible() || !topo.asym_cpucapacity() {
+            return Ok(());
+        }
+        let f = self.cfg.features;
+        let over = self.cpus.iter().enumerate().any(|(i, c)| {
+            let util = cpu_util_cfs(&c.rq.cpu_snapshot(), f);
+            let r = c.rq.uclamp_range();
+            let cap = CpuCapacityInfo::unpressured(Capacity(self.board.cpus[i].capacity_orig));
+            !util_fits_cpu(util, r.min, r.max, cap, self.uclamp_used, f).fits_ignoring_uclamp_min()
+        });
+        if over != self.overutilized {
+            if self.overutilized {
+                self.counters.overutilized_ns += self.now - self.overutilized_since;
+            }
+            self.overutilized = over;
+            self.overutilized_since = self.now;
+            let span = if self.cpus.len() == 64 {
+                u64::MAX
+            } else {
+                (1u64 << self.cpus.len()) - 1
+            };
+            let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
+            if let Some(w) = self.trace.as_mut() {
+                w.sched_overutilized(ctx, over, span)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply a frequency to a domain now (the transition latency has passed).
+    fn set_freq_now(&mut self, d: usize, khz: u32) -> Result<(), SimError> {
+        let cpus = self.board.domains[d].cpus.clone();
+        for &c in &cpus {
+            self.account(c)?;
+        }
+        let changed = self.domains[d].cur_khz != khz || self.now == 0;
+        self.domains[d].cur_khz = khz;
+        self.domains[d].cur_opp = self.board.opp_index(d, khz);
+        let scale = arch_scale_freq_capacity(Khz(khz), Khz(self.board.domains[d].fmax_khz));
+        for &c in &cpus {
+            self.cpus[c].rq.set_freq_scale(Capacity(scale));
+        }
+        if !changed {
+            return Ok(());
+        }
+        if self.now > 0 {
+            self.counters.freq_changes[d] += 1;
+        }
+        if let Some(tl) = self.timeline.as_mut() {
+            tl.freqs.push((d, self.now, khz));
+        }
+        for &c in &cpus {
+            if self.trace.is_some() {
+                let ctx = ctx_of(&self.tasks, &self.cpus, c, self.now);
+                if let Some(w) = self.trace.as_mut() {
+                    w.cpu_frequency(ctx, khz, c)?;
+                }
+            }
+            if self.cpus[c].running.is_some() && self.now > 0 {
+                self.arm_segment(c);
+            }
+        }
+        Ok(())
+    }
+
+    /// `cpufreq_update_util` when the rq asked for it (root cfs_rq utilisation changed,
+    /// iowait enqueue): run schedutil; a new frequency takes effect after the domain's
+    /// transition latency (emulated driver), when a [`Ev::FreqPoll`] applies it.
+    fn cpufreq_update(&mut self, cpu: usize) {
+        let Some(req) = self.cpus[cpu].rq.take_cpufreq_update() else {
+            return;
+        };
+        if self.cfg.governor != Governor::Schedutil {
+            return;
+        }
+        let flags = if req.iowait {
+            UpdateFlags::IOWAIT
+        } else {
+            UpdateFlags::NONE
+        };
+        let cpus = &self.cpus;
+        let uclamp_used = self.uclamp_used;
+        let input = |c: CpuId| {
+            let sc = &cpus[c.index()];
+            SugovCpuInput {
+                cpu: sc.rq.cpu_snapshot(),
+                other: RqNonCfsUtil::default(),
+                rq_clamp: sc.rq.uclamp_range(),
+                uclamp_used,
+                idle_calls: sc.idle_calls,
+            }
+        };
+        let at = self.cpufreq.update_util(
+            Nanos(self.now),
+            CpuId(cpu as u16),
+            flags,
+            self.cfg.features,
+            input,
+        );
+        if let Some(at) = at {
+            self.push(at.0.max(self.now), Ev::FreqPoll);
+        }
+    }
+}
+
+fn ctx_of<'t>(tasks: &'t [SimTask], cpus: &[SimCpu], cpu: usize, ns: u64) -> Ctx<'t> {
+    match cpus[cpu].running {
+        Some(t) => Ctx {
+            comm: &tasks[t].comm,
+            pid: tasks[t].pid,
+            cpu,
+            ns,
+        },
+        None => Ctx {
+            comm: "<idle>",
+            pid: 0,
+            cpu,
+            ns,
+        },
+    }
+}
+
+fn tref_of(tasks: &[SimTask], t: usize) -> TaskRef<'_> {
+    TaskRef {
+        comm: &tasks[t].comm,
+        pid: tasks[t].pid,
+        prio: 120 + tasks[t].nice,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_prefers_idle_prev_then_first_idle() {
+        let idle = [false, true, true, false];
+        assert_eq!(select_task_rq(2, 0b1111, &idle), 2);
+        assert_eq!(select_task_rq(0, 0b1111, &idle), 1);
+        assert_eq!(select_task_rq(0, 0b1001, &idle), 0);
+        assert_eq!(select_task_rq(0, 0b1000, &idle), 3);
+    }
+}

@@ -1,0 +1,159 @@
+//! `asym-sim`: the command-line front end of the simulator. See `docs/sim.md`.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+
+use asym_sim::{parse_duration, Governor, RunSpec};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Gov {
+    Schedutil,
+    Performance,
+    Powersave,
+}
+
+/// Deterministic big.LITTLE scheduling simulator running asym's policy code on rt-app workloads.
+#[derive(Parser, Debug)]
+#[command(name = "asym-sim", version, about, long_about = None)]
+struct Cli {
+    /// Board to model: juno-r2, hikey960 or hikey.
+    #[arg(long, default_value = "juno-r2")]
+    board: String,
+    /// rt-app JSON workload file.
+    #[arg(long, required_unless_present = "bench")]
+    workload: Option<PathBuf>,
+    /// Simulated duration (5s, 250ms, 100us); default: the workload's global.duration, else 10s.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<u64>,
+    /// Scheduler feature setting, FEATURE=on|off (repeatable), e.g. --set UTIL_EST=off.
+    #[arg(long = "set", value_name = "FEATURE=on|off")]
+    set: Vec<String>,
+    /// cpufreq governor.
+    #[arg(long, value_enum, default_value = "schedutil")]
+    governor: Gov,
+    /// Seed for pseudo-random choices (recorded in the report).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Scheduler tick rate (CONFIG_HZ).
+    #[arg(long, default_value_t = 250)]
+    hz: u32,
+    /// Output directory for report.json, trace.txt (and plot.png).
+    #[arg(long, required_unless_present = "bench")]
+    out: Option<PathBuf>,
+    /// Also draw plot.png.
+    #[arg(long)]
+    plot: bool,
+    /// Print nothing but errors.
+    #[arg(long)]
+    quiet: bool,
+    /// Do not write trace.txt (long or large runs).
+    #[arg(long)]
+    no_trace: bool,
+    /// Benchmark mode: juno-r2 with 10, 100 and 1000 periodic tasks, no output files;
+    /// prints simulated-seconds per wall-second and events per second.
+    #[arg(long)]
+    bench: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.bench {
+        return match asym_sim::bench::run_bench(cli.duration, !cli.quiet) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("asym-sim: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let spec = RunSpec {
+        board: cli.board,
+        workload: cli.workload.unwrap_or_default(),
+        duration_ns: cli.duration,
+        set: cli.set,
+        governor: match cli.governor {
+            Gov::Schedutil => Governor::Schedutil,
+            Gov::Performance => Governor::Performance,
+            Gov::Powersave => Governor::Powersave,
+        },
+        seed: cli.seed,
+        hz: cli.hz,
+        out: cli.out,
+        plot: cli.plot,
+    };
+    let progress = !cli.quiet && std::io::stderr().is_terminal();
+    let start = Instant::now();
+    let opts = asym_sim::RunOptions {
+        progress,
+        trace: !cli.no_trace,
+    };
+    let out = match asym_sim::run_with_options(&spec, opts) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("asym-sim: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let wall = start.elapsed().as_secs_f64().max(1e-9);
+    if !cli.quiet {
+        // A closed pipe (`| head`) is not an error worth a panic.
+        let _ = print_summary(&mut std::io::stdout().lock(), &spec, &out, wall);
+    }
+    ExitCode::SUCCESS
+}
+
+fn print_summary(
+    o: &mut impl Write,
+    spec: &RunSpec,
+    out: &asym_sim::RunOutput,
+    wall: f64,
+) -> std::io::Result<()> {
+    let r = &out.report;
+    let dir = spec
+        .out
+        .as_ref()
+        .map_or(String::new(), |d| d.display().to_string());
+    writeln!(
+        o,
+        "asym-sim: {} on {} ({} governor), {:.3} s simulated",
+        r.workload,
+        r.board,
+        r.governor,
+        r.duration_ns as f64 / 1e9
+    )?;
+    writeln!(o, "  energy: {:.3} mJ total", r.energy.total_uj / 1000.0)?;
+    for d in &r.energy.perf_domains {
+        writeln!(o, "    {:<8} {:>12.3} mJ", d.name, d.energy_uj / 1000.0)?;
+    }
+    let misses: u64 = r.tasks.iter().map(|t| t.deadline_misses).sum();
+    let periods: u64 = r.tasks.iter().map(|t| t.timer_activations).sum();
+    writeln!(
+        o,
+        "  tasks: {}, deadline misses: {misses} of {periods} timer periods",
+        r.tasks.len()
+    )?;
+    let plot = if spec.plot {
+        format!(", {dir}/plot.png")
+    } else {
+        String::new()
+    };
+    // A written trace always has lines (the initial cpu_frequency events).
+    let trace = if out.trace_lines == 0 {
+        "no trace".to_string()
+    } else {
+        format!("{dir}/trace.txt ({} lines)", out.trace_lines)
+    };
+    writeln!(o, "  outputs: {dir}/report.json, {trace}{plot}")?;
+    writeln!(
+        o,
+        "  speed: {} events in {:.3} s wall = {:.0} events/s, {:.1} simulated s per wall s",
+        out.result.events,
+        wall,
+        out.result.events as f64 / wall,
+        r.duration_ns as f64 / 1e9 / wall
+    )
+}

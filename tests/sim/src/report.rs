@@ -1,0 +1,341 @@
+//! `report.json`: the deterministic summary of a run. Schema in `docs/sim.md`.
+//!
+//! Energy follows the energy model's view (`kernel/power/energy_model.c`,
+//! `em_cpu_energy`): a CPU consumes its OPP's busy power while running and nothing
+//! while idle, so `energy = Σ_cpu Σ_opp busy_time(cpu, opp) × power(opp)`, with
+//! power from the DT formula `C × mV² × MHz / 10⁶` (`dev_pm_opp_calc_power`).
+//!
+//! Nothing here depends on the wall clock or on hash-map order; keys are written in
+//! a fixed order, so identical runs give identical bytes.
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::Serialize as DeriveSerialize;
+
+use asym_sched::features::SchedFeatures;
+
+use crate::board::Board;
+use crate::engine::{SimConfig, SimResult};
+
+/// Schema identifier written in every report.
+pub const SCHEMA: &str = "asym-sim-report/1";
+
+/// The whole report.
+#[derive(DeriveSerialize, Debug)]
+pub struct Report {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// Board name.
+    pub board: String,
+    /// Workload file as given.
+    pub workload: String,
+    /// Every scheduler feature and its state, in declaration order.
+    pub features: Features,
+    /// Governor name.
+    pub governor: &'static str,
+    /// Simulated duration.
+    pub duration_ns: u64,
+    /// RNG seed.
+    pub seed: u64,
+    /// Tick rate.
+    pub hz: u32,
+    /// Energy.
+    pub energy: Energy,
+    /// Per task.
+    pub tasks: Vec<TaskReport>,
+    /// Counters.
+    pub counters: CountersReport,
+}
+
+/// Features as an ordered JSON object.
+#[derive(Debug)]
+pub struct Features(pub Vec<(&'static str, bool)>);
+
+impl Serialize for Features {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// A name → count object in a fixed order.
+#[derive(Debug)]
+pub struct Named(pub Vec<(String, u64)>);
+
+impl Serialize for Named {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// Energy totals.
+#[derive(DeriveSerialize, Debug)]
+pub struct Energy {
+    /// Whether the board has power numbers (otherwise every energy is 0).
+    pub model_available: bool,
+    /// Total energy in µJ.
+    pub total_uj: f64,
+    /// Per performance domain.
+    pub perf_domains: Vec<DomainEnergy>,
+}
+
+/// One domain's energy.
+#[derive(DeriveSerialize, Debug)]
+pub struct DomainEnergy {
+    /// Domain name.
+    pub name: &'static str,
+    /// CPUs of the domain.
+    pub cpus: Vec<usize>,
+    /// Energy in µJ.
+    pub energy_uj: f64,
+    /// Busy residency per CPU of the domain.
+    pub residency: Vec<CpuResidency>,
+}
+
+/// One CPU's busy time per OPP.
+#[derive(DeriveSerialize, Debug)]
+pub struct CpuResidency {
+    /// CPU number.
+    pub cpu: usize,
+    /// One entry per OPP, ascending frequency.
+    pub opps: Vec<OppResidency>,
+}
+
+/// Busy time at one OPP.
+#[derive(DeriveSerialize, Debug)]
+pub struct OppResidency {
+    /// Frequency.
+    pub khz: u32,
+    /// Power while busy.
+    pub power_uw: u64,
+    /// Busy time.
+    pub busy_ns: u64,
+    /// Energy in µJ.
+    pub energy_uj: f64,
+}
+
+/// Per task.
+#[derive(DeriveSerialize, Debug)]
+pub struct TaskReport {
+    /// Thread name.
+    pub name: String,
+    /// pid in the trace.
+    pub pid: u32,
+    /// Wake-ups (including the first).
+    pub activations: u64,
+    /// Time running.
+    pub runtime_ns: u64,
+    /// Time running on each CPU.
+    pub residency_ns: Vec<u64>,
+    /// Migrations.
+    pub migrations: u64,
+    /// Timer periods started.
+    pub timer_activations: u64,
+    /// Timer periods whose work overran into the next period.
+    pub deadline_misses: u64,
+    /// Wake-up latency statistics.
+    pub wakeup_latency_ns: Percentiles,
+    /// Time from each timer period's start until the task reached its next `timer`
+    /// event (a frame's duration for frame-based workloads).
+    pub period_completion_ns: Percentiles,
+    /// Mean of `period_completion_ns` (0 without samples).
+    pub period_completion_mean_ns: u64,
+    /// Whether the task finished all its loops.
+    pub exited: bool,
+}
+
+/// Nearest-rank percentiles.
+#[derive(DeriveSerialize, Debug, PartialEq, Eq)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub samples: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+/// Counters.
+#[derive(DeriveSerialize, Debug)]
+pub struct CountersReport {
+    /// `SCHED_SOFTIRQ` raises.
+    pub sched_softirq_raises: u64,
+    /// Load-balance runs by kind.
+    pub load_balance: Named,
+    /// Migrations by reason.
+    pub migrations: Named,
+    /// Applied frequency changes per domain.
+    pub frequency_changes: Named,
+    /// Time overutilized.
+    pub overutilized_ns: u64,
+    /// Context switches.
+    pub context_switches: u64,
+}
+
+/// Nearest-rank percentiles of `v` (sorted in place).
+pub fn percentiles(v: &mut [u64]) -> Percentiles {
+    v.sort_unstable();
+    let n = v.len();
+    let rank = |p: u64| -> u64 {
+        if n == 0 {
+            0
+        } else {
+            let r = (p as usize * n).div_ceil(100).max(1);
+            v[r - 1]
+        }
+    };
+    Percentiles {
+        samples: n as u64,
+        p50: rank(50),
+        p90: rank(90),
+        p99: rank(99),
+        max: v.last().copied().unwrap_or(0),
+    }
+}
+
+/// fJ (µW × ns) to µJ.
+fn fj_to_uj(fj: u128) -> f64 {
+    // Round to a nanojoule so the text is short and stable.
+    ((fj / 1_000_000) as f64) / 1000.0
+}
+
+/// Build the report of a finished run.
+pub fn build(
+    board: &Board,
+    workload: &str,
+    cfg: &SimConfig,
+    features: SchedFeatures,
+    res: &SimResult,
+) -> Report {
+    let mut total: u128 = 0;
+    let mut pds = Vec::new();
+    for dm in &board.domains {
+        let mut dom: u128 = 0;
+        let mut residency = Vec::new();
+        for &c in &dm.cpus {
+            let mut opps = Vec::new();
+            for (i, o) in dm.opps.iter().enumerate() {
+                let busy = res.busy_ns[c][i];
+                let fj = busy as u128 * o.power_uw as u128;
+                dom += fj;
+                opps.push(OppResidency {
+                    khz: o.khz,
+                    power_uw: o.power_uw,
+                    busy_ns: busy,
+                    energy_uj: fj_to_uj(fj),
+                });
+            }
+            residency.push(CpuResidency { cpu: c, opps });
+        }
+        total += dom;
+        pds.push(DomainEnergy {
+            name: dm.name,
+            cpus: dm.cpus.clone(),
+            energy_uj: fj_to_uj(dom),
+            residency,
+        });
+    }
+    let tasks = res
+        .tasks
+        .iter()
+        .zip(&res.names)
+        .map(|(t, (name, pid))| {
+            let mut lat = t.wakeup_latency_ns.clone();
+            let mut frames = t.period_completion_ns.clone();
+            let mean = if frames.is_empty() {
+                0
+            } else {
+                frames.iter().sum::<u64>() / frames.len() as u64
+            };
+            TaskReport {
+                name: name.clone(),
+                pid: *pid,
+                activations: t.activations,
+                runtime_ns: t.runtime_ns,
+                residency_ns: t.residency_ns.clone(),
+                migrations: t.migrations,
+                timer_activations: t.timer_activations,
+                deadline_misses: t.deadline_misses,
+                wakeup_latency_ns: percentiles(&mut lat),
+                period_completion_ns: percentiles(&mut frames),
+                period_completion_mean_ns: mean,
+                exited: t.exited,
+            }
+        })
+        .collect();
+    let c = &res.counters;
+    Report {
+        schema: SCHEMA,
+        board: board.desc.name.to_string(),
+        workload: workload.to_string(),
+        features: Features(features.iter().map(|(f, on)| (f.name(), on)).collect()),
+        governor: cfg.governor.name(),
+        duration_ns: res.end_ns,
+        seed: cfg.seed,
+        hz: cfg.hz,
+        energy: Energy {
+            model_available: board.has_energy_model,
+            total_uj: fj_to_uj(total),
+            perf_domains: pds,
+        },
+        tasks,
+        counters: CountersReport {
+            sched_softirq_raises: c.sched_softirq_raises,
+            load_balance: Named(vec![
+                ("periodic".into(), c.lb_periodic),
+                ("newidle".into(), c.lb_newidle),
+                ("nohz".into(), c.lb_nohz),
+            ]),
+            migrations: Named(vec![
+                ("wakeup".into(), c.migrations_wakeup),
+                ("load_balance".into(), c.migrations_load_balance),
+                ("misfit".into(), c.migrations_misfit),
+            ]),
+            frequency_changes: Named(
+                board
+                    .domains
+                    .iter()
+                    .zip(&c.freq_changes)
+                    .map(|(d, n)| (d.name.to_string(), *n))
+                    .collect(),
+            ),
+            overutilized_ns: c.overutilized_ns,
+            context_switches: c.context_switches,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let mut v: Vec<u64> = (1..=100).rev().collect();
+        let p = percentiles(&mut v);
+        assert_eq!(
+            p,
+            Percentiles {
+                samples: 100,
+                p50: 50,
+                p90: 90,
+                p99: 99,
+                max: 100
+            }
+        );
+        let p = percentiles(&mut []);
+        assert_eq!(p.max, 0);
+        let p = percentiles(&mut [7]);
+        assert_eq!((p.p50, p.p99), (7, 7));
+    }
+}
