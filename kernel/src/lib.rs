@@ -1,2 +1,51 @@
-//! TODO: kernel (placeholder created with the workspace skeleton).
-#![no_std]
+//! asym's kernel: the mechanism half of asym (boot, exceptions, interrupts, timers, SMP,
+//! drivers). The scheduling policy lives in `asym-sched`; each board is a binary crate that
+//! defines [`boot::Board`] as `ASYM_BOARD` and links this library, whose entry code starts at
+//! `_start`.
+//!
+//! Pure modules (`cmdline`, `dt`, `sync`) build and unit-test on the host (`cargo test -p
+//! asym-kernel`); everything touching hardware is compiled only for `target_os = "none"`.
+#![cfg_attr(not(test), no_std)]
+
+#[cfg(target_os = "none")]
+extern crate alloc;
+
+pub mod arch;
+pub mod cmdline;
+pub mod dt;
+pub mod sync;
+
+#[cfg(target_os = "none")]
+pub mod boot;
+#[cfg(target_os = "none")]
+pub mod console;
+#[cfg(target_os = "none")]
+pub mod drivers;
+#[cfg(target_os = "none")]
+pub mod heap;
+#[cfg(target_os = "none")]
+pub mod log;
+#[cfg(target_os = "none")]
+pub mod selftest;
+#[cfg(target_os = "none")]
+mod selftests;
+#[cfg(target_os = "none")]
+pub mod semihosting;
+
+// k2: interrupts, timer, SMP.
+#[cfg(target_os = "none")]
+pub mod gic;
+/// The GIC's pure register encodings, unit-tested on the host (on the target they are `gic::encode`).
+#[cfg(all(test, not(target_os = "none")))]
+#[path = "gic/encode.rs"]
+mod gic_encode;
+#[cfg(target_os = "none")]
+pub mod ipi;
+#[cfg(target_os = "none")]
+pub mod percpu;
+#[cfg(target_os = "none")]
+pub mod psci;
+#[cfg(target_os = "none")]
+pub mod smp;
+#[cfg(target_os = "none")]
+pub mod timer;

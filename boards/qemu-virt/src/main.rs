@@ -1,3 +1,21 @@
-//! TODO: board binary (placeholder created with the workspace skeleton).
-#![no_std]
-#![no_main]
+//! asym on QEMU's `virt` machine: the board binary. Everything else comes from the device tree
+//! QEMU passes; the board only names itself and its fixed early UART.
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+#[cfg(target_os = "none")]
+use asym_kernel::boot::Board;
+
+/// The board description the kernel reads before the device tree.
+#[cfg(target_os = "none")]
+#[unsafe(no_mangle)]
+pub static ASYM_BOARD: Board = Board {
+    name: "qemu-virt",
+    // source: QEMU hw/arm/virt.c, base_memmap[VIRT_UART] = 0x0900_0000 (PL011).
+    early_uart: Some(0x0900_0000),
+};
+
+/// Host builds (`cargo check --workspace`) have nothing to run.
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("asym-qemu-virt is a bare-metal kernel: build it for aarch64-unknown-none-softfloat (cargo xtask build)");
+}

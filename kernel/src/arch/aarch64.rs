@@ -1,0 +1,148 @@
+//! AArch64: boot entry, EL2→EL1 drop, exception vectors, MMU and small register helpers.
+
+pub mod cpu_regs;
+pub mod entry;
+pub mod exceptions;
+pub mod gicv3_icc;
+pub mod mmu;
+
+use core::arch::asm;
+
+pub use exceptions::{expect_fault, FaultReport};
+
+/// DAIF as it was before [`irq_save_disable`].
+#[derive(Clone, Copy, Debug)]
+pub struct IrqState(u64);
+
+/// Masks IRQs (DAIF.I) and returns the previous DAIF so [`irq_restore`] can put it back.
+#[inline]
+pub fn irq_save_disable() -> IrqState {
+    let daif: u64;
+    // SAFETY: reading DAIF and setting the I bit only affects interrupt delivery on this CPU.
+    unsafe {
+        // Not `nomem`: the asm must also be a compiler barrier, or the lock's memory accesses
+        // could move outside the IRQ-masked window.
+        asm!("mrs {}, daif", "msr daifset, #2", out(reg) daif, options(nostack, preserves_flags));
+    }
+    IrqState(daif)
+}
+
+/// Restores DAIF saved by [`irq_save_disable`].
+#[inline]
+pub fn irq_restore(state: IrqState) {
+    // SAFETY: writes back a DAIF value previously read on this CPU.
+    unsafe { asm!("msr daif, {}", in(reg) state.0, options(nostack, preserves_flags)) };
+}
+
+/// Unmasks IRQs on this CPU.
+#[inline]
+pub fn irq_enable() {
+    // SAFETY: unmasking IRQs is sound once VBAR_EL1 is set, which entry code does first.
+    unsafe { asm!("msr daifclr, #2", options(nostack, preserves_flags)) };
+}
+
+/// Busy-wait hint.
+#[inline]
+pub fn cpu_relax() {
+    core::hint::spin_loop();
+}
+
+/// Waits until `word` holds `value` (Acquire), sleeping in `wfe` between checks: `ldaxr` arms
+/// the exclusive monitor on `word`, so another CPU's store to it generates the wake-up event.
+pub fn wait_until_eq(word: &core::sync::atomic::AtomicU32, value: u32) {
+    let ptr = word.as_ptr();
+    // SAFETY: `ptr` points to a live AtomicU32; the loop only reads it (exclusive load, which
+    // is an atomic acquire read) and executes event hints.
+    unsafe {
+        asm!(
+            "sevl",
+            "2: wfe",
+            "ldaxr {cur:w}, [{ptr}]",
+            "cmp {cur:w}, {val:w}",
+            "b.ne 2b",
+            ptr = in(reg) ptr,
+            val = in(reg) value,
+            cur = out(reg) _,
+            options(nostack),
+        );
+    }
+}
+
+/// Waits for an interrupt (or returns spuriously).
+#[inline]
+pub fn wfi() {
+    // SAFETY: wfi has no memory effects.
+    unsafe { asm!("wfi", options(nomem, nostack, preserves_flags)) };
+}
+
+/// This CPU's logical index, written to TPIDR_EL1 by the entry code before Rust runs.
+#[inline]
+pub fn cpu_index() -> usize {
+    let v: u64;
+    // SAFETY: TPIDR_EL1 is readable at EL1 and holds the logical CPU index.
+    unsafe { asm!("mrs {}, tpidr_el1", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v as usize
+}
+
+/// Writes this CPU's logical index to TPIDR_EL1.
+pub fn set_cpu_index(idx: usize) {
+    // SAFETY: TPIDR_EL1 is a software thread-ID register with no hardware effect.
+    unsafe {
+        asm!("msr tpidr_el1, {}", in(reg) idx as u64, options(nomem, nostack, preserves_flags))
+    };
+}
+
+/// MPIDR_EL1.
+#[inline]
+pub fn mpidr() -> u64 {
+    let v: u64;
+    // SAFETY: MPIDR_EL1 is a read-only identification register.
+    unsafe { asm!("mrs {}, mpidr_el1", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// The generic counter (CNTPCT_EL0), read after an ISB so it is not speculated early.
+#[inline]
+pub fn counter() -> u64 {
+    let v: u64;
+    // SAFETY: CNTPCT_EL0 is readable at EL1 (EL2 entry sets CNTHCTL_EL2.EL1PCTEN).
+    unsafe {
+        asm!("isb", "mrs {}, cntpct_el0", out(reg) v, options(nomem, nostack, preserves_flags))
+    };
+    v
+}
+
+/// CNTFRQ_EL0 in Hz as the firmware programmed it.
+#[inline]
+pub fn counter_freq_hz() -> u64 {
+    let v: u64;
+    // SAFETY: CNTFRQ_EL0 is readable at EL1.
+    unsafe { asm!("mrs {}, cntfrq_el0", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// Microseconds since the counter started (≈ reset under QEMU).
+pub fn uptime_us() -> u64 {
+    let f = counter_freq_hz();
+    if f == 0 {
+        return 0;
+    }
+    ((u128::from(counter()) * 1_000_000) / u128::from(f)) as u64
+}
+
+/// The exception level the CPU runs at (1 after the entry code).
+pub fn current_el() -> u8 {
+    let v: u64;
+    // SAFETY: CurrentEL is readable at EL1 and above.
+    unsafe { asm!("mrs {}, CurrentEL", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    ((v >> 2) & 3) as u8
+}
+
+/// Stops this CPU for good: IRQs masked, `wfe` forever.
+pub fn park() -> ! {
+    let _ = irq_save_disable();
+    loop {
+        // SAFETY: wfe has no memory effects.
+        unsafe { asm!("wfe", options(nomem, nostack, preserves_flags)) };
+    }
+}

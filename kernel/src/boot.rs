@@ -1,0 +1,355 @@
+//! Boot flow: from the entry asm to the banner, the self tests or the tick loop; the secondary
+//! CPUs' Rust entry; the panic handler.
+//!
+//! Re-derives the shape of Linux's `init/main.c` `start_kernel()` (`setup_arch` →
+//! `parse_early_param` → `mm_init` → `init_IRQ` → `time_init` → `smp_init`) and
+//! `arch/arm64/kernel/smp.c` `secondary_start_kernel()`. Deliberate differences: the device
+//! tree is parsed with the MMU off (before anything needs atomics) so the identity map covers
+//! exactly the DT's RAM; there is no init task: the boot CPU runs the self tests or prints ticks.
+
+use core::panic::PanicInfo;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use asym_sched::types::CpuId;
+
+use crate::cmdline::{Cmdline, SelfTestMode};
+use crate::dt::Platform;
+use crate::sync::InitOnce;
+use crate::{arch, console, heap, semihosting};
+
+pub use crate::arch::aarch64::entry::secondary_entry_pa;
+
+/// What a board binary tells the kernel before the device tree is read.
+#[derive(Debug)]
+pub struct Board {
+    /// The board's name for the banner.
+    pub name: &'static str,
+    /// A UART usable before the DT is parsed (for DT errors), if the board has a fixed one.
+    pub early_uart: Option<usize>,
+}
+
+unsafe extern "Rust" {
+    /// Defined by the board binary (`boards/*/src/main.rs`) with `#[unsafe(no_mangle)]`.
+    static ASYM_BOARD: Board;
+}
+
+static PLATFORM: InitOnce<Platform> = InitOnce::new();
+static CMDLINE: InitOnce<Cmdline> = InitOnce::new();
+/// Whether a fatal error ends the QEMU run through semihosting.
+static SEMIHOSTING: AtomicBool = AtomicBool::new(false);
+
+/// The platform parsed from the DT (after boot).
+pub fn platform() -> Option<&'static Platform> {
+    PLATFORM.get()
+}
+
+/// The parsed command line (after boot).
+pub fn cmdline() -> Option<&'static Cmdline> {
+    CMDLINE.get()
+}
+
+fn board() -> &'static Board {
+    // SAFETY: the board binary defines ASYM_BOARD as an immutable static.
+    unsafe { &ASYM_BOARD }
+}
+
+/// Boot CPU Rust entry, called by `_start` at EL1 with BSS zeroed, the MMU off, on the boot
+/// stack, with the DTB's physical address from x0.
+pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
+    let t_entry = arch::counter();
+    let board = board();
+    if let Some(base) = board.early_uart {
+        // SAFETY: the board vouches for a PL011 at this address; MMU is off.
+        unsafe { console::init_early(base) };
+    }
+    // SAFETY: x0 holds the DTB address per the arm64 boot protocol; MMU off = identity.
+    let plat = match unsafe { Platform::from_dtb_pa(dtb_pa) } {
+        Ok(p) => p,
+        Err(e) => {
+            crate::println!("asym: cannot boot: {} (DTB at {:#x})", e, dtb_pa);
+            arch::park();
+        }
+    };
+    let t_dt = arch::counter();
+    // SAFETY: boot CPU only, MMU off, no other CPU running; the map covers RAM and the devices.
+    unsafe { arch::aarch64::mmu::init_boot_cpu(&plat) };
+    let t_mmu = arch::counter();
+    // Only now: `InitOnce::set` is a compare-and-swap, and exclusives need the MMU on (Normal
+    // memory) to be reliable on hardware.
+    let Ok(plat) = PLATFORM.set(plat) else {
+        arch::park()
+    };
+    // SAFETY: the DT names this PL011; it is now mapped as device memory.
+    unsafe { console::init(plat.uart.base) };
+
+    let boot_cpu = plat.cpu_by_mpidr(arch::mpidr()).unwrap_or_else(|| {
+        crate::println!(
+            "asym: boot CPU MPIDR {:#x} is not in the DT's /cpus; assuming cpu 0",
+            arch::mpidr()
+        );
+        CpuId(0)
+    });
+    arch::set_cpu_index(boot_cpu.index());
+
+    crate::println!(
+        "asym: booting on {} (cpu {}, EL{} entry done)",
+        board.name,
+        boot_cpu.0,
+        arch::current_el()
+    );
+    let parsed = Cmdline::parse(&plat.bootargs);
+    for e in &parsed.errors {
+        crate::println!("{}", e);
+    }
+    if parsed.errors_dropped > 0 {
+        crate::println!("cmdline: {} more problems not shown", parsed.errors_dropped);
+    }
+    let Ok(cmd) = CMDLINE.set(parsed.cmdline) else {
+        arch::park()
+    };
+    SEMIHOSTING.store(cmd.use_semihosting(), Ordering::Relaxed);
+    crate::log::set_level(cmd.loglevel);
+    if plat.cpus_ignored > 0 {
+        crate::println!(
+            "dt: {} CPUs beyond MAX_CPUS ({}) ignored",
+            plat.cpus_ignored,
+            crate::dt::MAX_CPUS
+        );
+    }
+
+    init_heap(plat);
+    let f = arch::counter_freq_hz().max(1);
+    let us = |t: u64| t * 1_000_000 / f;
+    crate::log_debug!(
+        "boot: rust entry {=u64} us, DT parsed {=u64} us, MMU on {=u64} us, heap {=u64} us",
+        us(t_entry),
+        us(t_dt),
+        us(t_mmu),
+        us(arch::counter())
+    );
+
+    if let Err(e) = crate::gic::init(plat) {
+        crate::println!("asym: GIC init failed: {}", e);
+        fatal_error_exit();
+        arch::park();
+    }
+    if let Err(e) = crate::timer::init(plat, cmd.hz) {
+        crate::println!("asym: timer init failed: {}", e);
+        fatal_error_exit();
+        arch::park();
+    }
+    init_console_rx(plat);
+    if let Some(n) = cmd.maxcpus {
+        crate::smp::set_maxcpus(usize::from(n));
+    }
+    crate::smp::start_secondaries(plat);
+    arch::irq_enable();
+    banner(plat, cmd);
+    if cmd.bench {
+        crate::smp::print_boot_bench(1_000_000);
+    }
+    if let Some(kind) = cmd.crash {
+        crash(kind);
+    }
+
+    match &cmd.selftest {
+        SelfTestMode::Off => {}
+        mode => {
+            let filter = match mode {
+                SelfTestMode::Filter(f) => Some(f.as_str()),
+                _ => None,
+            };
+            let summary = crate::selftest::run(filter);
+            semihosting::exit(if summary.failed == 0 { 0 } else { 1 });
+        }
+    }
+    tick_loop(plat, cmd)
+}
+
+/// Secondary CPU Rust entry, called by `_secondary_entry` at EL1 with the MMU on, TPIDR_EL1 =
+/// `cpu`, on that CPU's boot stack.
+pub extern "C" fn secondary_main(cpu: usize) -> ! {
+    crate::smp::secondary_init(CpuId(cpu as u16))
+}
+
+/// The IRQ vector's Rust side.
+pub fn irq_entry() {
+    crate::gic::handle_irq();
+}
+
+/// Ends the run with a failure status if the command line enabled semihosting (a fault
+/// outside a test or a panic); otherwise returns so the caller can park the CPU.
+pub fn fatal_error_exit() {
+    if SEMIHOSTING.load(Ordering::Relaxed) {
+        semihosting::exit(1);
+    }
+}
+
+fn init_heap(plat: &Platform) {
+    let kernel_end = (&raw const crate::arch::aarch64::mmu::__kernel_end) as usize;
+    let start = kernel_end.next_multiple_of(4096);
+    // The identity map covers RAM only in whole 2 MiB blocks (arch::aarch64::mmu).
+    let ram_end = plat.memory.end() & !((2 << 20) - 1);
+    let mut end = ram_end.min(start.saturating_add(heap::HEAP_MAX));
+    // Never hand out the DTB (and keep what lies above it alone too).
+    if plat.dtb.base >= start && plat.dtb.base < end {
+        end = plat.dtb.base & !0xfff;
+    }
+    if end <= start || !plat.memory.contains(start) {
+        crate::println!(
+            "heap: no room after the kernel (end {:#x}, RAM {:#x}..{:#x})",
+            kernel_end,
+            plat.memory.base,
+            plat.memory.end()
+        );
+        return;
+    }
+    // SAFETY: [start, end) is RAM past the kernel image, BSS and stacks, below the DTB, mapped
+    // normal memory, used by nothing else.
+    unsafe { heap::init(start, end - start) };
+    crate::log_info!("heap {=usize:#x}..{=usize:#x}", start, end);
+}
+
+fn init_console_rx(plat: &Platform) {
+    let intid = crate::gic::IntId(plat.uart.intid);
+    let res = crate::gic::register_handler(intid, |_| console::on_rx_irq())
+        .and_then(|()| crate::gic::enable_irq(intid));
+    match res {
+        Ok(()) => console::enable_rx_irq(),
+        Err(e) => crate::println!("console: receive interrupt unavailable: {}", e),
+    }
+}
+
+fn banner(plat: &Platform, cmd: &Cmdline) {
+    crate::println!("asym {} on {}", env!("CARGO_PKG_VERSION"), board().name);
+    crate::println!(
+        "memory {:#x}..{:#x}, console PL011 at {:#x}",
+        plat.memory.base,
+        plat.memory.end(),
+        plat.uart.base
+    );
+    for (i, c) in plat.cpus.iter().enumerate() {
+        let id = CpuId(i as u16);
+        crate::println!(
+            "cpu {}: MPIDR {:#x} cluster {} capacity {} {}",
+            i,
+            c.mpidr,
+            c.cluster,
+            plat.capacity_of(id).map_or(0, |c| c.0),
+            if crate::smp::is_online(id) {
+                "online"
+            } else {
+                "offline"
+            }
+        );
+        crate::log_info!(
+            "cpu {=usize}: mpidr {=u64:#x} cluster {=u16} online {=bool}",
+            i,
+            c.mpidr,
+            c.cluster,
+            crate::smp::is_online(id)
+        );
+    }
+    crate::println!(
+        "{} of {} CPUs online",
+        crate::smp::online_count(),
+        plat.cpus.len()
+    );
+    crate::println!(
+        "{}, timer {} Hz, HZ={}",
+        plat.gic,
+        crate::timer::counter_freq_hz(),
+        cmd.hz
+    );
+    crate::log_info!(
+        "GICv{=u8}, timer {=u64} Hz, HZ={=u32}",
+        plat.gic.version(),
+        crate::timer::counter_freq_hz(),
+        cmd.hz
+    );
+}
+
+/// `crash=`: fails on purpose on the highest online CPU (in its call-function IPI handler, so
+/// also from interrupt context), to show a failure there ends the run with a non-zero status.
+fn crash(kind: crate::cmdline::CrashKind) {
+    fn do_panic(cpu: CpuId) {
+        panic!("deliberate panic (crash=panic) on cpu {}", cpu.0);
+    }
+    fn do_fault(_cpu: CpuId) {
+        // An address the identity map leaves unmapped (see selftests/fault.rs).
+        // SAFETY: the load faults; the fault handler reports it and halts this CPU.
+        let _ = unsafe { core::ptr::read_volatile(0x40_0000_0000 as *const u64) };
+    }
+    let target = crate::smp::online_cpus().last().unwrap_or(CpuId(0));
+    crate::println!("crash: {:?} on cpu {}", kind, target.0);
+    let f: fn(CpuId) = match kind {
+        crate::cmdline::CrashKind::Panic => do_panic,
+        crate::cmdline::CrashKind::Fault => do_fault,
+    };
+    if let Err(e) = crate::smp::run_on(target, f) {
+        crate::println!("crash: cpu {} did not finish: {:?}", target.0, e);
+    }
+}
+
+fn tick_loop(plat: &Platform, cmd: &Cmdline) -> ! {
+    let me = crate::percpu::current_cpu();
+    let nr = plat.cpus.len();
+    let mut next_report = u64::from(cmd.hz);
+    loop {
+        arch::wfi();
+        while let Some(b) = console::read_byte() {
+            // Interrupt-driven receive: show what arrived (printable ASCII as is).
+            if b.is_ascii_graphic() {
+                crate::println!("console: received '{}'", b as char);
+            } else {
+                crate::println!("console: received {:#04x}", b);
+            }
+        }
+        let t = crate::timer::ticks(me);
+        if let Some(limit) = cmd.ticks {
+            if t >= limit {
+                print_ticks(nr);
+                if SEMIHOSTING.load(Ordering::Relaxed) {
+                    semihosting::exit(0);
+                }
+                let _ = crate::psci::system_off(plat.psci.conduit);
+                arch::park();
+            }
+        } else if t >= next_report {
+            print_ticks(nr);
+            next_report += u64::from(cmd.hz);
+        }
+    }
+}
+
+fn print_ticks(nr: usize) {
+    let mut line: heapless::String<256> = heapless::String::new();
+    for i in 0..nr {
+        let _ = core::fmt::write(
+            &mut line,
+            format_args!(" cpu{}={}", i, crate::timer::ticks(CpuId(i as u16))),
+        );
+    }
+    crate::println!("ticks:{} at {} us", line, arch::uptime_us());
+}
+
+#[panic_handler]
+fn panic(info: &PanicInfo<'_>) -> ! {
+    let cpu = arch::cpu_index();
+    match info.location() {
+        Some(l) => console::write_fmt_force(format_args!(
+            "panic on cpu {} at {}:{}: {}\n",
+            cpu,
+            l.file(),
+            l.line(),
+            info.message()
+        )),
+        None => {
+            console::write_fmt_force(format_args!("panic on cpu {}: {}\n", cpu, info.message()))
+        }
+    }
+    if SEMIHOSTING.load(Ordering::Relaxed) {
+        semihosting::exit(101);
+    }
+    arch::park()
+}

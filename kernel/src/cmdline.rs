@@ -1,0 +1,439 @@
+//! The kernel command line (`/chosen/bootargs`, QEMU `-append`) parsed into typed options.
+//!
+//! Linux parses `key` / `key=value` words with `parse_args()` (`kernel/params.c`) and
+//! `__setup()` handlers, and silently passes unknown words to init. Deliberate difference: asym
+//! has no init, so every unknown option and every malformed value is reported (naming the
+//! option) and the default is kept; parsing never fails as a whole. Pure code: host-tested.
+
+use core::fmt;
+
+/// Default tick rate; the build can override it with `ASYM_HZ`.
+pub const DEFAULT_HZ: u32 = parse_hz_const(option_env!("ASYM_HZ"));
+/// Allowed `hz=` range.
+pub const HZ_RANGE: core::ops::RangeInclusive<u32> = 100..=1000;
+
+/// Longest `selftest=` filter.
+pub const FILTER_MAX: usize = 64;
+/// Most problems reported for one command line (the rest are counted).
+pub const MAX_ERRORS: usize = 8;
+
+/// printk-like log levels, lowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum LogLevel {
+    Trace = 0,
+    Debug = 1,
+    Info = 2,
+    Warn = 3,
+    Error = 4,
+}
+
+/// Whether and which self tests to run.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum SelfTestMode {
+    /// Normal boot.
+    #[default]
+    Off,
+    /// `selftest`: all tests.
+    All,
+    /// `selftest=<filter>`: tests whose name contains the filter.
+    Filter(heapless::String<FILTER_MAX>),
+}
+
+/// A deliberate failure to check the failure paths end the run (`crash=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashKind {
+    /// `crash=panic`: panic on the highest online CPU.
+    Panic,
+    /// `crash=fault`: a data abort outside any test on the highest online CPU.
+    Fault,
+}
+
+/// The parsed command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cmdline {
+    /// `hz=`: tick rate in Hz.
+    pub hz: u32,
+    pub selftest: SelfTestMode,
+    /// `loglevel=`.
+    pub loglevel: LogLevel,
+    /// `maxcpus=`: bring up at most this many CPUs (boot CPU included).
+    pub maxcpus: Option<u16>,
+    /// `ticks=`: print tick counts after this many ticks, then stop.
+    pub ticks: Option<u64>,
+    /// `semihosting` (implied by `selftest`): exit QEMU through semihosting.
+    pub semihosting: bool,
+    /// `bench`: print the boot benchmark lines.
+    pub bench: bool,
+    /// `crash=panic|fault`: after the banner, fail on purpose (tests of the failure exits).
+    pub crash: Option<CrashKind>,
+}
+
+impl Default for Cmdline {
+    fn default() -> Self {
+        Cmdline {
+            hz: DEFAULT_HZ,
+            selftest: SelfTestMode::Off,
+            loglevel: LogLevel::Info,
+            maxcpus: None,
+            ticks: None,
+            semihosting: false,
+            bench: false,
+            crash: None,
+        }
+    }
+}
+
+/// One problem with one option.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmdlineError<'a> {
+    /// The key is not an option asym knows.
+    Unknown { option: &'a str },
+    /// The option takes a value and got none (`hz`).
+    MissingValue {
+        option: &'static str,
+        expected: &'static str,
+    },
+    /// The option takes no value and got one (`bench=1`).
+    UnexpectedValue {
+        option: &'static str,
+        value: &'a str,
+    },
+    /// The value does not parse or is out of range.
+    BadValue {
+        option: &'static str,
+        value: &'a str,
+        expected: &'static str,
+    },
+}
+
+impl fmt::Display for CmdlineError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdlineError::Unknown { option } => {
+                write!(f, "cmdline: unknown option `{option}` (ignored)")
+            }
+            CmdlineError::MissingValue { option, expected } => {
+                write!(
+                    f,
+                    "cmdline: option `{option}` needs a value: {expected} (default kept)"
+                )
+            }
+            CmdlineError::UnexpectedValue { option, value } => {
+                write!(
+                    f,
+                    "cmdline: option `{option}` takes no value, got `{option}={value}` (ignored)"
+                )
+            }
+            CmdlineError::BadValue {
+                option,
+                value,
+                expected,
+            } => {
+                write!(
+                    f,
+                    "cmdline: bad value `{option}={value}`: expected {expected} (default kept)"
+                )
+            }
+        }
+    }
+}
+
+/// The result of parsing: options plus every problem found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed<'a> {
+    pub cmdline: Cmdline,
+    pub errors: heapless::Vec<CmdlineError<'a>, MAX_ERRORS>,
+    /// Problems beyond [`MAX_ERRORS`].
+    pub errors_dropped: usize,
+}
+
+impl Cmdline {
+    /// Parses space-separated `key` / `key=value` words. Never fails: problems are collected
+    /// and the affected options keep their defaults.
+    pub fn parse(line: &str) -> Parsed<'_> {
+        let mut cmdline = Cmdline::default();
+        let mut errors = heapless::Vec::new();
+        let mut errors_dropped = 0;
+        for word in line.split_ascii_whitespace() {
+            let (key, value) = match word.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (word, None),
+            };
+            if let Err(e) = cmdline.apply(key, value) {
+                if errors.push(e).is_err() {
+                    errors_dropped += 1;
+                }
+            }
+        }
+        Parsed {
+            cmdline,
+            errors,
+            errors_dropped,
+        }
+    }
+
+    /// Whether the run should end through semihosting.
+    pub fn use_semihosting(&self) -> bool {
+        self.semihosting || self.selftest != SelfTestMode::Off
+    }
+
+    fn apply<'a>(&mut self, key: &'a str, value: Option<&'a str>) -> Result<(), CmdlineError<'a>> {
+        match key {
+            "hz" => {
+                const EXP: &str = "an integer in 100..=1000";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "hz",
+                    expected: EXP,
+                })?;
+                match v.parse::<u32>() {
+                    Ok(hz) if HZ_RANGE.contains(&hz) => self.hz = hz,
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "hz",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                }
+            }
+            "selftest" => match value {
+                None => self.selftest = SelfTestMode::All,
+                Some(f) => {
+                    const EXP: &str = "a non-empty test-name filter of at most 64 bytes";
+                    let mut s = heapless::String::new();
+                    if f.is_empty() || s.push_str(f).is_err() {
+                        return Err(CmdlineError::BadValue {
+                            option: "selftest",
+                            value: f,
+                            expected: EXP,
+                        });
+                    }
+                    self.selftest = SelfTestMode::Filter(s);
+                }
+            },
+            "loglevel" => {
+                const EXP: &str = "one of trace, debug, info, warn, error";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "loglevel",
+                    expected: EXP,
+                })?;
+                self.loglevel = match v {
+                    "trace" => LogLevel::Trace,
+                    "debug" => LogLevel::Debug,
+                    "info" => LogLevel::Info,
+                    "warn" => LogLevel::Warn,
+                    "error" => LogLevel::Error,
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "loglevel",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                };
+            }
+            "maxcpus" => {
+                const EXP: &str = "an integer in 1..=8";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "maxcpus",
+                    expected: EXP,
+                })?;
+                match v.parse::<u16>() {
+                    Ok(n) if (1..=crate::dt::MAX_CPUS as u16).contains(&n) => {
+                        self.maxcpus = Some(n)
+                    }
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "maxcpus",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                }
+            }
+            "ticks" => {
+                const EXP: &str = "a positive integer";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "ticks",
+                    expected: EXP,
+                })?;
+                match v.parse::<u64>() {
+                    Ok(n) if n > 0 => self.ticks = Some(n),
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "ticks",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                }
+            }
+            "crash" => {
+                const EXP: &str = "`panic` or `fault`";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "crash",
+                    expected: EXP,
+                })?;
+                self.crash = Some(match v {
+                    "panic" => CrashKind::Panic,
+                    "fault" => CrashKind::Fault,
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "crash",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                });
+            }
+            "semihosting" => self.semihosting = flag("semihosting", value)?,
+            "bench" => self.bench = flag("bench", value)?,
+            _ => return Err(CmdlineError::Unknown { option: key }),
+        }
+        Ok(())
+    }
+}
+
+fn flag<'a>(option: &'static str, value: Option<&'a str>) -> Result<bool, CmdlineError<'a>> {
+    match value {
+        None => Ok(true),
+        Some(v) => Err(CmdlineError::UnexpectedValue { option, value: v }),
+    }
+}
+
+/// `ASYM_HZ` at build time, or 250 (an out-of-range or non-numeric value fails the build).
+const fn parse_hz_const(s: Option<&str>) -> u32 {
+    let Some(s) = s else { return 250 };
+    let b = s.as_bytes();
+    assert!(!b.is_empty(), "ASYM_HZ is empty");
+    let mut i = 0;
+    let mut v: u32 = 0;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit(), "ASYM_HZ must be a decimal integer");
+        v = v * 10 + (b[i] - b'0') as u32;
+        assert!(v <= 1000, "ASYM_HZ must be in 100..=1000");
+        i += 1;
+    }
+    assert!(v >= 100, "ASYM_HZ must be in 100..=1000");
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_line_gives_defaults_and_no_errors() {
+        let p = Cmdline::parse("");
+        assert_eq!(p.cmdline, Cmdline::default());
+        assert!(p.errors.is_empty());
+        assert_eq!(
+            p.cmdline.hz,
+            if option_env!("ASYM_HZ").is_some() {
+                DEFAULT_HZ
+            } else {
+                250
+            }
+        );
+    }
+
+    #[test]
+    fn every_option_parses() {
+        let p = Cmdline::parse(
+            "  hz=1000 selftest=heap loglevel=debug maxcpus=4 ticks=20 semihosting bench crash=fault ",
+        );
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        let c = p.cmdline;
+        assert_eq!(c.hz, 1000);
+        assert_eq!(
+            c.selftest,
+            SelfTestMode::Filter(heapless::String::try_from("heap").unwrap())
+        );
+        assert_eq!(c.loglevel, LogLevel::Debug);
+        assert_eq!(c.maxcpus, Some(4));
+        assert_eq!(c.ticks, Some(20));
+        assert!(c.semihosting && c.bench);
+        assert_eq!(c.crash, Some(CrashKind::Fault));
+        assert_eq!(
+            Cmdline::parse("crash=panic").cmdline.crash,
+            Some(CrashKind::Panic)
+        );
+        assert!(matches!(
+            Cmdline::parse("crash=boom").errors[0],
+            CmdlineError::BadValue {
+                option: "crash",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn selftest_alone_runs_all_and_implies_semihosting() {
+        let c = Cmdline::parse("selftest").cmdline;
+        assert_eq!(c.selftest, SelfTestMode::All);
+        assert!(c.use_semihosting());
+        assert!(!Cmdline::parse("hz=100").cmdline.use_semihosting());
+    }
+
+    #[test]
+    fn hz_bounds_are_inclusive() {
+        assert_eq!(Cmdline::parse("hz=100").cmdline.hz, 100);
+        assert_eq!(Cmdline::parse("hz=1000").cmdline.hz, 1000);
+        for bad in [
+            "hz=99", "hz=1001", "hz=0", "hz=-5", "hz=abc", "hz=", "hz=2.5e2",
+        ] {
+            let p = Cmdline::parse(bad);
+            assert_eq!(p.cmdline.hz, DEFAULT_HZ, "{bad}");
+            assert!(
+                matches!(p.errors[0], CmdlineError::BadValue { option: "hz", .. }),
+                "{bad}: {:?}",
+                p.errors
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_options_are_reported_by_name_and_others_still_apply() {
+        let p = Cmdline::parse(
+            "hz loglevel=loud frobnicate maxcpus=9 ticks=0 bench=yes selftest= hz=300",
+        );
+        assert_eq!(p.cmdline.hz, 300, "later valid hz still applies");
+        let msgs: Vec<String> = p.errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(msgs.len(), 7, "{msgs:#?}");
+        assert!(msgs[0].contains("`hz` needs a value"));
+        assert!(msgs[1].contains("`loglevel=loud`"));
+        assert!(msgs[2].contains("unknown option `frobnicate`"));
+        assert!(msgs[3].contains("`maxcpus=9`"));
+        assert!(msgs[4].contains("`ticks=0`"));
+        assert!(msgs[5].contains("`bench` takes no value"));
+        assert!(msgs[6].contains("`selftest=`"));
+        assert_eq!(p.cmdline.loglevel, LogLevel::Info);
+        assert_eq!(p.cmdline.maxcpus, None);
+        assert_eq!(p.cmdline.selftest, SelfTestMode::Off);
+        assert!(!p.cmdline.bench);
+    }
+
+    #[test]
+    fn too_many_errors_are_counted_not_lost() {
+        let line = "a b c d e f g h i j";
+        let p = Cmdline::parse(line);
+        assert_eq!(p.errors.len(), MAX_ERRORS);
+        assert_eq!(p.errors_dropped, 10 - MAX_ERRORS);
+    }
+
+    #[test]
+    fn overlong_filter_is_rejected() {
+        let long = format!("selftest={}", "x".repeat(FILTER_MAX + 1));
+        let p = Cmdline::parse(&long);
+        assert_eq!(p.cmdline.selftest, SelfTestMode::Off);
+        assert_eq!(p.errors.len(), 1);
+    }
+
+    #[test]
+    fn hz_const_parser() {
+        assert_eq!(parse_hz_const(None), 250);
+        assert_eq!(parse_hz_const(Some("100")), 100);
+        assert_eq!(parse_hz_const(Some("1000")), 1000);
+    }
+}

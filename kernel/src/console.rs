@@ -1,0 +1,288 @@
+//! The console: one PL011 carrying plain text lines and defmt frames, serialised by one lock.
+//!
+//! Linux's equivalent is `kernel/printk/printk.c` with the console lock; here the stream format
+//! is asym's own (kernel/CONTRACTS.md "Console stream"): plain UTF-8 text never contains 0x1E or
+//! 0x00; each defmt frame is written, under the same lock as text, as 0x1E followed by the
+//! rzCOBS-encoded frame, which ends in 0x00.
+//!
+//! Before the MMU is on only the boot CPU runs, and exclusives on Device memory are not
+//! guaranteed, so the early path writes without taking the lock.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::drivers::pl011::Pl011;
+use crate::sync::{IrqSpinLock, RawLockToken};
+
+/// The frame-start byte that separates defmt frames from text.
+pub const FRAME_START: u8 = 0x1e;
+
+/// Bytes of received input kept until someone reads them.
+const RX_BUF: usize = 256;
+
+/// Bytes the console tap can hold (self tests of the stream format).
+const TAP_LEN: usize = 16 * 1024;
+
+/// A copy of everything the locked console paths send, while enabled (self tests check the
+/// multiplexed stream with it).
+struct Tap {
+    on: bool,
+    buf: heapless::Vec<u8, TAP_LEN>,
+    dropped: usize,
+}
+
+/// The UART plus the tap: where locked output goes.
+struct Sink<'a> {
+    uart: &'a Pl011,
+    tap: &'a mut Tap,
+}
+
+impl Sink<'_> {
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.uart.write_bytes(bytes, false);
+        if self.tap.on {
+            for &b in bytes {
+                if self.tap.buf.push(b).is_err() {
+                    self.tap.dropped += 1;
+                }
+            }
+        }
+    }
+
+    fn text(&mut self, s: &str) {
+        for &b in s.as_bytes() {
+            let b = if b == FRAME_START || b == 0 { b'?' } else { b };
+            if b == b'\n' {
+                self.bytes(b"\r");
+            }
+            self.bytes(&[b]);
+        }
+    }
+}
+
+impl Write for Sink<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.text(s);
+        Ok(())
+    }
+}
+
+/// State behind the console lock.
+pub struct ConsoleState {
+    uart: Option<Pl011>,
+    tap: Tap,
+    /// defmt's rzCOBS frame encoder (its state spans acquire→release of one frame).
+    pub(crate) encoder: defmt::Encoder,
+    rx: heapless::Deque<u8, RX_BUF>,
+}
+
+static CONSOLE: IrqSpinLock<ConsoleState> = IrqSpinLock::new(ConsoleState {
+    uart: None,
+    tap: Tap {
+        on: false,
+        buf: heapless::Vec::new(),
+        dropped: 0,
+    },
+    encoder: defmt::Encoder::new(),
+    rx: heapless::Deque::new(),
+});
+
+/// UART base for the lock-free early path (0 = none).
+static EARLY_BASE: AtomicUsize = AtomicUsize::new(0);
+/// Set once the MMU is on; from then on all output takes the lock.
+static LOCKED_MODE: AtomicBool = AtomicBool::new(false);
+
+/// Points the early (lock-free, boot CPU only) console at a PL011.
+///
+/// # Safety
+/// `base` must be a PL011 accessible at that address.
+pub unsafe fn init_early(base: usize) {
+    EARLY_BASE.store(base, Ordering::Relaxed);
+    // SAFETY: guaranteed by the caller.
+    unsafe { Pl011::new(base) }.enable();
+}
+
+/// Switches to the locked console on the DT's UART, after the MMU is on.
+///
+/// # Safety
+/// `base` must be the PL011 the DT names, mapped as device memory.
+pub unsafe fn init(base: usize) {
+    EARLY_BASE.store(base, Ordering::Relaxed);
+    // SAFETY: guaranteed by the caller.
+    let uart = unsafe { Pl011::new(base) };
+    uart.enable();
+    CONSOLE.lock().uart = Some(uart);
+    LOCKED_MODE.store(true, Ordering::Release);
+}
+
+/// Writes plain text (0x1E and 0x00 are replaced by `?` so the host never mistakes text for a
+/// frame).
+pub fn write_str(s: &str) {
+    if !LOCKED_MODE.load(Ordering::Acquire) {
+        let base = EARLY_BASE.load(Ordering::Relaxed);
+        if base != 0 {
+            // SAFETY: `init_early` recorded a PL011 base; only the boot CPU runs this early.
+            let uart = unsafe { Pl011::new(base) };
+            write_text(&uart, s);
+        }
+        return;
+    }
+    let mut guard = CONSOLE.lock();
+    let ConsoleState { uart, tap, .. } = &mut *guard;
+    if let Some(uart) = uart.as_ref() {
+        Sink { uart, tap }.text(s);
+    }
+}
+
+/// Writes formatted text as one unit (no other CPU's output interleaves).
+pub fn write_fmt(args: fmt::Arguments<'_>) {
+    struct Text<'a>(&'a Pl011);
+    impl Write for Text<'_> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            write_text(self.0, s);
+            Ok(())
+        }
+    }
+    if !LOCKED_MODE.load(Ordering::Acquire) {
+        let base = EARLY_BASE.load(Ordering::Relaxed);
+        if base != 0 {
+            // SAFETY: as in `write_str`.
+            let uart = unsafe { Pl011::new(base) };
+            let _ = Text(&uart).write_fmt(args);
+        }
+        return;
+    }
+    let mut guard = CONSOLE.lock();
+    let ConsoleState { uart, tap, .. } = &mut *guard;
+    if let Some(uart) = uart.as_ref() {
+        let _ = Sink { uart, tap }.write_fmt(args);
+    }
+}
+
+/// Last-resort output for panics: takes the lock if it can within a bounded time, else writes
+/// anyway (a CPU that died holding the lock must not silence the panic).
+pub fn write_fmt_force(args: fmt::Arguments<'_>) {
+    if !LOCKED_MODE.load(Ordering::Acquire) {
+        write_fmt(args);
+        return;
+    }
+    let guard = CONSOLE.lock_timeout(10_000_000);
+    let base = EARLY_BASE.load(Ordering::Relaxed);
+    if base == 0 {
+        return;
+    }
+    // SAFETY: the console base is a PL011; without the lock we accept interleaved bytes.
+    let uart = unsafe { Pl011::new(base) };
+    struct Text<'a>(&'a Pl011);
+    impl Write for Text<'_> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            write_text(self.0, s);
+            Ok(())
+        }
+    }
+    let _ = Text(&uart).write_fmt(args);
+    drop(guard);
+}
+
+/// Takes the console lock for a defmt frame and writes the frame-start byte.
+pub(crate) fn frame_begin() -> RawLockToken {
+    let token = CONSOLE.raw_lock();
+    // SAFETY: we hold the lock through `token`.
+    let ConsoleState {
+        uart, encoder, tap, ..
+    } = unsafe { CONSOLE.data_mut_unchecked() };
+    if let Some(uart) = uart.as_ref() {
+        let mut sink = Sink { uart, tap };
+        sink.bytes(&[FRAME_START]);
+        encoder.start_frame(|b| sink.bytes(b));
+    }
+    token
+}
+
+/// Encodes frame bytes (console lock held through `frame_begin`).
+pub(crate) fn frame_write(bytes: &[u8]) {
+    // SAFETY: only called between `frame_begin` and `frame_end` on this CPU, which hold the lock.
+    let ConsoleState {
+        uart, encoder, tap, ..
+    } = unsafe { CONSOLE.data_mut_unchecked() };
+    if let Some(uart) = uart.as_ref() {
+        let mut sink = Sink { uart, tap };
+        encoder.write(bytes, |b| sink.bytes(b));
+    }
+}
+
+/// Ends the frame (writes the trailing 0x00) and releases the console lock.
+pub(crate) fn frame_end(token: RawLockToken) {
+    // SAFETY: we hold the lock through `token`.
+    let ConsoleState {
+        uart, encoder, tap, ..
+    } = unsafe { CONSOLE.data_mut_unchecked() };
+    if let Some(uart) = uart.as_ref() {
+        let mut sink = Sink { uart, tap };
+        encoder.end_frame(|b| sink.bytes(b));
+    }
+    CONSOLE.raw_unlock(token);
+}
+
+/// Starts copying everything the console sends (text and frames) into the tap buffer.
+pub(crate) fn tap_start() {
+    let mut g = CONSOLE.lock();
+    g.tap.buf.clear();
+    g.tap.dropped = 0;
+    g.tap.on = true;
+}
+
+/// Stops the tap and returns what it captured and how many bytes did not fit.
+pub(crate) fn tap_stop() -> (alloc::vec::Vec<u8>, usize) {
+    let mut g = CONSOLE.lock();
+    g.tap.on = false;
+    (g.tap.buf.to_vec(), g.tap.dropped)
+}
+
+/// Moves received bytes from the UART FIFO into the input buffer (the UART interrupt handler;
+/// k2's GIC code calls it for the UART INTID). Bytes beyond the buffer are dropped.
+pub fn on_rx_irq() {
+    let mut guard = CONSOLE.lock();
+    let ConsoleState { uart, rx, .. } = &mut *guard;
+    if let Some(u) = uart.as_ref() {
+        while let Some(b) = u.getc() {
+            let _ = rx.push_back(b);
+        }
+        u.clear_rx_irq();
+    }
+}
+
+/// Unmasks the UART's receive interrupts (the GIC side is k2's `gic` enabling the INTID).
+pub fn enable_rx_irq() {
+    if let Some(u) = CONSOLE.lock().uart.as_ref() {
+        u.enable_rx_irq();
+    }
+}
+
+/// A received byte, if any.
+pub fn read_byte() -> Option<u8> {
+    CONSOLE.lock().rx.pop_front()
+}
+
+fn write_text(uart: &Pl011, s: &str) {
+    for &b in s.as_bytes() {
+        let b = if b == FRAME_START || b == 0 { b'?' } else { b };
+        if b == b'\n' {
+            uart.putc(b'\r');
+        }
+        uart.putc(b);
+    }
+}
+
+/// Prints plain text to the console (no newline).
+#[macro_export]
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::console::write_fmt(format_args!($($arg)*)) };
+}
+
+/// Prints a plain text line to the console, atomically with respect to other CPUs.
+#[macro_export]
+macro_rules! println {
+    () => { $crate::console::write_str("\n") };
+    ($($arg:tt)*) => { $crate::console::write_fmt(format_args!("{}\n", format_args!($($arg)*))) };
+}

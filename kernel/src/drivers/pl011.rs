@@ -1,0 +1,120 @@
+//! Arm PrimeCell UART (PL011), polled transmit and receive-FIFO draining.
+//!
+//! Re-derives the parts of Linux's `drivers/tty/serial/amba-pl011.c` that the console needs
+//! (`pl011_console_putchar`, `pl011_rx_chars`). Deliberate differences: the baud rate is left as
+//! the firmware set it (QEMU ignores it; u-boot has programmed it on boards), no DMA, no
+//! modem control. Register names from the PL011 TRM (DDI 0183).
+
+use tock_registers::interfaces::{Readable, Writeable};
+use tock_registers::registers::{ReadOnly, ReadWrite, WriteOnly};
+use tock_registers::{register_bitfields, register_structs};
+
+register_bitfields! {
+    u32,
+    /// Flag register.
+    FR [
+        /// Transmit FIFO full.
+        TXFF OFFSET(5) NUMBITS(1) [],
+        /// Receive FIFO empty.
+        RXFE OFFSET(4) NUMBITS(1) [],
+        /// UART busy transmitting.
+        BUSY OFFSET(3) NUMBITS(1) []
+    ],
+    /// Control register.
+    CR [
+        RXE OFFSET(9) NUMBITS(1) [],
+        TXE OFFSET(8) NUMBITS(1) [],
+        UARTEN OFFSET(0) NUMBITS(1) []
+    ],
+    /// Interrupt mask set/clear, raw/masked status and clear registers share this layout.
+    INT [
+        /// Receive timeout.
+        RTIM OFFSET(6) NUMBITS(1) [],
+        /// Receive.
+        RXIM OFFSET(4) NUMBITS(1) []
+    ]
+}
+
+register_structs! {
+    pub Registers {
+        (0x00 => dr: ReadWrite<u32>),
+        (0x04 => _reserved0),
+        (0x18 => fr: ReadOnly<u32, FR::Register>),
+        (0x1c => _reserved1),
+        (0x30 => cr: ReadWrite<u32, CR::Register>),
+        (0x34 => _reserved2),
+        (0x38 => imsc: ReadWrite<u32, INT::Register>),
+        (0x3c => _reserved3),
+        (0x44 => icr: WriteOnly<u32, INT::Register>),
+        (0x48 => @END),
+    }
+}
+
+/// A PL011 at a fixed MMIO address.
+#[derive(Debug)]
+pub struct Pl011 {
+    regs: *const Registers,
+}
+
+// SAFETY: the device is a fixed MMIO block; callers serialise access (the console lock).
+unsafe impl Send for Pl011 {}
+
+impl Pl011 {
+    /// # Safety
+    /// `base` must be the address of a PL011 register block, mapped as device memory (or the
+    /// MMU off), used by nobody else except through this driver with external serialisation.
+    pub const unsafe fn new(base: usize) -> Self {
+        Pl011 {
+            regs: base as *const Registers,
+        }
+    }
+
+    fn regs(&self) -> &Registers {
+        // SAFETY: `new`'s contract makes `regs` a valid register block for the kernel's life.
+        unsafe { &*self.regs }
+    }
+
+    /// Enables transmit and receive (the firmware's baud/line settings are kept).
+    pub fn enable(&self) {
+        self.regs()
+            .cr
+            .write(CR::UARTEN::SET + CR::TXE::SET + CR::RXE::SET);
+    }
+
+    /// Sends one byte, waiting while the transmit FIFO is full.
+    pub fn putc(&self, b: u8) {
+        while self.regs().fr.is_set(FR::TXFF) {
+            core::hint::spin_loop();
+        }
+        self.regs().dr.set(u32::from(b));
+    }
+
+    /// Sends bytes, turning `\n` into `\r\n` when `crlf`.
+    pub fn write_bytes(&self, bytes: &[u8], crlf: bool) {
+        for &b in bytes {
+            if crlf && b == b'\n' {
+                self.putc(b'\r');
+            }
+            self.putc(b);
+        }
+    }
+
+    /// A received byte, if the receive FIFO holds one.
+    pub fn getc(&self) -> Option<u8> {
+        if self.regs().fr.is_set(FR::RXFE) {
+            None
+        } else {
+            Some((self.regs().dr.get() & 0xff) as u8)
+        }
+    }
+
+    /// Unmasks the receive and receive-timeout interrupts.
+    pub fn enable_rx_irq(&self) {
+        self.regs().imsc.write(INT::RXIM::SET + INT::RTIM::SET);
+    }
+
+    /// Clears the receive interrupts (after draining the FIFO).
+    pub fn clear_rx_irq(&self) {
+        self.regs().icr.write(INT::RXIM::SET + INT::RTIM::SET);
+    }
+}

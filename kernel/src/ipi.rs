@@ -1,0 +1,99 @@
+//! Inter-processor interrupts on GIC SGIs.
+//!
+//! Linux: `arch/arm64/kernel/smp.c` (`enum ipi_msg_type`, `smp_cross_call`, `do_handle_IPI`,
+//! `ipi_cpu_stop`, `smp_send_reschedule`). SGI numbers follow Linux's order (0 reschedule,
+//! 1 call-function, 2 stop). Deliberate differences: one target per send (no cpumask fan-out),
+//! no crash-stop/timer/irq-work IPIs yet, and a `Ping` kind that does nothing but count, for the
+//! self tests and for waking a CPU out of `wfi`.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use asym_sched::types::CpuId;
+
+use crate::gic::{self, GicError, IntId};
+use crate::percpu::{current_cpu, PerCpu, MAX_CPUS};
+
+/// The IPI kinds; the discriminant is the SGI number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum IpiKind {
+    /// Ask the target to re-run its scheduler (Linux `IPI_RESCHEDULE`).
+    Reschedule = 0,
+    /// Run the function queued by [`crate::smp::run_on`] (Linux `IPI_CALL_FUNC`).
+    CallFunction = 1,
+    /// Take the target offline: IRQs masked, parked in `wfe` (Linux `IPI_CPU_STOP`).
+    Stop = 2,
+    /// Counted and otherwise ignored.
+    Ping = 3,
+}
+
+/// How many IPI kinds exist (SGIs 0..NR_IPI are ours).
+pub const NR_IPI: usize = 4;
+
+impl IpiKind {
+    /// All kinds, in SGI order.
+    pub const ALL: [IpiKind; NR_IPI] = [
+        IpiKind::Reschedule,
+        IpiKind::CallFunction,
+        IpiKind::Stop,
+        IpiKind::Ping,
+    ];
+
+    fn from_sgi(sgi: u32) -> Option<IpiKind> {
+        IpiKind::ALL.get(sgi as usize).copied()
+    }
+}
+
+/// IPIs received, per CPU and kind.
+static RECEIVED: PerCpu<[AtomicU64; NR_IPI]> =
+    PerCpu::new([const { [const { AtomicU64::new(0) }; NR_IPI] }; MAX_CPUS]);
+/// Reschedule requests not yet consumed, per CPU (the scheduler will take them).
+static NEED_RESCHED: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+
+/// Installs the SGI handlers. Run once on the boot CPU after [`gic::init`]; each CPU's
+/// `gic::init_cpu` enables SGIs on that CPU.
+pub fn init() -> Result<(), GicError> {
+    for kind in IpiKind::ALL {
+        gic::register_handler(IntId::sgi(kind as u8), handle_ipi)?;
+    }
+    Ok(())
+}
+
+/// Sends `kind` to `target` (Linux `smp_cross_call` for one CPU). Memory written before the call
+/// is visible to the target's handler.
+pub fn send(target: CpuId, kind: IpiKind) -> Result<(), GicError> {
+    gic::send_sgi(kind as u8, target)
+}
+
+/// How many IPIs of `kind` `cpu` has received.
+pub fn received(cpu: CpuId, kind: IpiKind) -> u64 {
+    RECEIVED
+        .get(cpu)
+        .map_or(0, |r| r[kind as usize].load(Ordering::Acquire))
+}
+
+/// Consumes the calling CPU's pending reschedule request, if any.
+pub fn take_need_resched() -> bool {
+    NEED_RESCHED.this().swap(0, Ordering::AcqRel) != 0
+}
+
+/// The SGI handler (Linux `do_handle_IPI`).
+fn handle_ipi(intid: IntId) {
+    let cpu = current_cpu();
+    let Some(kind) = IpiKind::from_sgi(intid.0) else {
+        return;
+    };
+    match kind {
+        IpiKind::Reschedule => {
+            NEED_RESCHED.of(cpu).store(1, Ordering::Release);
+        }
+        IpiKind::CallFunction => crate::smp::handle_call_function(cpu),
+        IpiKind::Stop => {
+            RECEIVED.of(cpu)[kind as usize].fetch_add(1, Ordering::AcqRel);
+            crate::smp::mark_offline(cpu);
+            crate::arch::park();
+        }
+        IpiKind::Ping => {}
+    }
+    RECEIVED.of(cpu)[kind as usize].fetch_add(1, Ordering::AcqRel);
+}
