@@ -898,6 +898,26 @@ mod tests {
         assert_eq!(sched_base_slice_ns(64), 3_000_000);
     }
 
+    /// V is rounded towards −∞ so that an entity placed at V with zero lag is
+    /// eligible (`vruntime_eligible` compares the exact sums); truncating a negative
+    /// average towards zero would put it just after the true V. Oracle: f64 floor.
+    #[test]
+    fn avg_vruntime_rounds_down_so_zero_lag_is_eligible() {
+        let mut cfs = CfsRq::new(1, DEFAULT_TICK_NSEC);
+        for (sum, load) in [(-5i64, 2u64), (-7, 3), (5, 2), (-1, 1024), (0, 3)] {
+            cfs.avg_vruntime = sum;
+            cfs.avg_load = load;
+            let v = cfs.avg_vruntime(None);
+            let want = (sum as f64 / load as f64).floor() as i64;
+            assert_eq!(vdiff(v, cfs.min_vruntime), want, "{sum}/{load}");
+            assert!(
+                cfs.vruntime_eligible(None, v),
+                "{sum}/{load}: V itself eligible"
+            );
+            assert!(sum % load as i64 == 0 || !cfs.vruntime_eligible(None, v.wrapping_add(1)));
+        }
+    }
+
     #[test]
     fn nice_is_validated() {
         assert_eq!(Nice::new(20), Err(FairError::NiceOutOfRange { nice: 20 }));

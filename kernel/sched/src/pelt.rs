@@ -455,21 +455,24 @@ impl CfsRqAvg {
     }
 
     /// `remove_entity_load_avg()`: a blocked task that belonged to this cfs_rq is woken on
-    /// another CPU. Sync it, queue its signals for removal at our next update, and mark it
-    /// unattached (`last_update_time = 0`) so its new cfs_rq attaches it.
+    /// another CPU. Sync it to our last update and queue exactly those signals for removal
+    /// at our next update (they are what our sums hold of it). As in Linux, the caller
+    /// (`migrate_task_rq_fair`) then may age it further with
+    /// [`CfsRqAvg::migrate_se_pelt_lag`] and marks it unattached (`last_update_time = 0`)
+    /// so that its new cfs_rq attaches it.
     pub fn remove_entity_load_avg(&mut self, se: &mut SchedAvg, weight: u64) {
         self.sync_entity_load_avg(se, weight);
         self.removed.nr += 1;
         self.removed.util_avg += se.util_avg;
         self.removed.load_avg += se.load_avg;
         self.removed.runnable_avg += se.runnable_avg;
-        se.last_update_time = 0;
     }
 
-    /// `migrate_se_pelt_lag()`: before [`CfsRqAvg::remove_entity_load_avg`] of a task woken
-    /// on another CPU while its old rq is idle (its clocks are not updated while idle),
-    /// decay the task to an estimate of that rq's PELT time at task-clock `now`:
-    /// `clock_pelt_idle + (now - clock_idle)`, never before the cfs_rq's last update.
+    /// `migrate_se_pelt_lag()`: after [`CfsRqAvg::remove_entity_load_avg`] of a task woken
+    /// on another CPU while its old rq is idle (an idle rq's cfs_rq is not updated, so the
+    /// sync stopped at its last update), decay the task to an estimate of that rq's PELT
+    /// time at task-clock `now`: `clock_pelt_idle + (now - clock_idle)`, never before the
+    /// cfs_rq's last update. `se` must still be attached (`last_update_time != 0`).
     pub fn migrate_se_pelt_lag(
         &self,
         se: &mut SchedAvg,
@@ -559,6 +562,8 @@ impl PeltClock {
     /// `update_rq_clock_task()` + `update_rq_clock_pelt()`: `delta` of task time passed on a
     /// CPU of `cpu_capacity` (`capacity_orig`) running at `freq_capacity`
     /// (`arch_scale_freq_capacity`), with the rq idle (`rq->curr` is the idle task) or not.
+    /// Both factors are at most 1024 by definition; larger values are treated as 1024 so
+    /// that `clock_pelt` can never overtake `clock_task`.
     pub fn update_rq_clock_pelt(
         &mut self,
         delta: Nanos,
@@ -566,6 +571,8 @@ impl PeltClock {
         freq_capacity: Capacity,
         rq_is_idle: bool,
     ) {
+        let cpu_capacity = Capacity(cpu_capacity.0.min(SCHED_CAPACITY_SCALE));
+        let freq_capacity = Capacity(freq_capacity.0.min(SCHED_CAPACITY_SCALE));
         self.clock_task += delta.0;
         self.scale = PeltScale {
             freq: freq_capacity.0,
@@ -589,7 +596,7 @@ impl PeltClock {
         let divider =
             (((LOAD_AVG_MAX - 1024) as u64) << SCHED_CAPACITY_SHIFT) - LOAD_AVG_MAX as u64;
         if self.invariance == PeltInvariance::ClockPelt && util_sum_total >= divider {
-            self.lost_idle_time += self.clock_task - self.clock_pelt;
+            self.lost_idle_time += self.clock_task.saturating_sub(self.clock_pelt);
         }
         self.sync_idle();
     }

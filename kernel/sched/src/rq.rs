@@ -18,7 +18,8 @@
 //!   (dequeue SAVE → `reweight_task_fair` → enqueue RESTORE → `prio_changed_fair`);
 //! - migration: `detach_task`/`attach_task` (on-rq, `DO_DETACH`/`DO_ATTACH`, lag and
 //!   relative deadline carried across) and `migrate_task_rq_fair` for a sleeping task
-//!   woken elsewhere (`remove_entity_load_avg`, then attach on the new CPU);
+//!   woken elsewhere (`remove_entity_load_avg`, `migrate_se_pelt_lag` when this CPU
+//!   is idle, then attach on the new CPU);
 //! - `sched_balance_update_blocked_averages` (`__update_blocked_fair` for the root).
 //!
 //! Ownership: an [`Rq`] owns its queued [`Task`]s (running included); a dequeued task
@@ -44,14 +45,20 @@
 //! - load balancing: [`Rq::next_balance`] is stored, never acted upon here.
 //!
 //! Deliberate differences: one class only (no RT/DL/idle classes: `nr_running` is
-//! `cfs.h_nr_running`, "idle" is `curr == None`); no cgroups; no delayed dequeue. A
-//! dequeue of the running task also does `put_prev_task`'s bookkeeping (Linux keeps
-//! `cfs_rq->curr` pointing at it until `schedule()` picks the next task; the caller
-//! must call [`Rq::pick_next_task`] next, and [`Rq::need_resched`] says so).
+//! `cfs.h_nr_running`; the CPU is "idle" — `is_idle_task(rq->curr)`, which drives
+//! `clock_pelt` — from a [`Rq::pick_next_task`] that found nothing until the next one
+//! that finds a task); no cgroups; no delayed dequeue. A dequeue of the running task
+//! also does `put_prev_task`'s bookkeeping (Linux keeps `cfs_rq->curr` pointing at it
+//! until `schedule()` picks the next task; the caller must call [`Rq::pick_next_task`]
+//! next, and [`Rq::need_resched`] says so). `util_est_update` runs after
+//! `dequeue_entity`'s PELT update, as up to v6.11 (v6.12 calls it before
+//! `dequeue_entities` because of delayed dequeue, which we do not have), so the
+//! sample is the task's util at the moment it sleeps.
 //! `rq->clock` and `rq->clock_task` are equal (no IRQ-time or steal accounting).
 //!
-//! Note for p1 (signals): `cpu_util` inputs come from [`Rq::cpu_snapshot`] and
-//! [`Rq::task_util`] in the shapes of [`crate::cpu_util`].
+//! `cpu_util` inputs come from [`Rq::cpu_snapshot`] and [`Rq::task_util`] in the
+//! shapes of [`crate::cpu_util`]; a sleeping task's signals are brought up to date
+//! with [`Rq::sync_entity_load_avg`] before they are read.
 
 use crate::cpu_util::{CfsRqUtil, CpuSnapshot, TaskUtil};
 use crate::fair::tree::{AugTree, NoAugment};
@@ -367,9 +374,15 @@ pub struct Rq {
     freq_scale: Capacity,
     features: SchedFeatures,
     need_resched: bool,
+    /// `is_idle_task(rq->curr)`: the CPU runs its idle task. Set by
+    /// [`Rq::pick_next_task`] only, like Linux's context switch: between the dequeue
+    /// of the running task and the next pick the CPU is not idle yet, so a clock
+    /// update there must not re-sync `clock_pelt` (that would give a saturated rq
+    /// idle time it never had, defeating `lost_idle_time`).
+    curr_is_idle: bool,
     cpufreq_update: Option<CpufreqUpdate>,
     misfit_task_load: u64,
-    next_balance: u64,
+    next_balance: Nanos,
 }
 
 impl Rq {
@@ -389,9 +402,10 @@ impl Rq {
             freq_scale: Capacity(SCHED_CAPACITY_SCALE),
             features: config.features,
             need_resched: false,
+            curr_is_idle: true,
             cpufreq_update: None,
             misfit_task_load: 0,
-            next_balance: 0,
+            next_balance: now,
         }
     }
 
@@ -408,7 +422,7 @@ impl Rq {
         }
         let delta = now.0 - self.clock;
         self.clock = now.0;
-        let idle = self.cfs.curr().is_none();
+        let idle = self.curr_is_idle;
         self.pelt
             .update_rq_clock_pelt(Nanos(delta), self.capacity_orig, self.freq_scale, idle);
         Ok(())
@@ -459,6 +473,12 @@ impl Rq {
     /// [`Rq::update_rq_clock`] first so time already elapsed is scaled by the old value.
     pub fn set_freq_scale(&mut self, scale: Capacity) {
         self.freq_scale = scale;
+    }
+
+    /// CPUs came or went (`update_sysctl` on hotplug): re-scale the base slice. Tasks
+    /// keep their current request until their next one.
+    pub fn set_nr_cpus(&mut self, nr_cpus: u32) {
+        self.cfs.set_nr_cpus(nr_cpus);
     }
 
     /// The feature set in force.
@@ -593,13 +613,14 @@ impl Rq {
         self.misfit_task_load = load;
     }
 
-    /// `rq->next_balance` (jiffies or ns, as the load balancer decides).
-    pub fn next_balance(&self) -> u64 {
+    /// `rq->next_balance`, as `rq->clock` time (Linux counts jiffies; our timers are
+    /// in ns). Starts at the rq's creation time.
+    pub fn next_balance(&self) -> Nanos {
         self.next_balance
     }
 
     /// Set `rq->next_balance`.
-    pub fn set_next_balance(&mut self, t: u64) {
+    pub fn set_next_balance(&mut self, t: Nanos) {
         self.next_balance = t;
     }
 
@@ -752,10 +773,11 @@ impl Rq {
         self.enqueue_task(task, EnqueueFlags::NONE)
     }
 
-    /// `migrate_task_rq_fair` for a *sleeping* task about to be woken on another CPU:
-    /// called on the CPU it slept on; its blocked contribution is queued for removal
-    /// from this cfs_rq (`remove_entity_load_avg`) and it becomes unattached.
-    pub fn migrate_task_rq_fair(&mut self, task: &mut Task) -> Result<(), RqError> {
+    /// `sync_entity_load_avg` for a task sleeping with its signals on this CPU (the
+    /// caller owns it): decay them to this cfs_rq's last update, as
+    /// `find_energy_efficient_cpu` and `select_task_rq_fair` do before reading a waking
+    /// task's util. A task attached elsewhere, or queued, is refused.
+    pub fn sync_entity_load_avg(&self, task: &mut Task) -> Result<(), RqError> {
         if task.cpu != Some(self.cpu) || self.tasks.get(&task.id).is_some() {
             return Err(RqError::WrongCpu {
                 task: task.id,
@@ -765,7 +787,32 @@ impl Rq {
         }
         if task.avg.last_update_time != 0 {
             self.cfs_avg
-                .remove_entity_load_avg(&mut task.avg, task.se.weight());
+                .sync_entity_load_avg(&mut task.avg, task.se.weight());
+        }
+        Ok(())
+    }
+
+    /// `migrate_task_rq_fair` for a *sleeping* task about to be woken on another CPU:
+    /// called on the CPU it slept on, after [`Rq::update_rq_clock`]; its blocked
+    /// contribution is queued for removal from this cfs_rq (`remove_entity_load_avg`),
+    /// it is aged to this rq's current PELT time if the rq is idle (`migrate_se_pelt_lag`:
+    /// an idle cfs_rq is not updated, so the removal sync stops at its last update) and
+    /// it becomes unattached.
+    pub fn migrate_task_rq_fair(&mut self, task: &mut Task) -> Result<(), RqError> {
+        if task.cpu != Some(self.cpu) || self.tasks.get(&task.id).is_some() {
+            return Err(RqError::WrongCpu {
+                task: task.id,
+                cpu: self.cpu,
+                task_cpu: task.cpu,
+            });
+        }
+        if task.avg.last_update_time != 0 {
+            let weight = task.se.weight();
+            self.cfs_avg.remove_entity_load_avg(&mut task.avg, weight);
+            let idle = self.curr_is_idle;
+            let now = Nanos(self.pelt.rq_clock_task());
+            self.cfs_avg
+                .migrate_se_pelt_lag(&mut task.avg, weight, &self.pelt, idle, now);
         }
         task.avg.last_update_time = 0;
         Ok(())
@@ -783,6 +830,7 @@ impl Rq {
         let prev = self.cfs.curr();
         let curr_se = prev.and_then(|c| self.tasks.get(&c)).map(|t| &t.se);
         let next = self.cfs.pick_eevdf(curr_se, feat);
+        self.curr_is_idle = next.is_none();
         if next == prev && next.is_some() {
             return next;
         }
@@ -901,6 +949,9 @@ impl Rq {
     pub fn set_nice(&mut self, id: TaskId, nice: i32) -> Result<(), RqError> {
         let nice = Nice::new(nice).map_err(|err| RqError::Fair { task: id, err })?;
         let running = self.cfs.curr() == Some(id);
+        // Charge the running task first, so a resched its deadline earns survives the
+        // restore below (our dequeue of `curr` always asks for one; Linux's does not).
+        self.update_curr();
         let resched_before = self.need_resched;
         let mut task = self.dequeue_task(id, DequeueFlags::SAVE)?;
         let old = task.nice;
@@ -913,8 +964,9 @@ impl Rq {
         if running {
             self.need_resched = resched_before;
             self.set_next_task(id);
-            // prio_changed_fair: a running task whose priority dropped reschedules.
-            if nice > old {
+            // prio_changed_fair: a running task whose priority dropped reschedules,
+            // unless it is alone.
+            if nice > old && self.cfs.nr_running() > 1 {
                 self.need_resched = true;
             }
         } else if self.cfs.curr().is_some() {

@@ -126,6 +126,10 @@ fn effective_cpu_util_cases() {
     };
     let r = effective_cpu_util(Capacity(1024), Util(100), &o, clamp, true);
     assert_eq!((r.min, r.max), (Util(300), Util(600)));
+    // Without a clamp the floor is irq + DL bandwidth: 50 + 256.
+    let o = RqNonCfsUtil { irq: Util(50), ..o };
+    let r = effective_cpu_util(Capacity(1024), Util(100), &o, ClampRange::NONE, false);
+    assert_eq!(r.min, Util(306));
     // uclamp_max above capacity: capped at capacity.
     let clamp = ClampRange {
         min: Util(0),

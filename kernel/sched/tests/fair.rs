@@ -367,3 +367,184 @@ fn saved_lag_is_clamped_to_two_slices_or_a_tick() {
         }
     }
 }
+
+/// `update_deadline`: each new request is `vd = v + r/w` — the slice in virtual time
+/// of the task's weight. Oracle: `slice × 1024 / weight` in f64. A nice-5 or nice -5
+/// task charged 1 ms per update passes its virtual deadline every time, so every
+/// update issues a new request.
+#[test]
+fn each_new_request_is_one_weighted_virtual_slice() {
+    for nice in [-5, 5] {
+        let mut rq = rq(1, SchedFeatures::default());
+        let mut now = rq.clock().0;
+        rq.enqueue_task(task(1, nice), EnqueueFlags::NEW).unwrap();
+        rq.pick_next_task();
+        let vslice = sched_base_slice_ns(1) as f64 * 1024.0 / weight(nice);
+        for _ in 0..20 {
+            now += 1_000_000;
+            rq.update_rq_clock(Nanos(now)).unwrap();
+            rq.task_tick();
+            let se = rq.task(TaskId(1)).unwrap().se;
+            let got = se.deadline.wrapping_sub(se.vruntime) as i64 as f64;
+            assert!(
+                (got - vslice).abs() <= 1.0 + vslice * 1e-4,
+                "nice {nice}: vd - v = {got}, want {vslice}"
+            );
+        }
+    }
+}
+
+/// `RUN_TO_PARITY`: a picked task that is still eligible keeps the CPU until its
+/// request is used up, even when an eligible waker has an earlier deadline; without
+/// the feature the earliest eligible deadline wins at once. Hand-derived: `a` (nice 0)
+/// ran 0.3 ms of its 0.75 ms request; `b` (nice −10, new) lands at V = v_a with
+/// deadline V + ½·0.75 ms·1024/9548 ≈ V + 40 µs < a's deadline V + 0.45 ms.
+#[test]
+fn run_to_parity_protects_the_current_request() {
+    for rtp in [true, false] {
+        let f = SchedFeatures::default().with(Feature::RUN_TO_PARITY, rtp);
+        let mut rq = rq(1, f);
+        let mut now = rq.clock().0;
+        rq.enqueue_task(task(1, 0), EnqueueFlags::NEW).unwrap();
+        rq.pick_next_task();
+        now += 300_000;
+        rq.update_rq_clock(Nanos(now)).unwrap();
+        rq.enqueue_task(task(2, -10), EnqueueFlags::NEW).unwrap();
+        let preempt = rq.check_preempt_wakeup(TaskId(2)).unwrap();
+        let (a, b) = (
+            rq.task(TaskId(1)).unwrap().se,
+            rq.task(TaskId(2)).unwrap().se,
+        );
+        assert!(
+            (b.deadline.wrapping_sub(a.deadline) as i64) < 0,
+            "b's deadline is earlier"
+        );
+        assert_eq!(preempt, !rtp, "RUN_TO_PARITY {rtp}");
+    }
+}
+
+/// `PLACE_REL_DEADLINE`: a task moved while runnable keeps what is left of its
+/// request (deadline relative to vruntime), instead of a fresh slice. Hand-derived:
+/// nice 0, 1 CPU → 0.75 ms request; it ran 0.3 ms, so 0.45 ms remain on the new CPU.
+#[test]
+fn migrated_task_keeps_the_rest_of_its_request() {
+    for rel in [true, false] {
+        let f = SchedFeatures::default().with(Feature::PLACE_REL_DEADLINE, rel);
+        let mut src = rq(1, f);
+        let mut c = RqConfig::new(CpuId(1), 1);
+        c.features = f;
+        let mut dst = Rq::new(c, src.clock());
+        src.enqueue_task(task(1, 0), EnqueueFlags::NONE).unwrap();
+        src.pick_next_task();
+        let now = src.clock().0 + 300_000;
+        src.update_rq_clock(Nanos(now)).unwrap();
+        dst.update_rq_clock(Nanos(now)).unwrap();
+        let t = src.detach_task(TaskId(1)).unwrap();
+        dst.attach_task(t).unwrap();
+        let se = dst.task(TaskId(1)).unwrap().se;
+        let left = se.deadline.wrapping_sub(se.vruntime) as i64;
+        let want = if rel { 450_000 } else { 750_000 };
+        assert!(
+            (left - want).abs() <= 1,
+            "rel {rel}: {left} ns left, want {want}"
+        );
+    }
+}
+
+/// `reweight_entity`: Linux keeps `vlag = V − v` while the lag proper is `w·(V − v)`,
+/// so a nice change scales the saved `vlag` — and a relative deadline — by
+/// `w_old / w_new`. Oracle: the weight table ratio in f64.
+#[test]
+fn nice_change_scales_saved_lag_and_relative_deadline_by_the_weight_ratio() {
+    // A sleeping task with lag: only vlag moves.
+    let mut rq0 = rq(1, SchedFeatures::default());
+    let mut t = task(1, 0);
+    t.se.vlag = 400_000;
+    rq0.set_nice_blocked(&mut t, 5).unwrap();
+    let want = 400_000.0 * weight(0) / weight(5);
+    assert!(
+        (t.se.vlag as f64 - want).abs() <= 1.0,
+        "{} vs {want}",
+        t.se.vlag
+    );
+
+    // A queued, waiting task: what is left of its request keeps its wall-time length,
+    // so in virtual time it scales by w_old / w_new.
+    let mut rq1 = rq(1, SchedFeatures::default());
+    let mut now = rq1.clock().0;
+    rq1.enqueue_task(task(1, 0), EnqueueFlags::NEW).unwrap();
+    rq1.enqueue_task(task(2, 0), EnqueueFlags::NEW).unwrap();
+    let first = rq1.pick_next_task().unwrap();
+    let other = if first == TaskId(1) {
+        TaskId(2)
+    } else {
+        TaskId(1)
+    };
+    now += 100_000;
+    rq1.update_rq_clock(Nanos(now)).unwrap();
+    let se = rq1.task(other).unwrap().se;
+    let rel_before = se.deadline.wrapping_sub(se.vruntime) as i64 as f64;
+    rq1.set_nice(other, -3).unwrap();
+    let se = rq1.task(other).unwrap().se;
+    let rel_after = se.deadline.wrapping_sub(se.vruntime) as i64 as f64;
+    let want = rel_before * weight(0) / weight(-3);
+    assert!(
+        (rel_after - want).abs() <= 2.0,
+        "relative deadline {rel_before} → {rel_after}, want {want}"
+    );
+}
+
+/// `prio_changed_fair`: lowering the priority of the running task reschedules only
+/// if another task could take the CPU.
+#[test]
+fn nice_increase_of_a_lone_running_task_does_not_reschedule() {
+    let mut rq = rq(1, SchedFeatures::default());
+    rq.enqueue_task(task(1, 0), EnqueueFlags::NEW).unwrap();
+    rq.pick_next_task();
+    rq.set_nice(TaskId(1), 10).unwrap();
+    assert!(!rq.need_resched(), "alone: nothing to switch to");
+    rq.enqueue_task(task(2, 0), EnqueueFlags::NEW).unwrap();
+    rq.pick_next_task();
+    let running = rq.curr().unwrap();
+    rq.set_nice(running, 15).unwrap();
+    assert!(rq.need_resched(), "with a competitor: reschedule");
+}
+
+/// `PREEMPT_SHORT` (v6.12): a waker with a shorter slice that does not get the CPU
+/// itself still cancels the running task's `RUN_TO_PARITY` protection, so once the
+/// running task is not eligible its next `update_curr` reschedules (`did_preempt_short`)
+/// instead of running on to its deadline. Slices differ only when the base slice
+/// changes (CPU hotplug), so this drives the cfs_rq directly. Hand-derived, in virtual
+/// ns relative to a's vruntime v: c wakes with lag +2.5 ms → placed at v − 5 ms (lag
+/// scaled by (W + w)/W = 2), V = v − 2.5 ms, deadline v − 2 ms; the slice drops from
+/// 3 ms (8 CPUs) to 0.75 ms (1 CPU); b wakes with zero lag at V, deadline v − 1.75 ms.
+/// b is eligible with a shorter slice and an earlier deadline than a (protection
+/// cancelled), but c has the earliest eligible deadline, so b does not preempt.
+#[test]
+fn shorter_slice_waker_cancels_run_to_parity() {
+    use asym_sched::fair::{CfsRq, Nice, PlaceFlags, SchedEntity};
+    for short in [true, false] {
+        let f = SchedFeatures::default().with(Feature::PREEMPT_SHORT, short);
+        let mut cfs = CfsRq::new(8, TICK_NS);
+        let nice0 = Nice::new(0).unwrap();
+        let mut a = SchedEntity::new(TaskId(1), nice0);
+        cfs.enqueue_entity(None, &mut a, PlaceFlags::default(), f);
+        cfs.set_next_entity(&mut a, 0);
+        let mut c = SchedEntity::new(TaskId(3), nice0);
+        c.vlag = 2_500_000;
+        cfs.enqueue_entity(Some(&a), &mut c, PlaceFlags::default(), f);
+        assert_eq!(a.vruntime.wrapping_sub(c.vruntime) as i64, 5_000_000);
+        cfs.set_nr_cpus(1);
+        let mut b = SchedEntity::new(TaskId(2), nice0);
+        cfs.enqueue_entity(Some(&a), &mut b, PlaceFlags::default(), f);
+        assert!(b.slice < a.slice);
+        assert!(!cfs.entity_eligible(Some(&a), &a));
+        assert!(
+            !cfs.check_preempt_wakeup(&mut a, &b, 0, f),
+            "c, not b, is next"
+        );
+        // a runs on a little: not at its deadline, but no longer protected.
+        let upd = cfs.update_curr(&mut a, 100_000, f);
+        assert_eq!(upd.resched, short, "PREEMPT_SHORT {short}");
+    }
+}

@@ -424,7 +424,10 @@ fn attach_detach_and_remove_move_exactly_the_task_signals() {
     );
     let src_before_util = src.avg.util_avg;
     src.remove_entity_load_avg(&mut b, 1024);
-    assert_eq!(b.last_update_time, 0);
+    assert_eq!(
+        b.last_update_time, src.avg.last_update_time,
+        "synced, still attached"
+    );
     assert_eq!(src.removed.nr, 1);
     assert_eq!(src.avg.util_avg, src_before_util, "removal is deferred");
     let b_util = b.util_avg;
@@ -457,6 +460,13 @@ fn post_init_util_is_a_share_of_the_spare_capacity() {
     let mut se = SchedAvg::default();
     cfs.post_init_entity_util_avg(&mut se, 1024, Capacity(1024));
     assert_eq!(se.util_avg, 200);
+    // The divisor is load_avg + 1: 100 × 1024 / 1025 = 99.9 → 99.
+    cfs.avg.util_avg = 100;
+    cfs.avg.load_avg = 1024;
+    let mut se = SchedAvg::default();
+    cfs.post_init_entity_util_avg(&mut se, 1024, Capacity(1024));
+    assert_eq!(se.util_avg, 99);
+    cfs.avg.load_avg = 2047;
     // Little spare capacity caps it: cap = (1024-1000)/2 = 12.
     cfs.avg.util_avg = 1000;
     let mut se = SchedAvg::default();
@@ -660,4 +670,28 @@ fn migrate_se_pelt_lag_estimates_an_idle_rq_clock() {
     let mut untouched = se;
     cfs.migrate_se_pelt_lag(&mut untouched, 1024, &clock, false, now);
     assert_eq!(untouched, se);
+}
+
+/// `___update_load_sum`'s "if load" guard: an entity flagged running or runnable but
+/// with no load (not on the rq: a `curr` being dequeued) only decays. Oracle: the
+/// sums after `p` periods are exactly `decay_load(sum, p)` (sub-period remainder
+/// included in the same periods), the raw recurrence.
+#[test]
+fn an_entity_without_load_only_decays_even_if_flagged_running() {
+    let scale = asym_sched::pelt::PeltScale::NONE;
+    let mut se = SchedAvg::default();
+    let mut now = MS;
+    se.last_update_time = now;
+    for _ in 0..100 {
+        now += MS;
+        se.update_load_sum(now, 1, 1, true, scale);
+    }
+    let before = se;
+    assert!(before.util_sum > 1_000_000);
+    now += 10 * 1024 * 1024;
+    se.update_load_sum(now, 0, 1, true, scale);
+    assert_eq!(se.util_sum as u64, decay_load(before.util_sum as u64, 10));
+    assert_eq!(se.runnable_sum, decay_load(before.runnable_sum, 10));
+    assert_eq!(se.load_sum, decay_load(before.load_sum, 10));
+    assert_eq!(se.period_contrib, before.period_contrib);
 }

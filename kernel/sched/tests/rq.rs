@@ -299,10 +299,18 @@ proptest! {
     #[test]
     fn invariants_hold_after_every_step(ops in proptest::collection::vec(op(), 1..120)) {
         let mut sys = System::new(SchedFeatures::default());
+        let mut min_vr: Vec<u64> = sys.rqs.iter().map(|rq| rq.cfs().min_vruntime()).collect();
         for (i, op) in ops.iter().enumerate() {
             sys.apply(op);
             if let Err(e) = sys.check() {
                 prop_assert!(false, "after step {i} ({op:?}): {e}");
+            }
+            // `min_vruntime` never goes backwards (Linux: "ensure we never gain time
+            // by being placed backwards"), compared the wrapping way.
+            for (rq, last) in sys.rqs.iter().zip(min_vr.iter_mut()) {
+                let m = rq.cfs().min_vruntime();
+                prop_assert!(m.wrapping_sub(*last) as i64 >= 0, "step {i}: min_vruntime retreated");
+                *last = m;
             }
         }
     }
@@ -501,8 +509,152 @@ fn blocked_load_halves_every_32_periods_while_idle() {
             "after {k}×32 periods: {got} vs {want}"
         );
         // The sleeping task's own signal decays alike when synced to the rq.
-        let mut a = task.avg;
-        a.update_blocked_se(rq.cfs_avg().last_update_time, task.se.weight());
-        assert!((a.util_avg as f64 - got).abs() <= 2.0);
+        let mut a = task.clone();
+        rq.sync_entity_load_avg(&mut a).unwrap();
+        assert_eq!(a.avg.last_update_time, rq.cfs_avg().last_update_time);
+        assert!((a.avg.util_avg as f64 - got).abs() <= 2.0);
+    }
+}
+
+/// A task that slept on a CPU which then stayed idle, woken on another CPU later:
+/// its util must arrive decayed by the whole sleep (Linux's `migrate_se_pelt_lag`,
+/// v6.2), not frozen at the old cfs_rq's last update. Oracle: y^32 = 1/2 per 32
+/// PELT periods of idle (= wall) time, in f64.
+#[test]
+fn wake_up_migration_from_an_idle_cpu_decays_the_whole_sleep() {
+    let mut now = 1_000_000_000u64;
+    let mut rqs: Vec<Rq> = (0..2)
+        .map(|i| Rq::new(RqConfig::new(CpuId(i), 2), Nanos(now)))
+        .collect();
+    let t = Task::new(TaskId(1), 0, TaskUclamp::new(), CpuMask::first_n(2)).unwrap();
+    rqs[0].enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    rqs[0].pick_next_task();
+    run(&mut rqs, &mut now, 200);
+    let mut task = rqs[0].dequeue_task(TaskId(1), DequeueFlags::SLEEP).unwrap();
+    assert_eq!(rqs[0].pick_next_task(), None);
+    let at_sleep = task.avg.util_avg as f64;
+    assert!(at_sleep > 900.0, "ran 200 ms: util {at_sleep}");
+    // 64 periods of sleep; nothing updates cpu 0's cfs_rq meanwhile (no tick, no
+    // blocked-load update: an idle NOHZ CPU).
+    let period_ns = 1024 * 1024;
+    now += 64 * period_ns;
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(Nanos(now)).unwrap();
+    }
+    rqs[0].migrate_task_rq_fair(&mut task).unwrap();
+    rqs[1]
+        .enqueue_task(task, EnqueueFlags::WAKEUP | EnqueueFlags::MIGRATED)
+        .unwrap();
+    let want = at_sleep / 4.0;
+    let got = rqs[1].cfs_avg().util_avg as f64;
+    assert!(
+        (got - want).abs() <= 0.02 * want + 2.0,
+        "util arriving on cpu 1: {got}, want {want} (at sleep {at_sleep})"
+    );
+    // Cpu 0 removes what its sums held of the task: nothing is left behind, now or
+    // at later period boundaries (where the averages are recomputed from the sums).
+    for _ in 0..3 {
+        rqs[0].update_blocked_averages();
+        assert!(
+            rqs[0].cfs_avg().util_avg <= 2,
+            "cpu 0 kept {}",
+            rqs[0].cfs_avg().util_avg
+        );
+        now += 5 * period_ns;
+        rqs[0].update_rq_clock(Nanos(now)).unwrap();
+    }
+}
+
+/// A saturated little CPU whose task goes to sleep: the time `clock_pelt` lags behind
+/// `clock_task` is lost idle time (`update_idle_rq_clock_pelt`), however the caller
+/// interleaves clock updates between the dequeue and the pick. Oracle: the PELT
+/// clock's own definition — a CPU of capacity 512 at fmax busy for `T` advances
+/// `clock_pelt` by `T/2`, and a saturated rq must not get the other half back.
+#[test]
+fn saturated_rq_keeps_lost_idle_time_across_a_clock_update_before_pick() {
+    let mut now = 1_000_000_000u64;
+    let mut cfg = RqConfig::new(CpuId(0), 1);
+    cfg.capacity_orig = Capacity(512);
+    let mut rq = Rq::new(cfg, Nanos(now));
+    let t = Task::new(TaskId(1), 0, TaskUclamp::new(), CpuMask::first_n(1)).unwrap();
+    rq.enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    rq.update_rq_clock(Nanos(now)).unwrap();
+    rq.pick_next_task();
+    let pelt_start = rq.clock_pelt().0;
+    let mut rqs = vec![rq];
+    run(&mut rqs, &mut now, 1000);
+    let mut rq = rqs.pop().unwrap();
+    let busy_pelt = rq.clock_pelt().0 - pelt_start;
+    assert!(busy_pelt.abs_diff(500_000_000) <= 1_000, "{busy_pelt}");
+    rq.dequeue_task(TaskId(1), DequeueFlags::SLEEP).unwrap();
+    // The caller refreshes the clock (same instant) before scheduling.
+    rq.update_rq_clock(Nanos(now)).unwrap();
+    assert_eq!(rq.pick_next_task(), None);
+    let lost = rq.pelt_clock().lost_idle_time;
+    assert!(lost.abs_diff(500_000_000) <= 1_000, "lost idle time {lost}");
+    assert_eq!(rq.clock_pelt().0, pelt_start + busy_pelt);
+}
+
+/// util_est learns only from a task going to sleep (`util_est_update(.., task_sleep)`):
+/// moving a runnable task between CPUs, or a nice change, is not the end of an
+/// activation and must leave its estimate alone.
+#[test]
+fn util_est_learns_only_at_sleep() {
+    let mut now = 1_000_000_000u64;
+    let mut rqs: Vec<Rq> = (0..2)
+        .map(|i| Rq::new(RqConfig::new(CpuId(i), 2), Nanos(now)))
+        .collect();
+    let t = Task::new(TaskId(1), 0, TaskUclamp::new(), CpuMask::first_n(2)).unwrap();
+    rqs[0].enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    rqs[0].pick_next_task();
+    run(&mut rqs, &mut now, 100);
+    assert_eq!(rqs[0].task(TaskId(1)).unwrap().util_est().0, 0);
+    rqs[0].set_nice(TaskId(1), 3).unwrap();
+    let t = rqs[0].detach_task(TaskId(1)).unwrap();
+    assert!(t.avg.util_avg > 500);
+    assert_eq!(t.util_est().0, 0, "a migration is not a sleep");
+    rqs[1].attach_task(t).unwrap();
+    rqs[1].pick_next_task();
+    run(&mut rqs, &mut now, 20);
+    let t = rqs[1].dequeue_task(TaskId(1), DequeueFlags::SLEEP).unwrap();
+    // Fast ramp-up: the first sleep takes util_avg as is.
+    assert_eq!(t.util_est().0 as u64, t.avg.util_avg);
+}
+
+/// The tick ages the running task and its rq (`entity_tick` → `update_load_avg`) and,
+/// when that changes the rq's signals, asks for a cpufreq update
+/// (`cfs_rq_util_change`): with no other scheduling event, the rq's util follows the
+/// PELT ramp of an always-running task. Oracle: `1024 · (1 − y^n)` in f64, `n` the
+/// PELT periods elapsed; the integer signal lags by at most one period.
+#[test]
+fn tick_alone_drives_the_util_ramp_and_cpufreq() {
+    let mut now = 1_000_000_000u64;
+    let mut rq = Rq::new(RqConfig::new(CpuId(0), 1), Nanos(now));
+    let t = Task::new(TaskId(1), 0, TaskUclamp::new(), CpuMask::first_n(1)).unwrap();
+    rq.enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    rq.pick_next_task();
+    let start = now;
+    let util0 = rq.task(TaskId(1)).unwrap().avg.util_avg as f64;
+    rq.take_cpufreq_update();
+    let period_ns = 1024.0 * 1024.0;
+    let y = 0.5f64.powf(1.0 / 32.0);
+    let ramp = |ns: u64| {
+        let n = (ns - start) as f64 / period_ns;
+        1024.0 - (1024.0 - util0) * y.powf(n)
+    };
+    for i in 1..=25 {
+        now += TICK_NS;
+        rq.update_rq_clock(Nanos(now)).unwrap();
+        rq.task_tick();
+        assert!(
+            rq.take_cpufreq_update().is_some(),
+            "tick {i} crossed a period"
+        );
+        let got = rq.cfs_avg().util_avg as f64;
+        let (lo, hi) = (ramp(now - 1_048_576), ramp(now));
+        assert!(
+            got >= lo - 2.0 && got <= hi + 2.0,
+            "tick {i}: util {got} outside [{lo:.1}, {hi:.1}]"
+        );
     }
 }

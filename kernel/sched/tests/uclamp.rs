@@ -113,6 +113,22 @@ fn rq_util_with_clamps_by_rq_and_task() {
         uclamp_rq_util_with(&rq, Util(1000), Some(t), false),
         Util(1000)
     );
+    // The last task leaves: the rq is idle and retains max 600. A task about to be
+    // placed there resets it, so only the task's own clamps count (sched.h: "Ignore
+    // last runnable task's max clamp, as this task will reset it").
+    rq.dec(&mut a);
+    assert!(rq.is_idle());
+    assert_eq!(rq.value(UclampId::Max), Util(600));
+    let t = ClampRange {
+        min: Util(0),
+        max: Util(250),
+    };
+    assert_eq!(
+        uclamp_rq_util_with(&rq, Util(800), Some(t), true),
+        Util(250)
+    );
+    // Without a task, the retained value still applies.
+    assert_eq!(uclamp_rq_util_with(&rq, Util(800), None, true), Util(600));
 }
 
 #[test]
