@@ -50,6 +50,7 @@ pub fn measure(n: usize, duration_ns: u64) -> Result<BenchPoint, String> {
         .map_err(|e| e.to_string())?;
     let cfg = SimConfig {
         duration_ns,
+        until_all_exit: false,
         features: Default::default(),
         governor: Governor::Schedutil,
         seed: 0,

@@ -17,8 +17,20 @@
 //! Deliberate simplifications, until later issues bring the real policy:
 //! - Placement is [`select_task_rq`]: previous CPU if idle, else the first idle
 //!   allowed CPU, else the previous CPU. `// TODO(issue EAS)`.
-//! - No load balancing; tasks move only at wake-up. Load-balance counters stay 0.
-//! - Idle CPUs do not tick (NOHZ idle); there are no idle states deeper than WFI.
+//! - No load balancing; tasks move only at wake-up. The periodic and newidle
+//!   load-balance counters stay 0.
+//! - Idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`); there are no idle states deeper
+//!   than WFI. Their blocked load still decays as in Linux, through the NOHZ
+//!   blocked-load ("stats") updates of `kernel/sched/fair.c`: a busy CPU's tick
+//!   (`nohz_balancer_kick`) kicks the first idle CPU (`find_new_ilb`) with
+//!   `NOHZ_STATS_KICK` once `nohz.next_blocked` has passed, and that CPU wakes up,
+//!   raises `SCHED_SOFTIRQ` and runs `_nohz_idle_balance`, updating the blocked
+//!   averages of every idle CPU that still has blocked load (`update_nohz_stats`);
+//!   a CPU entering idle with `avg_idle` ≥ `sysctl_sched_migration_cost` does the
+//!   same without an IPI (`nohz_newidle_balance` → `nohz_run_idle_balance`). The
+//!   next update is due `LOAD_AVG_PERIOD` (32 ms) later. Only the `NOHZ_STATS_KICK`
+//!   part is modelled: `NOHZ_BALANCE_KICK` needs the load balancer. When every CPU
+//!   is idle nothing ticks and blocked load stays as it is, as on Linux.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -78,6 +90,9 @@ pub struct SimConfig {
     pub hz: u32,
     /// Keep the placement/frequency/util timeline for plotting.
     pub record_timeline: bool,
+    /// rt-app's `duration: -1`: end as soon as every task has exited (at the latest
+    /// at `duration_ns`).
+    pub until_all_exit: bool,
 }
 
 /// Per-task results.
@@ -247,6 +262,28 @@ struct SimCpu {
     run_start: u64,
     /// `tick_nohz_get_idle_calls_cpu`: times the CPU went idle.
     idle_calls: u64,
+    /// In `nohz.idle_cpus_mask` (`rq->nohz_tick_stopped`): entered idle and has not
+    /// ticked busy since.
+    nohz_idle: bool,
+    /// `rq->has_blocked_load`.
+    has_blocked_load: bool,
+    /// `rq->last_blocked_load_update_tick` (jiffies).
+    last_blocked_load_update_j: u64,
+    /// `rq->avg_idle` (ns).
+    avg_idle_ns: u64,
+    /// `rq->idle_stamp` (`None` for 0).
+    idle_stamp: Option<u64>,
+    /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
+    /// `cpu_idle` enter/exit alternating however the CPU is woken.
+    in_idle_state: bool,
+}
+
+/// The blocked-load part of fair.c's `struct nohz`.
+struct Nohz {
+    /// `nohz.has_blocked`.
+    has_blocked: bool,
+    /// `nohz.next_blocked` (jiffies).
+    next_blocked_j: u64,
 }
 
 struct Domain {
@@ -268,6 +305,12 @@ const FIRST_PID: u32 = 1001;
 /// later update at PELT time 0 would take for a clock going backwards and reset.
 /// One whole period keeps PELT's period boundaries where they would be from 0.
 pub const RQ_CLOCK_BASE_NS: u64 = 1 << 20;
+/// `LOAD_AVG_PERIOD` in ms: the spacing of NOHZ blocked-load updates.
+const LOAD_AVG_PERIOD_MS: u64 = 32;
+/// `sysctl_sched_migration_cost` (ns): `nohz_newidle_balance` skips CPUs expected to
+/// wake sooner; `avg_idle` starts at twice this and is capped at
+/// `2 * max_idle_balance_cost` (= twice this without the load balancer).
+const SCHED_MIGRATION_COST_NS: u64 = 500_000;
 /// A task that runs this many zero-time events in a row makes no progress.
 const MAX_ZERO_TIME_STEPS: u32 = 100_000;
 
@@ -299,6 +342,7 @@ pub struct Engine<'a, W: Write> {
     counters: Counters,
     overutilized: bool,
     overutilized_since: u64,
+    nohz: Nohz,
     uclamp_used: bool,
     trace: Option<TraceWriter<W>>,
     timeline: Option<Timeline>,
@@ -306,6 +350,7 @@ pub struct Engine<'a, W: Write> {
     tick_ns: u64,
     progress: Option<Box<dyn FnMut(u64, u64) + 'a>>,
     cpufreq: CpufreqCore<EmulatedDriver>,
+    nr_exited: usize,
 }
 
 /// `select_task_rq` for the simulator until EAS and the wake-up path land:
@@ -401,6 +446,12 @@ impl<'a, W: Write> Engine<'a, W> {
                     seg_gen: 0,
                     run_start: 0,
                     idle_calls: 0,
+                    nohz_idle: false,
+                    has_blocked_load: false,
+                    last_blocked_load_update_j: 0,
+                    avg_idle_ns: 2 * SCHED_MIGRATION_COST_NS,
+                    idle_stamp: None,
+                    in_idle_state: true,
                 }
             })
             .collect();
@@ -451,6 +502,10 @@ impl<'a, W: Write> Engine<'a, W> {
             },
             overutilized: false,
             overutilized_since: 0,
+            nohz: Nohz {
+                has_blocked: false,
+                next_blocked_j: 0,
+            },
             uclamp_used,
             trace,
             timeline: cfg.record_timeline.then(Timeline::default),
@@ -458,6 +513,7 @@ impl<'a, W: Write> Engine<'a, W> {
             tick_ns,
             progress: None,
             cpufreq,
+            nr_exited: 0,
             cfg,
         })
     }
@@ -469,7 +525,7 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// Run to the end and return the results and the trace sink.
     pub fn run(mut self) -> Result<(SimResult, Option<W>), SimError> {
-        let end = self.cfg.duration_ns;
+        let mut end = self.cfg.duration_ns;
         // The governor was set before the workload starts: its starting frequency is in
         // place at time 0 (the transition it requested has completed).
         let mut initial: Vec<u32> = self.domains.iter().map(|d| d.cur_khz).collect();
@@ -523,6 +579,10 @@ impl<'a, W: Write> Engine<'a, W> {
                     self.account(cpu)?;
                     self.schedule(cpu, PrevState::Preempted)?;
                 }
+            }
+            if self.cfg.until_all_exit && self.nr_exited == self.tasks.len() {
+                end = self.now;
+                break;
             }
         }
         self.now = end;
@@ -673,6 +733,8 @@ impl<'a, W: Write> Engine<'a, W> {
         self.account(prev)?;
         self.account(cpu)?;
         self.account(ctx_cpu)?;
+        // An idle CPU handling the wake-up (its timer interrupt) leaves idle first.
+        let ctx_left_idle = self.cpus[ctx_cpu].running.is_none() && self.idle_exit(ctx_cpu)?;
         let Some(mut task) = self.tasks[t].parked.take() else {
             return Err(SimError::Workload(format!(
                 "task {} woken while queued",
@@ -681,8 +743,10 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         task.cpus_allowed = CpuMask(self.tasks[t].allowed);
         if let Some((lo, hi)) = self.tasks[t].uclamp {
-            // Phase-level clamps take effect at the next enqueue.
+            // Phase-level clamps take effect at the next enqueue; the first clamp
+            // request enables `sched_uclamp_used`.
             let _ = task.uclamp.set_request(lo, hi);
+            self.uclamp_used = true;
         }
         let st = &mut self.tasks[t];
         st.stats.activations += 1;
@@ -707,6 +771,7 @@ impl<'a, W: Write> Engine<'a, W> {
             self.counters.migrations_wakeup += 1;
         }
         self.tasks[t].cpu = cpu;
+        self.update_avg_idle(cpu);
         if self.trace.is_some() {
             let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
             let tr = tref_of(&self.tasks, t);
@@ -724,7 +789,40 @@ impl<'a, W: Write> Engine<'a, W> {
         if self.cpus[cpu].rq.check_preempt_wakeup(tid(t))? {
             self.push(self.now, Ev::Resched(cpu));
         }
+        if ctx_left_idle && ctx_cpu != cpu {
+            self.idle_enter(ctx_cpu)?;
+        }
         self.check_overutilized()
+    }
+
+    /// `cpu_idle: state=4294967295` unless the CPU is already out of idle.
+    fn idle_exit(&mut self, cpu: usize) -> Result<bool, SimError> {
+        if !self.cpus[cpu].in_idle_state {
+            return Ok(false);
+        }
+        self.cpus[cpu].in_idle_state = false;
+        if self.trace.is_some() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+            if let Some(w) = self.trace.as_mut() {
+                w.cpu_idle(ctx, trace::PWR_EVENT_EXIT, cpu)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// `cpu_idle: state=0` (WFI) unless the CPU is already in idle.
+    fn idle_enter(&mut self, cpu: usize) -> Result<(), SimError> {
+        if self.cpus[cpu].in_idle_state {
+            return Ok(());
+        }
+        self.cpus[cpu].in_idle_state = true;
+        if self.trace.is_some() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+            if let Some(w) = self.trace.as_mut() {
+                w.cpu_idle(ctx, 0, cpu)?;
+            }
+        }
+        Ok(())
     }
 
     /// `__schedule` on `cpu`: pick the next task and switch to it. The caller has
@@ -750,13 +848,11 @@ impl<'a, W: Write> Engine<'a, W> {
                 tl.runs.push((cpu, self.cpus[cpu].run_start, self.now, p));
             }
         }
+        if prev.is_none() {
+            self.idle_exit(cpu)?;
+        }
         if self.trace.is_some() {
             let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-            if prev.is_none() {
-                if let Some(w) = self.trace.as_mut() {
-                    w.cpu_idle(ctx, trace::PWR_EVENT_EXIT, cpu)?;
-                }
-            }
             let idle = TaskRef {
                 comm: "<idle>",
                 pid: 0,
@@ -782,12 +878,8 @@ impl<'a, W: Write> Engine<'a, W> {
             None => {
                 self.cpus[cpu].idle_calls += 1;
                 self.trace_pelt(cpu, None)?;
-                if self.trace.is_some() {
-                    let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-                    if let Some(w) = self.trace.as_mut() {
-                        w.cpu_idle(ctx, 0, cpu)?;
-                    }
-                }
+                self.enter_idle(cpu)?;
+                self.idle_enter(cpu)?;
             }
             Some(n) => {
                 let task = &mut self.tasks[n];
@@ -848,7 +940,16 @@ impl<'a, W: Write> Engine<'a, W> {
             let old_nice = self.tasks[t].nice;
             let Some(ev) = self.next_event(t) else {
                 self.tasks[t].stats.exited = true;
-                return self.block(cpu, t, TState::Dead);
+                self.nr_exited += 1;
+                self.block(cpu, t, TState::Dead)?;
+                // finish_task_switch → task_dead_fair → remove_entity_load_avg: a dead
+                // task's signals leave its CPU's cfs_rq at the next update instead of
+                // decaying there as blocked load.
+                if let Some(mut task) = self.tasks[t].parked.take() {
+                    self.cpus[cpu].rq.migrate_task_rq_fair(&mut task)?;
+                    self.tasks[t].parked = Some(task);
+                }
+                return Ok(());
             };
             if self.tasks[t].nice != old_nice {
                 // A phase with its own `nice`: set_user_nice on the queued task.
@@ -877,17 +978,18 @@ impl<'a, W: Write> Engine<'a, W> {
                     period_ns,
                     absolute,
                 } => {
+                    // rt-app (`run_event`, `rtapp_timer`): an unused timer starts from
+                    // the start time of the thread that first uses it (`t_first`: rt-app's
+                    // time zero plus that thread's `delay`), not from the first use.
+                    let t_first = self.wl.tasks[t].delay_ns;
                     let ts = &mut self.timers[timer];
-                    let first = ts.t_ref.is_none();
-                    let base = *ts.t_ref.get_or_insert(self.now);
+                    let base = *ts.t_ref.get_or_insert(t_first);
                     let next = base + period_ns;
                     self.tasks[t].stats.timer_activations += 1;
-                    if !first {
-                        self.tasks[t]
-                            .stats
-                            .period_completion_ns
-                            .push(self.now - base);
-                    }
+                    self.tasks[t]
+                        .stats
+                        .period_completion_ns
+                        .push(self.now.saturating_sub(base));
                     if self.now > next {
                         // The work of this period overran into the next one.
                         self.tasks[t].stats.deadline_misses += 1;
@@ -946,14 +1048,17 @@ impl<'a, W: Write> Engine<'a, W> {
             if task.event == 0 && task.phase_loop == 0 {
                 let all = if nr == 64 { u64::MAX } else { (1u64 << nr) - 1 };
                 task.allowed = mask_of(phase.cpus.as_ref().or(spec.cpus.as_ref()), all);
-                task.nice = phase.nice.unwrap_or(spec.nice);
-                task.uclamp = match (
-                    phase.util_min.or(spec.util_min),
-                    phase.util_max.or(spec.util_max),
-                ) {
-                    (None, None) => None,
-                    (lo, hi) => Some((lo.unwrap_or(0), hi.unwrap_or(1024))),
-                };
+                // rt-app's set_thread_priority: a phase that sets no scheduling
+                // parameter leaves the current ones (from an earlier phase) in place;
+                // affinity instead falls back to the task's (set_thread_affinity).
+                if let Some(n) = phase.nice {
+                    task.nice = n;
+                }
+                if phase.util_min.is_some() || phase.util_max.is_some() {
+                    let (lo, hi) = task.uclamp.unwrap_or((0, 1024));
+                    task.uclamp =
+                        Some((phase.util_min.unwrap_or(lo), phase.util_max.unwrap_or(hi)));
+                }
             }
             if task.event < phase.events.len() {
                 task.event += 1;
@@ -973,7 +1078,8 @@ impl<'a, W: Write> Engine<'a, W> {
         }
     }
 
-    /// `sched_tick` on every busy CPU (idle CPUs are NOHZ-idle and do not tick).
+    /// `sched_tick` on every busy CPU (idle CPUs are NOHZ-idle and do not tick),
+    /// each followed by `nohz_balancer_kick`.
     fn tick(&mut self) -> Result<(), SimError> {
         for cpu in 0..self.cpus.len() {
             let Some(t) = self.cpus[cpu].running else {
@@ -986,6 +1092,7 @@ impl<'a, W: Write> Engine<'a, W> {
             if resched {
                 self.schedule(cpu, PrevState::Preempted)?;
             }
+            self.nohz_balancer_kick(cpu)?;
         }
         self.check_overutilized()?;
         let next = self.now + self.tick_ns;
@@ -1023,10 +1130,134 @@ impl<'a, W: Write> Engine<'a, W> {
             };
             let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
             if let Some(w) = self.trace.as_mut() {
-                w.sched_overutilized(ctx, over, span)?;
+                w.sched_overutilized(ctx, over, span, self.cpus.len())?;
             }
         }
         Ok(())
+    }
+
+    /// `jiffies` at the current time.
+    fn jiffies(&self) -> u64 {
+        self.now / self.tick_ns
+    }
+
+    /// `ttwu_do_activate`'s `avg_idle` update when a wake-up ends an idle period of `cpu`.
+    fn update_avg_idle(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        if let Some(stamp) = c.idle_stamp.take() {
+            let delta = self.now - stamp;
+            // update_avg(): avg += (sample - avg) / 8, in signed arithmetic.
+            let diff = delta as i64 - c.avg_idle_ns as i64;
+            c.avg_idle_ns = (c.avg_idle_ns as i64 + diff / 8) as u64;
+            c.avg_idle_ns = c.avg_idle_ns.min(2 * SCHED_MIGRATION_COST_NS);
+        }
+    }
+
+    /// `cpu` has just switched to idle: `sched_balance_newidle` found nothing to pull
+    /// (`idle_stamp`, then `nohz_newidle_balance` → `nohz_run_idle_balance`), then the
+    /// tick stops (`nohz_balance_enter_idle`).
+    fn enter_idle(&mut self, cpu: usize) -> Result<(), SimError> {
+        self.cpus[cpu].idle_stamp = Some(self.now);
+        if self.cpus[cpu].avg_idle_ns >= SCHED_MIGRATION_COST_NS
+            && self.nohz.has_blocked
+            && self.jiffies() >= self.nohz.next_blocked_j
+        {
+            self.nohz_stats_update(cpu)?;
+        }
+        let c = &mut self.cpus[cpu];
+        c.has_blocked_load = true;
+        c.nohz_idle = true;
+        self.nohz.has_blocked = true;
+        Ok(())
+    }
+
+    /// `nohz_balancer_kick` from the tick of busy `cpu`, `NOHZ_STATS_KICK` part:
+    /// wake the first other idle CPU (`find_new_ilb`), which raises `SCHED_SOFTIRQ`
+    /// and updates the blocked load of the idle CPUs.
+    fn nohz_balancer_kick(&mut self, cpu: usize) -> Result<(), SimError> {
+        if self.cpus[cpu].running.is_none() {
+            return Ok(());
+        }
+        self.cpus[cpu].nohz_idle = false;
+        if !self.nohz.has_blocked || self.jiffies() <= self.nohz.next_blocked_j {
+            return Ok(());
+        }
+        let Some(ilb) = (0..self.cpus.len())
+            .find(|&c| c != cpu && self.cpus[c].nohz_idle && self.cpus[c].running.is_none())
+        else {
+            return Ok(());
+        };
+        self.counters.sched_softirq_raises += 1;
+        let left_idle = self.idle_exit(ilb)?;
+        if self.trace.is_some() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, ilb, self.now);
+            if let Some(w) = self.trace.as_mut() {
+                w.softirq_raise(ctx, trace::Softirq::Sched)?;
+            }
+        }
+        self.nohz_stats_update(ilb)?;
+        if left_idle {
+            self.idle_enter(ilb)?;
+        }
+        Ok(())
+    }
+
+    /// `_nohz_idle_balance(this_cpu, NOHZ_STATS_KICK)`: `update_nohz_stats` for every
+    /// idle CPU, starting after `this_cpu`, then the next update is due in 32 ms.
+    fn nohz_stats_update(&mut self, this_cpu: usize) -> Result<(), SimError> {
+        self.counters.lb_nohz += 1;
+        self.nohz.has_blocked = false;
+        let nr = self.cpus.len();
+        let mut has_blocked = false;
+        for k in 1..=nr {
+            let c = (this_cpu + k) % nr;
+            if self.cpus[c].running.is_none() {
+                has_blocked |= self.update_nohz_stats(this_cpu, c)?;
+            }
+        }
+        let hz = self.cfg.hz as u64;
+        self.nohz.next_blocked_j = self.jiffies() + (LOAD_AVG_PERIOD_MS * hz).div_ceil(1000);
+        if has_blocked {
+            self.nohz.has_blocked = true;
+        }
+        Ok(())
+    }
+
+    /// `update_nohz_stats` → `sched_balance_update_blocked_averages` for idle `cpu`,
+    /// run on `this_cpu`. Returns whether `cpu` still has blocked load.
+    fn update_nohz_stats(&mut self, this_cpu: usize, cpu: usize) -> Result<bool, SimError> {
+        let c = &self.cpus[cpu];
+        if !c.has_blocked_load || !c.nohz_idle {
+            return Ok(false);
+        }
+        let j = self.jiffies();
+        if j <= c.last_blocked_load_update_j {
+            return Ok(true);
+        }
+        self.account(cpu)?;
+        let decayed = self.cpus[cpu].rq.update_blocked_averages();
+        let c = &mut self.cpus[cpu];
+        c.last_blocked_load_update_j = j;
+        let avg = *c.rq.cfs_avg();
+        // cfs_rq_has_blocked(): load_avg or util_avg still non-zero.
+        c.has_blocked_load = avg.load_avg != 0 || avg.util_avg != 0;
+        let still = c.has_blocked_load;
+        if decayed {
+            self.cpufreq_update(cpu);
+            if self.trace.is_some() {
+                let vals = PeltVals {
+                    load: avg.load_avg,
+                    runnable: avg.runnable_avg,
+                    util: avg.util_avg,
+                    update_time: avg.last_update_time,
+                };
+                let ctx = ctx_of(&self.tasks, &self.cpus, this_cpu, self.now);
+                if let Some(w) = self.trace.as_mut() {
+                    w.sched_pelt_cfs(ctx, cpu, vals)?;
+                }
+            }
+        }
+        Ok(still)
     }
 
     /// Apply a frequency to a domain now (the transition latency has passed).

@@ -34,7 +34,8 @@ pub struct RunSpec {
     pub board: String,
     /// Workload file.
     pub workload: PathBuf,
-    /// Duration override in ns (else the workload's `global.duration`, else 10 s).
+    /// Duration override in ns (else the workload's `global.duration`; with `-1` or no
+    /// duration, until every task has exited, at most [`DEFAULT_DURATION_NS`]).
     pub duration_ns: Option<u64>,
     /// Feature settings (`NAME=on|off`, `NAME`, `NO_NAME`), applied in order to Linux's defaults.
     pub set: Vec<String>,
@@ -53,7 +54,8 @@ pub struct RunSpec {
 /// Longest simulated duration (about 11.6 days).
 pub const MAX_DURATION_NS: u64 = 1_000_000 * 1_000_000_000;
 
-/// Default duration when neither the workload nor the command line gives one.
+/// Longest run when neither the workload nor the command line gives a duration
+/// (rt-app's `-1`: until every task has exited).
 pub const DEFAULT_DURATION_NS: u64 = 10_000_000_000;
 
 /// What a run produced.
@@ -172,6 +174,7 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
     let features = parse_features(&spec.set)?;
     let wname = spec.workload.display().to_string();
     let wl = workload::parse(text, &wname, board.nr_cpus()).map_err(|e| e.to_string())?;
+    let until_all_exit = spec.duration_ns.is_none() && wl.duration_ns.is_none();
     let duration_ns = spec
         .duration_ns
         .or(wl.duration_ns)
@@ -188,6 +191,7 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
         seed: spec.seed,
         hz: spec.hz,
         record_timeline: spec.plot,
+        until_all_exit,
     };
     let trace_file = match &spec.out {
         Some(dir) => {

@@ -26,7 +26,8 @@ struct Cli {
     /// rt-app JSON workload file.
     #[arg(long, required_unless_present = "bench")]
     workload: Option<PathBuf>,
-    /// Simulated duration (5s, 250ms, 100us); default: the workload's global.duration, else 10s.
+    /// Simulated duration (5s, 250ms, 100us); default: the workload's global.duration; with
+    /// -1 or none, until every task has exited (at most 10s).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<u64>,
     /// Scheduler feature setting, FEATURE=on|off (repeatable), e.g. --set UTIL_EST=off.

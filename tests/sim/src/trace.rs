@@ -239,14 +239,15 @@ impl<W: Write> TraceWriter<W> {
         )
     }
 
-    /// LISA `sched_pelt_cfs` for the root cfs_rq (path `/`).
+    /// LISA `sched_pelt_cfs` for the root cfs_rq (path `/`, as `cgroup_path` names the
+    /// root task group).
     pub fn sched_pelt_cfs(&mut self, c: Ctx<'_>, cpu: usize, v: PeltVals) -> io::Result<()> {
         self.line(
             c,
             "sched_pelt_cfs",
             format_args!(
-                "cpu={} path=/ load={} runnable={} util={}",
-                cpu, v.load, v.runnable, v.util
+                "cpu={} path=/ load={} runnable={} util={} update_time={}",
+                cpu, v.load, v.runnable, v.util, v.update_time
             ),
         )
     }
@@ -270,19 +271,59 @@ impl<W: Write> TraceWriter<W> {
         )
     }
 
-    /// LISA `sched_overutilized` (span as a hex CPU mask).
+    /// LISA `sched_overutilized`: `span=0x%s` with the root domain's span as
+    /// `cpumap_print_to_pagebuf(false, …)` prints it over `nr_cpus` bits (see
+    /// [`cpumask_hex`]).
     pub fn sched_overutilized(
         &mut self,
         c: Ctx<'_>,
         overutilized: bool,
         span: u64,
+        nr_cpus: usize,
     ) -> io::Result<()> {
         self.line(
             c,
             "sched_overutilized",
-            format_args!("overutilized={} span=0x{:x}", overutilized as u8, span),
+            format_args!(
+                "overutilized={} span=0x{}",
+                overutilized as u8,
+                cpumask_hex(span, nr_cpus)
+            ),
         )
     }
+}
+
+/// A CPU mask as the kernel's `%*pb` prints it for `nr_bits` CPUs (`bitmap_string`):
+/// lower-case hex, 32-bit chunks separated by `,`, most significant first, each chunk
+/// zero-padded to its width (the first one to `ceil(leftover bits / 4)` digits).
+/// `cpumap_print_to_pagebuf` also appends a newline, which would split the trace line;
+/// it is left out.
+pub fn cpumask_hex(mask: u64, nr_bits: usize) -> String {
+    let nr_bits = nr_bits.clamp(1, 64);
+    let mut out = String::new();
+    let mut chunksz = match nr_bits % 32 {
+        0 => 32,
+        r => r,
+    };
+    let mut lo = nr_bits.div_ceil(32) * 32 - 32;
+    loop {
+        let chunkmask = if chunksz == 32 {
+            u32::MAX as u64
+        } else {
+            (1u64 << chunksz) - 1
+        };
+        let val = (mask >> lo) & chunkmask;
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&format!("{:0w$x}", val, w = chunksz.div_ceil(4)));
+        if lo == 0 {
+            break;
+        }
+        lo -= 32;
+        chunksz = 32;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -322,5 +363,98 @@ mod tests {
         assert!(lines[8].ends_with(
             "sched_switch: prev_comm=<idle> prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=small next_pid=1001 next_prio=120"
         ));
+    }
+
+    #[test]
+    fn lisa_events_match_sched_tp_formats() {
+        // Formats from LISA's sched_tp `ftrace_events.h` (TP_printk strings).
+        let mut w = TraceWriter::new(Vec::new(), 6).unwrap();
+        let c = Ctx {
+            comm: "small",
+            pid: 1001,
+            cpu: 1,
+            ns: 2_000_001_000,
+        };
+        let t = TaskRef {
+            comm: "small",
+            pid: 1001,
+            prio: 120,
+        };
+        let v = PeltVals {
+            load: 300,
+            runnable: 301,
+            util: 302,
+            update_time: 2_001_048_576,
+        };
+        w.sched_pelt_se(c, 1, t, v).unwrap();
+        w.sched_pelt_cfs(c, 1, v).unwrap();
+        w.sched_util_est_se(c, 1, t, 280, 302).unwrap();
+        w.sched_overutilized(c, true, 0x3f, 6).unwrap();
+        w.cpu_frequency(c, 950_000, 1).unwrap();
+        w.cpu_idle(c, PWR_EVENT_EXIT, 1).unwrap();
+        let out = String::from_utf8(w.finish().unwrap()).unwrap();
+        let ev: Vec<&str> = out
+            .lines()
+            .skip(6)
+            .map(|l| l.split_once(": ").unwrap().1)
+            .collect();
+        assert_eq!(
+            ev,
+            [
+                "sched_pelt_se: cpu=1 path=(null) comm=small pid=1001 load=300 runnable=301 util=302 update_time=2001048576",
+                "sched_pelt_cfs: cpu=1 path=/ load=300 runnable=301 util=302 update_time=2001048576",
+                "sched_util_est_se: cpu=1 path=(null) comm=small pid=1001 enqueued=280 ewma=280 util=302",
+                "sched_overutilized: overutilized=1 span=0x3f",
+                "cpu_frequency: state=950000 cpu_id=1",
+                "cpu_idle: state=4294967295 cpu_id=1",
+            ]
+        );
+    }
+
+    #[test]
+    fn cpumask_prints_like_bitmap_string() {
+        // lib/vsprintf.c bitmap_string: zero-padded chunks of 32 bits, first chunk
+        // ceil(leftover/4) digits wide.
+        assert_eq!(cpumask_hex(0x3f, 6), "3f");
+        assert_eq!(cpumask_hex(0x0f, 6), "0f");
+        assert_eq!(cpumask_hex(0xff, 8), "ff");
+        assert_eq!(cpumask_hex(0x1, 12), "001");
+        assert_eq!(cpumask_hex(0x0f_0000_0001, 40), "0f,00000001");
+        assert_eq!(cpumask_hex(u64::MAX, 64), "ffffffff,ffffffff");
+    }
+
+    #[test]
+    fn prefix_matches_perfetto_systrace_regex_shape() {
+        // Perfetto's SystraceLineTokenizer: `-(\d+)\s+\(?\s*(\d+|-+)?\)?\s?\[(\d+)\]\s*
+        // [a-zA-Z0-9.]{0,4}\s+(\d+\.\d+):\s+(\S+):`. Check the pieces by hand (no
+        // regex crate): pid after the last '-' before " [", whitespace, "[cpu]",
+        // whitespace, "secs.usecs:", a space, "event:".
+        let mut w = TraceWriter::new(Vec::new(), 6).unwrap();
+        for ns in [0, 5_123_456_789, 12_345_678_901_000] {
+            let c = Ctx {
+                comm: "my-task-name-xx",
+                pid: 1234,
+                cpu: 5,
+                ns,
+            };
+            w.cpu_idle(c, 0, 5).unwrap();
+        }
+        let out = String::from_utf8(w.finish().unwrap()).unwrap();
+        for l in out.lines().skip(6) {
+            let (head, rest) = l.split_once(" [").unwrap();
+            let (comm, pid) = head.trim_start().rsplit_once('-').unwrap();
+            assert_eq!(comm, "my-task-name-xx");
+            assert_eq!(pid.trim_end(), "1234");
+            let (cpu, rest) = rest.split_once(']').unwrap();
+            assert_eq!(cpu, "005");
+            assert!(rest.starts_with(' '), "{l}");
+            let (ts, rest) = rest.trim_start().split_once(": ").unwrap();
+            let (s, us) = ts.split_once('.').unwrap();
+            assert!(
+                s.bytes().all(|b| b.is_ascii_digit()) && us.len() == 6,
+                "{l}"
+            );
+            assert!(rest.starts_with("cpu_idle: state=0 cpu_id=5"), "{l}");
+        }
     }
 }

@@ -6,6 +6,10 @@
 //! with their own `loop` and properties, and events in file order matched by key
 //! prefix (`run0`, `run1`, ...).
 //!
+//! Where the tutorial and rt-app's code (`src/rt-app.c`) differ, the code wins: threads
+//! are named `<key>-<index>` (`thread_data_set_unique_name`), a timer starts from the
+//! thread's start (`t_first`), a phase keeps the scheduling parameters it does not set.
+//!
 //! Deliberate differences from rt-app, all documented in `docs/sim.md`:
 //! - `run` is work in µs *measured on the biggest CPU at its top OPP* (rt-app's
 //!   calibration convention made exact); `calibration` is accepted and ignored.
@@ -35,7 +39,8 @@ pub struct Workload {
 /// One thread.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskSpec {
-    /// Thread name: the task key, plus `-<instance>` when `instance > 1`.
+    /// Thread name as rt-app names it: `<task key>-<index>`, the index counting every
+    /// thread of the file in order (the trace's comm is its first 15 bytes).
     pub name: String,
     /// The task key in the file (shared by all instances).
     pub group: String,
@@ -139,6 +144,8 @@ pub fn parse(text: &str, file: &str, nr_cpus: usize) -> Result<Workload, Workloa
         nr_cpus,
         timers: BTreeMap::new(),
         resumes: Vec::new(),
+        suspends: Vec::new(),
+        task_key: String::new(),
     };
     r.workload(&root)
 }
@@ -149,6 +156,11 @@ struct Reader<'a> {
     timers: BTreeMap<String, usize>,
     /// Pending `resume` targets: (task index, event index path, name, line, path).
     resumes: Vec<PendingResume>,
+    /// `(thread index, resource)` of every `suspend`: rt-app suspends a thread on the
+    /// condition named by the string (workgen fills an empty one with the task key).
+    suspends: Vec<(usize, String)>,
+    /// The key of the task being read.
+    task_key: String,
 }
 
 struct PendingResume {
@@ -399,6 +411,7 @@ impl Reader<'_> {
         out: &mut Vec<TaskSpec>,
     ) -> Result<(), WorkloadError> {
         let tpath = format!("tasks.{name}");
+        self.task_key = name.to_string();
         let members = self.object(v, &tpath)?;
         let mut instances = 1i64;
         let mut loops = None;
@@ -444,12 +457,10 @@ impl Reader<'_> {
         }
         let first_index = out.len();
         for inst in 0..instances as usize {
-            let tname = if instances > 1 {
-                format!("{name}-{inst}")
-            } else {
-                name.to_string()
-            };
             let task_index = first_index + inst;
+            // rt-app's thread_data_set_unique_name: "<task key>-<thread index>", the
+            // index counting every thread of the file in order.
+            let tname = format!("{name}-{task_index}");
             let phases = match phases_v {
                 Some(pv) => {
                     if let Some((k, line, _)) = inline.first() {
@@ -606,7 +617,11 @@ impl Reader<'_> {
                 }),
                 "timer" => self.timer(v, path, task, instance),
                 "suspend" => {
-                    self.string(v, path)?;
+                    let name = match self.string(v, path)? {
+                        "" => self.task_key.clone(),
+                        s => s.to_string(),
+                    };
+                    self.suspends.push((task, name));
                     Ok(Event::Suspend)
                 }
                 "resume" => {
@@ -709,19 +724,31 @@ impl Reader<'_> {
 
     fn resolve_resumes(&mut self, tasks: &mut [TaskSpec]) -> Result<(), WorkloadError> {
         for r in std::mem::take(&mut self.resumes) {
-            let mut targets: Vec<usize> = tasks
+            // rt-app: `resume X` broadcasts on condition X, waking the threads that
+            // suspend on X; failing that, X names a thread or a task's threads.
+            let mut targets: Vec<usize> = self
+                .suspends
                 .iter()
-                .enumerate()
-                .filter(|(_, t)| t.name == r.target)
-                .map(|(i, _)| i)
+                .filter(|(_, n)| *n == r.target)
+                .map(|&(t, _)| t)
                 .collect();
+            targets.sort_unstable();
+            targets.dedup();
             if targets.is_empty() {
                 targets = tasks
                     .iter()
                     .enumerate()
-                    .filter(|(_, t)| t.group == r.target)
+                    .filter(|(_, t)| t.name == r.target)
                     .map(|(i, _)| i)
                     .collect();
+                if targets.is_empty() {
+                    targets = tasks
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, t)| t.group == r.target)
+                        .map(|(i, _)| i)
+                        .collect();
+                }
             }
             if targets.is_empty() {
                 return Err(self.err(
@@ -784,5 +811,27 @@ mod tests {
             w.tasks[1].phases[0].events[2],
             Event::Resume { targets: vec![0] }
         );
+    }
+
+    #[test]
+    fn resume_wakes_the_threads_suspended_on_that_name() {
+        // rt-app's suspend/resume are a condition named by the string; an empty
+        // suspend string is the task key (workgen fills it in).
+        let w = parse(
+            r#"{"tasks": {"a": {"instance": 2, "suspend": "door", "run": 10},
+                          "b": {"suspend": "", "run": 10},
+                          "c": {"run": 10, "resume": "door", "resume1": "b", "sleep": 10}}}"#,
+            "w.json",
+            2,
+        )
+        .unwrap();
+        let ev = &w.tasks[3].phases[0].events;
+        assert_eq!(
+            ev[1],
+            Event::Resume {
+                targets: vec![0, 1]
+            }
+        );
+        assert_eq!(ev[2], Event::Resume { targets: vec![2] });
     }
 }

@@ -267,7 +267,11 @@ fn seed_000_frames_runnable_boost_off_vs_on() {
                             plot: false,
                         };
                         let r = run(&spec).unwrap().result;
-                        let i = r.names.iter().position(|(n, _)| n == "ui").unwrap();
+                        let i = r
+                            .names
+                            .iter()
+                            .position(|(n, _)| n.starts_with("ui-"))
+                            .unwrap();
                         let d = &r.tasks[i].period_completion_ns;
                         let p = &mut pooled[k];
                         p.0 += d.len();
