@@ -29,6 +29,11 @@ mod host {
     pub fn cpu_relax() {
         core::hint::spin_loop();
     }
+
+    /// Host threads have no CPU index; locks record 0 (their recursion check is target-only).
+    pub fn cpu_index() -> usize {
+        0
+    }
 }
 #[cfg(not(target_os = "none"))]
 pub use host::*;

@@ -4,8 +4,9 @@
 //! Re-derives the shape of Linux's `init/main.c` `start_kernel()` (`setup_arch` →
 //! `parse_early_param` → `mm_init` → `init_IRQ` → `time_init` → `smp_init`) and
 //! `arch/arm64/kernel/smp.c` `secondary_start_kernel()`. Deliberate differences: the device
-//! tree is parsed with the MMU off (before anything needs atomics) so the identity map covers
-//! exactly the DT's RAM; there is no init task: the boot CPU runs the self tests or prints ticks.
+//! tree is parsed on a minimal early identity map (kernel image, DTB, early UART) so the final
+//! map covers exactly the DT's RAM; there is no init task: the boot CPU runs the self tests or
+//! prints ticks.
 
 use core::panic::PanicInfo;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -62,7 +63,14 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
         // SAFETY: the board vouches for a PL011 at this address; MMU is off.
         unsafe { console::init_early(base) };
     }
-    // SAFETY: x0 holds the DTB address per the arm64 boot protocol; MMU off = identity.
+    // From here a pending SError (e.g. one the loader left) can be reported.
+    arch::serror_enable();
+    // SAFETY: boot CPU only, MMU off, no other CPU running; maps the image, the DTB and the
+    // early UART identically (the DT parser must not run with the MMU off: unaligned loads
+    // fault on Device memory).
+    unsafe { arch::aarch64::mmu::init_early(dtb_pa, board.early_uart) };
+    // SAFETY: x0 holds the DTB address per the arm64 boot protocol; the early map covers it
+    // at its own address.
     let plat = match unsafe { Platform::from_dtb_pa(dtb_pa) } {
         Ok(p) => p,
         Err(e) => {
@@ -71,7 +79,8 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
         }
     };
     let t_dt = arch::counter();
-    // SAFETY: boot CPU only, MMU off, no other CPU running; the map covers RAM and the devices.
+    // SAFETY: boot CPU only, on the early map, no other CPU running; the final map covers RAM
+    // and the devices, and the kernel image as the early map does.
     unsafe { arch::aarch64::mmu::init_boot_cpu(&plat) };
     let t_mmu = arch::counter();
     // Only now: `InitOnce::set` is a compare-and-swap, and exclusives need the MMU on (Normal
@@ -118,6 +127,7 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     }
 
     init_heap(plat);
+    crate::sched::init(plat, cmd);
     let f = arch::counter_freq_hz().max(1);
     let us = |t: u64| t * 1_000_000 / f;
     crate::log_debug!(
@@ -235,7 +245,7 @@ fn banner(plat: &Platform, cmd: &Cmdline) {
             i,
             c.mpidr,
             c.cluster,
-            plat.capacity_of(id).map_or(0, |c| c.0),
+            crate::sched::capacity_orig(id).0,
             if crate::smp::is_online(id) {
                 "online"
             } else {
@@ -267,6 +277,7 @@ fn banner(plat: &Platform, cmd: &Cmdline) {
         crate::timer::counter_freq_hz(),
         cmd.hz
     );
+    crate::sched::print_banner();
 }
 
 /// `crash=`: fails on purpose on the highest online CPU (in its call-function IPI handler, so
@@ -280,11 +291,21 @@ fn crash(kind: crate::cmdline::CrashKind) {
         // SAFETY: the load faults; the fault handler reports it and halts this CPU.
         let _ = unsafe { core::ptr::read_volatile(0x40_0000_0000 as *const u64) };
     }
+    fn do_stack_overflow(cpu: CpuId) {
+        /// Recurses until the stack guard page stops it; `black_box` keeps the frames real.
+        #[allow(unconditional_recursion)] // the point: only the guard page ends it
+        fn recurse(depth: u64) -> u64 {
+            let frame = core::hint::black_box([depth; 16]);
+            frame[(depth % 16) as usize] + recurse(core::hint::black_box(depth + 1))
+        }
+        let _ = core::hint::black_box(recurse(u64::from(cpu.0)));
+    }
     let target = crate::smp::online_cpus().last().unwrap_or(CpuId(0));
     crate::println!("crash: {:?} on cpu {}", kind, target.0);
     let f: fn(CpuId) = match kind {
         crate::cmdline::CrashKind::Panic => do_panic,
         crate::cmdline::CrashKind::Fault => do_fault,
+        crate::cmdline::CrashKind::Stack => do_stack_overflow,
     };
     if let Err(e) = crate::smp::run_on(target, f) {
         crate::println!("crash: cpu {} did not finish: {:?}", target.0, e);
@@ -333,9 +354,26 @@ fn print_ticks(nr: usize) {
     crate::println!("ticks:{} at {} us", line, arch::uptime_us());
 }
 
+/// Per-CPU "this CPU is panicking" flags: a panic while printing a panic goes straight to the
+/// exit instead of recursing.
+static PANICKING: [AtomicBool; crate::dt::MAX_CPUS] =
+    [const { AtomicBool::new(false) }; crate::dt::MAX_CPUS];
+
+/// Linux `panic()`: IRQs off, the message and location on the console (without waiting for a
+/// console lock a dead CPU may hold), then the run ends with status 101 under semihosting;
+/// otherwise the other CPUs are stopped (`smp_send_stop`) and this one parks.
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
+    let _ = arch::irq_save_disable();
     let cpu = arch::cpu_index();
+    if PANICKING[cpu % crate::dt::MAX_CPUS].swap(true, Ordering::Relaxed) {
+        console::write_fmt_force(format_args!("panic on cpu {} while panicking\n", cpu));
+        if SEMIHOSTING.load(Ordering::Relaxed) {
+            semihosting::exit(101);
+        }
+        arch::park();
+    }
+    let report_lock = console::lock_report();
     match info.location() {
         Some(l) => console::write_fmt_force(format_args!(
             "panic on cpu {} at {}:{}: {}\n",
@@ -350,6 +388,13 @@ fn panic(info: &PanicInfo<'_>) -> ! {
     }
     if SEMIHOSTING.load(Ordering::Relaxed) {
         semihosting::exit(101);
+    }
+    drop(report_lock);
+    if crate::gic::version().is_some() {
+        let left = crate::smp::stop_other_cpus(100_000);
+        if left > 0 {
+            console::write_fmt_force(format_args!("panic: {} other CPUs did not stop\n", left));
+        }
     }
     arch::park()
 }

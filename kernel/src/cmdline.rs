@@ -47,6 +47,8 @@ pub enum CrashKind {
     Panic,
     /// `crash=fault`: a data abort outside any test on the highest online CPU.
     Fault,
+    /// `crash=stack`: unbounded recursion on the highest online CPU (stack guard page).
+    Stack,
 }
 
 /// The parsed command line.
@@ -65,9 +67,16 @@ pub struct Cmdline {
     pub semihosting: bool,
     /// `bench`: print the boot benchmark lines.
     pub bench: bool,
-    /// `crash=panic|fault`: after the banner, fail on purpose (tests of the failure exits).
+    /// `crash=panic|fault|stack`: after the banner, fail on purpose (tests of the failure exits).
     pub crash: Option<CrashKind>,
+    /// The scheduler's options, kept as written for `crate::sched` to parse and report:
+    /// `sched_features=FEAT,NO_FEAT,...` and `cpufreq.<domain>.<min_khz|max_khz|governor>=v`
+    /// (kernel-sched).
+    pub sched_args: heapless::String<SCHED_ARGS_MAX>,
 }
+
+/// Longest total of the scheduler's options kept in [`Cmdline::sched_args`].
+pub const SCHED_ARGS_MAX: usize = 256;
 
 impl Default for Cmdline {
     fn default() -> Self {
@@ -80,6 +89,7 @@ impl Default for Cmdline {
             semihosting: false,
             bench: false,
             crash: None,
+            sched_args: heapless::String::new(),
         }
     }
 }
@@ -270,7 +280,7 @@ impl Cmdline {
                 }
             }
             "crash" => {
-                const EXP: &str = "`panic` or `fault`";
+                const EXP: &str = "`panic`, `fault` or `stack`";
                 let v = value.ok_or(CmdlineError::MissingValue {
                     option: "crash",
                     expected: EXP,
@@ -278,6 +288,7 @@ impl Cmdline {
                 self.crash = Some(match v {
                     "panic" => CrashKind::Panic,
                     "fault" => CrashKind::Fault,
+                    "stack" => CrashKind::Stack,
                     _ => {
                         return Err(CmdlineError::BadValue {
                             option: "crash",
@@ -286,6 +297,24 @@ impl Cmdline {
                         })
                     }
                 });
+            }
+            k if k == "sched_features" || k.starts_with("cpufreq.") => {
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "sched_features / cpufreq.<domain>.<knob>",
+                    expected: "a value",
+                })?;
+                let s = &mut self.sched_args;
+                let ok = (s.is_empty() || s.push(' ').is_ok())
+                    && s.push_str(k).is_ok()
+                    && s.push('=').is_ok()
+                    && s.push_str(v).is_ok();
+                if !ok {
+                    return Err(CmdlineError::BadValue {
+                        option: "sched_features / cpufreq.<domain>.<knob>",
+                        value: v,
+                        expected: "at most 256 bytes of scheduler options in all",
+                    });
+                }
             }
             "semihosting" => self.semihosting = flag("semihosting", value)?,
             "bench" => self.bench = flag("bench", value)?,

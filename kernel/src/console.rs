@@ -17,6 +17,9 @@ use crate::sync::{IrqSpinLock, RawLockToken};
 /// The frame-start byte that separates defmt frames from text.
 pub const FRAME_START: u8 = 0x1e;
 
+/// How long [`write_fmt_force`] tries for the console lock before writing without it.
+const FORCE_LOCK_SPINS: u64 = 1_000_000;
+
 /// Bytes of received input kept until someone reads them.
 const RX_BUF: usize = 256;
 
@@ -159,16 +162,25 @@ pub fn write_fmt(args: fmt::Arguments<'_>) {
     }
 }
 
-/// Last-resort output for panics: takes the lock if it can within a bounded time, else writes
-/// anyway (a CPU that died holding the lock must not silence the panic).
+/// Last-resort output for panics and fault reports: takes the lock if it can within a bounded
+/// time, else writes anyway (a CPU that died holding the lock must not silence the panic). If
+/// this very CPU holds the lock (it panicked or faulted while printing), it writes at once: the
+/// holder will never come back to release it. IRQs stay masked while writing.
 pub fn write_fmt_force(args: fmt::Arguments<'_>) {
     if !LOCKED_MODE.load(Ordering::Acquire) {
         write_fmt(args);
         return;
     }
-    let guard = CONSOLE.lock_timeout(10_000_000);
+    let irq = crate::arch::irq_save_disable();
+    let guard = if CONSOLE.held_by_this_cpu() {
+        None
+    } else {
+        CONSOLE.lock_timeout(FORCE_LOCK_SPINS)
+    };
     let base = EARLY_BASE.load(Ordering::Relaxed);
     if base == 0 {
+        drop(guard);
+        crate::arch::irq_restore(irq);
         return;
     }
     // SAFETY: the console base is a PL011; without the lock we accept interleaved bytes.
@@ -182,6 +194,22 @@ pub fn write_fmt_force(args: fmt::Arguments<'_>) {
     }
     let _ = Text(&uart).write_fmt(args);
     drop(guard);
+    crate::arch::irq_restore(irq);
+}
+
+/// Serialises whole multi-line fatal reports (fault reports, panics) across CPUs, so two CPUs
+/// dying at once print one report after the other rather than interleaved lines.
+static REPORT: IrqSpinLock<()> = IrqSpinLock::new(());
+
+/// Takes the report lock for a fatal report, unless this CPU already holds it (a fault while
+/// reporting) or it stays taken past a bounded wait (its holder died): then `None`, and the
+/// report goes out anyway.
+pub fn lock_report() -> Option<crate::sync::IrqSpinLockGuard<'static, ()>> {
+    if REPORT.held_by_this_cpu() {
+        None
+    } else {
+        REPORT.lock_timeout(FORCE_LOCK_SPINS)
+    }
 }
 
 /// Takes the console lock for a defmt frame and writes the frame-start byte.

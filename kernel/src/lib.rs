@@ -11,6 +11,8 @@
 extern crate alloc;
 
 pub mod arch;
+/// kernel-sched: the DT's scheduling description (capacities, OPP tables) as a `BoardDesc`.
+pub mod board_dt;
 pub mod cmdline;
 pub mod dt;
 pub mod sync;
@@ -49,3 +51,8 @@ pub mod psci;
 pub mod smp;
 #[cfg(target_os = "none")]
 pub mod timer;
+// kernel-sched: run queues, tick-driven PELT and schedutil, emulated cpufreq.
+#[cfg(target_os = "none")]
+pub mod cpufreq;
+#[cfg(target_os = "none")]
+pub mod sched;

@@ -69,7 +69,7 @@ pub struct Summary {
 }
 
 /// Runs every test whose name contains `filter` (all if `None`) and prints each result and the
-/// summary line.
+/// summary line. Running no test at all counts as one failure.
 pub fn run(filter: Option<&str>) -> Summary {
     let mut s = Summary {
         passed: 0,
@@ -89,6 +89,15 @@ pub fn run(filter: Option<&str>) -> Summary {
                 s.failed += 1;
             }
         }
+    }
+    if s.passed + s.failed == 0 {
+        // A misspelt `selftest=<filter>` must not pass as "0 passed, 0 failed".
+        crate::println!(
+            "selftest: no test name contains {:?} ({} tests registered)",
+            filter.unwrap_or(""),
+            all().len()
+        );
+        s.failed = 1;
     }
     crate::println!("{} passed, {} failed", s.passed, s.failed);
     s

@@ -6,5 +6,9 @@ mod fault;
 mod heap;
 mod ipi;
 mod smp;
+mod stack;
 mod sync;
 mod timer;
+// kernel-sched (cpufreq before sched: sched's last test checks the run queues after both).
+mod cpufreq;
+mod sched;

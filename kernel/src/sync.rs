@@ -45,8 +45,14 @@ pub struct RawLockToken {
     irq: IrqState,
 }
 
+/// The lock word: 0 when free, else the holder's logical CPU index + 1 (so a CPU can tell that
+/// it already holds a lock: a recursive `lock()` panics with its location instead of spinning
+/// forever with IRQs masked, and the panic path can write to a console it interrupted itself).
 const UNLOCKED: u32 = 0;
-const LOCKED: u32 = 1;
+
+fn owner_word() -> u32 {
+    (arch::cpu_index() as u32).wrapping_add(1)
+}
 
 impl<T> IrqSpinLock<T> {
     pub const fn new(data: T) -> Self {
@@ -58,7 +64,9 @@ impl<T> IrqSpinLock<T> {
 }
 
 impl<T: ?Sized> IrqSpinLock<T> {
-    /// Masks IRQs, then spins until the lock is ours.
+    /// Masks IRQs, then spins until the lock is ours. Panics if this CPU already holds it (on
+    /// the target; a self-deadlock would otherwise hang the CPU with IRQs masked).
+    #[track_caller]
     pub fn lock(&self) -> IrqSpinLockGuard<'_, T> {
         let irq = arch::irq_save_disable();
         self.acquire();
@@ -79,7 +87,8 @@ impl<T: ?Sized> IrqSpinLock<T> {
         None
     }
 
-    /// Takes the lock without a guard.
+    /// Takes the lock without a guard (panics like [`lock`](Self::lock) on recursion).
+    #[track_caller]
     pub fn raw_lock(&self) -> RawLockToken {
         let irq = arch::irq_save_disable();
         self.acquire();
@@ -105,17 +114,31 @@ impl<T: ?Sized> IrqSpinLock<T> {
 
     /// Whether someone holds the lock (racy; for diagnostics).
     pub fn is_locked(&self) -> bool {
-        self.locked.load(Ordering::Relaxed) == LOCKED
+        self.locked.load(Ordering::Relaxed) != UNLOCKED
+    }
+
+    /// Whether the calling CPU holds the lock (exact for the caller's own CPU: only it can
+    /// set or clear its own id in the lock word).
+    pub fn held_by_this_cpu(&self) -> bool {
+        self.locked.load(Ordering::Relaxed) == owner_word()
     }
 
     fn try_acquire(&self) -> bool {
         self.locked
-            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(UNLOCKED, owner_word(), Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }
 
+    #[track_caller]
     fn acquire(&self) {
         while !self.try_acquire() {
+            // Host unit tests run threads that all look like CPU 0 to the stand-in `arch`.
+            if cfg!(target_os = "none") && self.held_by_this_cpu() {
+                panic!(
+                    "IrqSpinLock: recursive lock on cpu {} (already held by this CPU)",
+                    arch::cpu_index()
+                );
+            }
             arch::wait_until_eq(&self.locked, UNLOCKED);
         }
     }

@@ -121,7 +121,7 @@ pub fn init_cpu() -> Result<(), TimerError> {
 /// The scheduler tick hook (Linux `scheduler_tick` is called from `update_process_times` here).
 /// Runs on `cpu` in interrupt context, once per tick taken.
 pub fn on_tick(cpu: CpuId) {
-    let _ = cpu;
+    crate::sched::tick(cpu);
 }
 
 /// Tick interrupts `cpu` has taken.

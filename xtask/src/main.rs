@@ -1,1 +1,364 @@
-fn main() {}
+//! `cargo xtask`: the single entry point for building, running, testing and benchmarking asym.
+//!
+//! Modelled on Hubris' `build/xtask`: every command it spawns is echoed, QEMU is killed on drop
+//! and each QEMU run has a timeout. See `cargo xtask --help` and README.md.
+
+mod bench;
+mod cmd;
+mod console;
+mod dtb;
+mod image;
+mod kernel;
+mod qemu;
+mod test;
+mod uboot;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::console::Defmt;
+use crate::qemu::{Boot, Machine, RunOpts};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Build, run, test and benchmark asym."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Build the kernel ELF (release, bare-metal target) and the flat arm64 Image.
+    Build {
+        /// Directory for the Image [default: <target dir>/asym].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Build the Image and a u-boot boot.scr (and, with --disk, a FAT boot disk).
+    Image {
+        /// Directory for Image, boot.cmd, boot.scr [default: <target dir>/asym].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Kernel command line that boot.scr sets as `bootargs`.
+        #[arg(long, default_value = "")]
+        append: String,
+        /// Also write boot-disk.img: an MBR disk with one FAT partition holding both files.
+        #[arg(long)]
+        disk: bool,
+    },
+    /// Boot the kernel on QEMU virt and show its console with defmt frames decoded.
+    Qemu(QemuArgs),
+    /// Run everything: fmt, clippy, host tests, the QEMU self-test matrix and the u-boot boot.
+    Test(TestArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+    /// Run the simulator: all arguments go to `asym-sim` (try `cargo xtask sim --help`).
+    #[command(disable_help_flag = true)]
+    Sim {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MachineArgs {
+    /// Number of vCPUs.
+    #[arg(long, default_value_t = 6)]
+    smp: u32,
+    /// GIC version of the virt machine.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3))]
+    gic: u8,
+    /// Enter the kernel at EL2 (`-M virt,virtualization=on`); default EL1.
+    #[arg(long)]
+    el2: bool,
+    /// QEMU CPU model.
+    #[arg(long, default_value = qemu::DEFAULT_CPU)]
+    cpu: String,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = 512)]
+    memory: u32,
+}
+
+#[derive(Args, Debug)]
+struct QemuArgs {
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Emulated board: its DT (capacities, clusters, OPP tables) is passed with `-dtb`; its
+    /// CPU count replaces the default --smp. `virt` keeps QEMU's own DT (no cpufreq).
+    #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+    board: dtb::Board,
+    /// Wait for gdb on :1234 (`-s -S`) and print the gdb-multiarch command to attach.
+    #[arg(long)]
+    gdb: bool,
+    /// Instruction-counted, deterministic guest time (`-icount shift=4,sleep=off`).
+    #[arg(long)]
+    icount: bool,
+    /// Kill QEMU after this many seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    timeout: u64,
+    /// Kernel command line (e.g. "selftest", "hz=1000 maxcpus=2", "bench").
+    #[arg(long, default_value = "")]
+    append: String,
+    /// Boot through Debian's u-boot from a FAT disk, as on a board (the command line goes
+    /// into boot.scr).
+    #[arg(long)]
+    uboot: bool,
+    /// Exit with a failure unless the run ends with "N passed, 0 failed" and status 0.
+    #[arg(long)]
+    expect_pass: bool,
+    /// Show the source location of each defmt message.
+    #[arg(long)]
+    locations: bool,
+    /// Extra QEMU arguments, after `--`.
+    #[arg(last = true)]
+    qemu_args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Skip fmt, clippy and the host tests.
+    #[arg(long)]
+    pub no_host: bool,
+    /// Skip the QEMU runs (self-test matrix and u-boot).
+    #[arg(long)]
+    pub no_qemu: bool,
+    /// Timeout for each QEMU run, seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// QEMU runs at once (each icount QEMU uses one host core).
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// vCPUs for the self-test runs.
+    #[arg(long, default_value_t = 6)]
+    pub smp: u32,
+    /// Emulated board whose device tree the direct-boot self-test runs get (see `qemu`).
+    #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+    pub board: dtb::Board,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// Reset → CPU online and reset → first tick, per CPU, in guest µs (under -icount).
+    Boot {
+        #[command(flatten)]
+        machine: MachineArgs,
+        /// Timeout in seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+        /// Extra kernel command-line options besides `bench`.
+        #[arg(long, default_value = "")]
+        append: String,
+        /// Emulated board whose device tree the kernel gets (see `qemu`).
+        #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+        board: dtb::Board,
+    },
+    /// The policy crate's micro-benchmarks (`cargo bench -p asym-sched --benches`).
+    #[command(disable_help_flag = true)]
+    Sched {
+        /// Arguments for the bench binary.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// The simulator's throughput benchmark (`asym-sim --bench`).
+    #[command(disable_help_flag = true)]
+    Sim {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Build { out } => {
+            let a = kernel::build(out.as_deref())?;
+            println!("xtask: ELF {}", a.elf.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Image { out, append, disk } => {
+            let a = kernel::build(out.as_deref())?;
+            let dir = a
+                .image
+                .parent()
+                .expect("Image has a directory")
+                .to_path_buf();
+            kernel::write_boot_script(&dir, &append)?;
+            if disk {
+                kernel::write_boot_disk(&dir)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Qemu(args) => run_qemu(args),
+        Cmd::Test(args) => test::run(&args),
+        Cmd::Bench { what } => match what {
+            BenchCmd::Boot {
+                machine,
+                timeout,
+                append,
+                board,
+            } => bench::boot(&machine, board, Duration::from_secs(timeout), &append),
+            BenchCmd::Sched { args } => bench::sched(&args),
+            BenchCmd::Sim { args } => bench::sim(&args),
+        },
+        Cmd::Sim { args } => {
+            let st = cmd::status(
+                cmd::cargo()
+                    .args([
+                        "run",
+                        "--release",
+                        "-p",
+                        "asym-sim",
+                        "--bin",
+                        "asym-sim",
+                        "--",
+                    ])
+                    .args(&args),
+            )?;
+            Ok(exit_code(st.code()))
+        }
+    }
+}
+
+pub fn exit_code(code: Option<i32>) -> ExitCode {
+    match code {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1).max(1)),
+        None => ExitCode::FAILURE,
+    }
+}
+
+/// Reads the defmt table of the kernel ELF (`None` when it has none).
+pub fn load_defmt(elf: &std::path::Path) -> Result<Option<Defmt>> {
+    let bytes = std::fs::read(elf).with_context(|| format!("reading {}", elf.display()))?;
+    let defmt = Defmt::from_elf(&bytes)?;
+    if defmt.is_none() {
+        println!(
+            "xtask: {} has no .defmt section; defmt frames will be shown as hex",
+            elf.display()
+        );
+    }
+    Ok(defmt)
+}
+
+impl MachineArgs {
+    pub fn machine(&self, boot: Boot, append: &str, icount: bool, gdb: bool) -> Machine {
+        Machine {
+            smp: self.smp,
+            gic: self.gic,
+            el2: self.el2,
+            memory_mib: self.memory,
+            cpu: self.cpu.clone(),
+            icount: icount.then(|| qemu::DEFAULT_ICOUNT.to_string()),
+            gdb,
+            append: append.to_string(),
+            boot,
+            extra: Vec::new(),
+        }
+    }
+}
+
+fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
+    if args.machine.smp == 0 || args.machine.smp > 8 {
+        bail!(
+            "--smp {}: the kernel supports 1 to 8 CPUs",
+            args.machine.smp
+        );
+    }
+    let a = kernel::build(None)?;
+    let dir = a
+        .image
+        .parent()
+        .expect("Image has a directory")
+        .to_path_buf();
+    let boot = if args.uboot {
+        kernel::write_boot_script(&dir, &args.append)?;
+        Boot::UBoot {
+            bios: qemu::UBOOT_BIN.into(),
+            disk: kernel::write_boot_disk(&dir)?,
+        }
+    } else {
+        Boot::Direct {
+            image: a.image.clone(),
+        }
+    };
+    let mut machine = args.machine.clone();
+    if let Some(n) = args.board.nr_cpus() {
+        if machine.smp == 6 {
+            // 6 is --smp's default: the board's own CPU count wins.
+            machine.smp = n;
+        } else if machine.smp > n {
+            bail!(
+                "--board {} has {n} CPUs; --smp {} is more",
+                args.board.name(),
+                machine.smp
+            );
+        }
+    }
+    let mut m = machine.machine(boot, &args.append, args.icount, args.gdb);
+    // With -kernel QEMU hands this DT to the kernel; with -bios it hands it to u-boot, which
+    // uses it as its control DT and passes it on through booti (`${fdtcontroladdr}`), as a
+    // board's firmware does.
+    if let Some(path) = dtb::board_dtb(args.board, &m, &dir)? {
+        m.extra.push("-dtb".into());
+        m.extra.push(path.display().to_string());
+    }
+    m.extra.extend(args.qemu_args.iter().cloned());
+    let mut defmt = load_defmt(&a.elf)?;
+    if let Some(d) = defmt.as_mut() {
+        d.show_locations = args.locations;
+    }
+    if args.gdb {
+        println!(
+            "xtask: QEMU waits for gdb; attach from another terminal with:\n  \
+             gdb-multiarch {} -ex 'target remote :1234'",
+            a.elf.display()
+        );
+    }
+    let timeout = (args.timeout > 0).then(|| Duration::from_secs(args.timeout));
+    let outcome = qemu::run(
+        m.command(),
+        defmt.as_ref(),
+        &RunOpts {
+            timeout,
+            interactive: true,
+            echo: true,
+            ..Default::default()
+        },
+    )?;
+    if outcome.timed_out {
+        println!("xtask: QEMU killed after the {}s timeout", args.timeout);
+        return Ok(ExitCode::FAILURE);
+    }
+    let code = outcome.status.and_then(|s| s.code());
+    if args.expect_pass {
+        return Ok(match (qemu::summary(&outcome.lines), code) {
+            (Some((p, 0)), Some(0)) if p > 0 => ExitCode::SUCCESS,
+            _ => {
+                println!("xtask: self tests did not pass (exit status {code:?})");
+                ExitCode::FAILURE
+            }
+        });
+    }
+    Ok(exit_code(code))
+}

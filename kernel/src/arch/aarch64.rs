@@ -8,7 +8,7 @@ pub mod mmu;
 
 use core::arch::asm;
 
-pub use exceptions::{expect_fault, FaultReport};
+pub use exceptions::{expect_fault, in_irq, FaultReport};
 
 /// DAIF as it was before [`irq_save_disable`].
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +39,14 @@ pub fn irq_restore(state: IrqState) {
 pub fn irq_enable() {
     // SAFETY: unmasking IRQs is sound once VBAR_EL1 is set, which entry code does first.
     unsafe { asm!("msr daifclr, #2", options(nostack, preserves_flags)) };
+}
+
+/// Unmasks SErrors (DAIF.A) on this CPU, so asynchronous external aborts get reported by the
+/// vectors instead of staying pending forever (Linux unmasks them early in boot too).
+#[inline]
+pub fn serror_enable() {
+    // SAFETY: VBAR_EL1 is set (entry code) and the SError vectors report and halt.
+    unsafe { asm!("msr daifclr, #4", "isb", options(nostack, preserves_flags)) };
 }
 
 /// Busy-wait hint.
@@ -84,8 +92,10 @@ pub fn cpu_index() -> usize {
     v as usize
 }
 
-/// Writes this CPU's logical index to TPIDR_EL1.
-pub fn set_cpu_index(idx: usize) {
+/// Writes this CPU's logical index to TPIDR_EL1. Boot code only (the boot CPU learns its
+/// index from the DT): per-CPU data, lock ownership and fault bookkeeping all key on it, so it
+/// must never change while this CPU holds a lock or another CPU uses the same index.
+pub(crate) fn set_cpu_index(idx: usize) {
     // SAFETY: TPIDR_EL1 is a software thread-ID register with no hardware effect.
     unsafe {
         asm!("msr tpidr_el1, {}", in(reg) idx as u64, options(nomem, nostack, preserves_flags))
@@ -101,13 +111,15 @@ pub fn mpidr() -> u64 {
     v
 }
 
-/// The generic counter (CNTPCT_EL0), read after an ISB so it is not speculated early.
+/// The generic counter as EL1 sees it (CNTVCT_EL0, the count the tick's virtual timer compares
+/// against, so log timestamps and tick times share one clock even under a hypervisor that sets
+/// CNTVOFF_EL2), read after an ISB so it is not speculated early.
 #[inline]
 pub fn counter() -> u64 {
     let v: u64;
-    // SAFETY: CNTPCT_EL0 is readable at EL1 (EL2 entry sets CNTHCTL_EL2.EL1PCTEN).
+    // SAFETY: CNTVCT_EL0 is always readable at EL1.
     unsafe {
-        asm!("isb", "mrs {}, cntpct_el0", out(reg) v, options(nomem, nostack, preserves_flags))
+        asm!("isb", "mrs {}, cntvct_el0", out(reg) v, options(nomem, nostack, preserves_flags))
     };
     v
 }

@@ -111,6 +111,9 @@ pub(super) fn handle_irq() {
     let c = gicc();
     loop {
         let iar = c.iar.get();
+        // Linux `gic_handle_irq`: read data an SGI's sender published only after the
+        // acknowledge (pairs with the barrier in `send_sgi`).
+        cpu_regs::dmb_ishld();
         let intid = iar & 0x3ff;
         if intid >= NR_IRQS as u32 {
             break;

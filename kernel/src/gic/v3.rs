@@ -165,11 +165,18 @@ pub(super) fn set_enabled(intid: IntId, enable: bool) -> Result<(), GicError> {
 pub(super) fn handle_irq() {
     loop {
         let intid = (icc::read_icc_iar1_el1() & 0xff_ffff) as u32;
+        // Linux `gic_read_iar`: the acknowledge (a system register read) is not ordered with
+        // the handler's memory accesses by itself; a DSB makes the handler see what the
+        // interrupt's sender published before raising it.
+        cpu_regs::dsb_sy();
         if intid >= NR_IRQS as u32 {
             break;
         }
         dispatch(IntId(intid));
+        // Linux `gic_write_eoir`: the ISB makes the priority drop/deactivation take effect
+        // before the next acknowledge.
         icc::write_icc_eoir1_el1(u64::from(intid));
+        cpu_regs::isb();
     }
 }
 

@@ -137,3 +137,35 @@ fn data_is_not_executable() -> TestResult {
     Ok(())
 }
 selftest!(name = "fault_data_not_executable", data_is_not_executable);
+
+/// What [`note_irq_context`] saw on the CPU it ran on: 1 = in IRQ context, 2 = not.
+static SEEN_IN_IRQ: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+fn note_irq_context(_cpu: asym_sched::types::CpuId) {
+    let v = if crate::arch::in_irq() { 1 } else { 2 };
+    SEEN_IN_IRQ.store(v, core::sync::atomic::Ordering::Release);
+}
+
+/// `in_irq()` is false in the test runner and true in a cross call (which runs in the target's
+/// IPI handler): `expect_fault` relies on it to leave an IRQ handler's own faults fatal.
+fn irq_context_is_tracked() -> TestResult {
+    use core::sync::atomic::Ordering;
+    test_assert!(
+        !crate::arch::in_irq(),
+        "the runner thinks it is in IRQ context"
+    );
+    let me = crate::percpu::current_cpu();
+    let Some(other) = crate::smp::online_cpus().find(|&c| c != me) else {
+        return Ok(()); // uniprocessor: no cross call to run in IRQ context
+    };
+    SEEN_IN_IRQ.store(0, Ordering::Relaxed);
+    crate::smp::run_on(other, note_irq_context)
+        .map_err(|e| crate::selftest::TestError::new(format_args!("{e}")))?;
+    test_eq!(SEEN_IN_IRQ.load(Ordering::Acquire), 1);
+    SEEN_IN_IRQ.store(0, Ordering::Relaxed);
+    crate::smp::run_on(me, note_irq_context)
+        .map_err(|e| crate::selftest::TestError::new(format_args!("{e}")))?;
+    test_eq!(SEEN_IN_IRQ.load(Ordering::Acquire), 2);
+    Ok(())
+}
+selftest!(name = "fault_irq_context_tracked", irq_context_is_tracked);

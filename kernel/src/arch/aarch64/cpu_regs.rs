@@ -50,6 +50,16 @@ pub fn dsb_ishst() {
     barrier::dsb(barrier::ISHST);
 }
 
+/// Load-load/load-store ordering barrier, inner shareable (Linux `smp_rmb`).
+pub fn dmb_ishld() {
+    barrier::dmb(barrier::ISHLD);
+}
+
+/// Full-system data synchronisation barrier (all accesses, all observers).
+pub fn dsb_sy() {
+    barrier::dsb(barrier::SY);
+}
+
 /// Instruction synchronisation barrier.
 pub fn isb() {
     barrier::isb(barrier::SY);

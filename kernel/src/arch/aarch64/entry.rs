@@ -14,13 +14,32 @@ use core::cell::UnsafeCell;
 
 use crate::dt::MAX_CPUS;
 
-/// Bytes of boot stack per CPU.
+/// Bytes of stack per secondary CPU, guard page included (a power of two: the exception
+/// vectors find the offset inside a slot with a mask).
 pub const STACK_SIZE: usize = 64 * 1024;
 
-/// Boot stacks: slot `i < MAX_CPUS` for secondary CPU `i`, slot `MAX_CPUS` for the boot CPU
-/// (whose logical index is known only after the DT is parsed).
-#[repr(C, align(16))]
-pub struct BootStacks(UnsafeCell<[[u8; STACK_SIZE]; MAX_CPUS + 1]>);
+/// Bytes of the boot CPU's stack, guard page included. Larger than a secondary's because the
+/// boot CPU runs all initialisation: `sched::init` → `cpufreq::init` → `CpufreqCore::new` build
+/// their state on the stack (221 + 100 + 88 KiB frames, measured from the disassembly's stack
+/// probes); they overflowed the old 64 KiB boot stack into the secondaries' slots unnoticed.
+pub const BOOT_STACK_SIZE: usize = 512 * 1024;
+
+/// The lowest page of every stack is left unmapped (`mmu::init_boot_cpu`), so a CPU that runs
+/// off the bottom of its stack faults instead of silently overwriting the stack below it
+/// (another CPU's). The exception vectors detect an exception frame that would land in a guard
+/// page and switch to [`OVERFLOW_STACKS`] to report it (Linux: `VMAP_STACK`'s guard pages and
+/// the overflow check in `kernel_ventry`). The compiler's stack probes touch every page of a
+/// large frame, so a frame cannot jump over the guard.
+pub const STACK_GUARD_SIZE: usize = 4096;
+
+/// All boot stacks, in one page-aligned block: slot `i < MAX_CPUS` (STACK_SIZE bytes each) for
+/// secondary CPU `i`, then the boot CPU's (BOOT_STACK_SIZE bytes; its logical index is known
+/// only after the DT is parsed).
+pub const STACKS_LEN: usize = MAX_CPUS * STACK_SIZE + BOOT_STACK_SIZE;
+
+/// The boot stacks' storage, see [`STACKS_LEN`].
+#[repr(C, align(4096))]
+pub struct BootStacks(UnsafeCell<[u8; STACKS_LEN]>);
 
 // SAFETY: each stack slot is used by exactly one CPU; Rust code never accesses the array.
 unsafe impl Sync for BootStacks {}
@@ -29,7 +48,39 @@ unsafe impl Sync for BootStacks {}
 /// zeroed at boot (zeroing 576 KiB took 2.3 ms of guest time), not in the Image file.
 #[unsafe(no_mangle)]
 #[unsafe(link_section = ".stacks")]
-pub static BOOT_STACKS: BootStacks = BootStacks(UnsafeCell::new([[0; STACK_SIZE]; MAX_CPUS + 1]));
+pub static BOOT_STACKS: BootStacks = BootStacks(UnsafeCell::new([0; STACKS_LEN]));
+
+/// Bytes of the per-CPU stack the exception vectors switch to when a CPU's own stack
+/// overflowed (enough for the fatal report's formatting).
+pub const OVERFLOW_STACK_SIZE: usize = 8 * 1024;
+
+/// Per-CPU emergency stacks for reporting a stack overflow (Linux `overflow_stack`).
+#[repr(C, align(16))]
+pub struct OverflowStacks(UnsafeCell<[[u8; OVERFLOW_STACK_SIZE]; MAX_CPUS]>);
+
+// SAFETY: slot `i` is used only by CPU `i` (indexed by TPIDR_EL1), and only on its way to halt.
+unsafe impl Sync for OverflowStacks {}
+
+/// The overflow stacks (NOLOAD, like the boot stacks).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".stacks")]
+pub static OVERFLOW_STACKS: OverflowStacks =
+    OverflowStacks(UnsafeCell::new([[0; OVERFLOW_STACK_SIZE]; MAX_CPUS]));
+
+const _: () = assert!(STACK_SIZE.is_power_of_two() && STACK_GUARD_SIZE < STACK_SIZE);
+const _: () = assert!(BOOT_STACK_SIZE.is_multiple_of(1 << 16) && STACKS_LEN >> 16 <= 0xffff);
+const _: () = assert!(MAX_CPUS.is_power_of_two() && OVERFLOW_STACK_SIZE.is_power_of_two());
+
+/// The base of stack slot `slot`'s guard page (slot `MAX_CPUS` is the boot CPU's).
+pub fn stack_guard_page(slot: usize) -> usize {
+    BOOT_STACKS.0.get() as usize + slot.min(MAX_CPUS) * STACK_SIZE
+}
+
+/// The stack slot (`MAX_CPUS` for the boot CPU's) that `sp` lies in, if any.
+pub fn stack_slot_of(sp: usize) -> Option<usize> {
+    let off = sp.checked_sub(BOOT_STACKS.0.get() as usize)?;
+    (off < STACKS_LEN).then_some((off / STACK_SIZE).min(MAX_CPUS))
+}
 
 /// SCTLR_EL1 with the MMU and caches off and all RES1 bits set (EL1 little-endian).
 pub const SCTLR_EL1_MMU_OFF: u64 = 0x30d0_0800;
@@ -54,10 +105,16 @@ _start:
     .word   0                           // res5 (no PE header)
 
     .text
-// Drops from EL2 to EL1 if entered at EL2; returns at EL1 with DAIF masked. Clobbers x9, x10.
-// EL1 gets: AArch64 (HCR_EL2.RW), the physical counter and timer without traps
-// (CNTHCTL_EL2.EL1PCTEN|EL1PCEN), CNTVOFF = 0 (virtual = physical count), no FP/SIMD traps,
-// and, when a GICv3 CPU interface exists, the ICC_* system registers (ICC_SRE_EL2.Enable|SRE).
+// Drops from EL2 to EL1 if entered at EL2; returns at EL1 with DAIF masked and FP/SIMD
+// trapped (CPACR_EL1 = 0: the kernel is soft-float and the vectors do not save FP registers, so
+// any FP use must fault loudly). Clobbers x9, x10. Re-derives Linux's `init_el2` (nVHE):
+// EL1 gets AArch64 (HCR_EL2.RW, no other traps or stage 2), the physical counter and timer
+// without traps (CNTHCTL_EL2.EL1PCTEN|EL1PCEN), CNTVOFF = 0 (virtual = physical count), no
+// FP/SIMD or system-register traps to EL2 (CPTR_EL2, HSTR_EL2), all PMU counters and no debug
+// traps (MDCR_EL2.HPMN = PMCR_EL0.N), its own MIDR/MPIDR (VPIDR_EL2/VMPIDR_EL2 reset to
+// UNKNOWN values, and EL1 reads of MIDR_EL1/MPIDR_EL1 return them), and, when a GICv3 CPU
+// interface exists, the ICC_* system registers (ICC_SRE_EL2.Enable|SRE) with the virtual CPU
+// interface off (ICH_HCR_EL2 = 0).
     .global __asym_el2_to_el1
 __asym_el2_to_el1:
     mrs     x9, CurrentEL
@@ -66,12 +123,27 @@ __asym_el2_to_el1:
     b.ne    1f
     mov     x9, #(1 << 31)
     msr     hcr_el2, x9
+    isb                                 // E2H = 0 before the EL2 registers below are written
     mov     x9, #3
     msr     cnthctl_el2, x9
     msr     cntvoff_el2, xzr
     mov     x9, #0x33ff
     msr     cptr_el2, x9
     msr     hstr_el2, xzr
+    mrs     x9, midr_el1
+    msr     vpidr_el2, x9
+    mrs     x9, mpidr_el1
+    msr     vmpidr_el2, x9
+    mov     x10, xzr
+    mrs     x9, id_aa64dfr0_el1
+    ubfx    x9, x9, #8, #4              // PMUVer: 0 none, 0xf IMPLEMENTATION DEFINED
+    cbz     x9, 3f
+    cmp     x9, #0xf
+    b.eq    3f
+    mrs     x9, pmcr_el0
+    ubfx    x10, x9, #11, #5            // PMCR_EL0.N
+3:
+    msr     mdcr_el2, x10
     mrs     x9, id_aa64pfr0_el1
     ubfx    x9, x9, #24, #4
     cbz     x9, 2f
@@ -80,7 +152,9 @@ __asym_el2_to_el1:
     orr     x9, x9, x10
     msr     S3_4_C12_C9_5, x9
     isb
+    msr     S3_4_C12_C11_0, xzr         // ICH_HCR_EL2
 2:
+    msr     cpacr_el1, xzr              // after HCR_EL2.E2H is 0: not redirected to CPTR_EL2
     ldr     x9, ={sctlr}
     msr     sctlr_el1, x9
     mov     x9, #0x3c5                  // EL1h, DAIF masked
@@ -90,6 +164,8 @@ __asym_el2_to_el1:
     eret
 1:
     msr     daifset, #0xf
+    msr     cpacr_el1, xzr
+    isb
     ret
 
 __asym_primary_entry:
@@ -100,9 +176,7 @@ __asym_primary_entry:
     isb
     adrp    x9, BOOT_STACKS
     add     x9, x9, :lo12:BOOT_STACKS
-    mov     x10, #{stack_size}
-    mov     x11, #({max_cpus} + 1)
-    mul     x10, x10, x11
+    movz    x10, #({stacks_len} >> 16), lsl #16
     add     sp, x9, x10
     adrp    x9, __bss_start
     add     x9, x9, :lo12:__bss_start
@@ -139,6 +213,7 @@ _secondary_entry:
     add     x9, x9, :lo12:__asym_vectors
     msr     vbar_el1, x9
     msr     tpidr_el1, x19
+    isb
     // MMU on with the boot CPU's configuration (cleaned to PoC by the boot CPU).
     adrp    x9, {mmu_cfg}
     add     x9, x9, :lo12:{mmu_cfg}
@@ -153,6 +228,7 @@ _secondary_entry:
     isb
     msr     sctlr_el1, x13
     isb
+    msr     daifclr, #4                 // SErrors reported, as on the boot CPU
     mov     x0, x19
     bl      {secondary_main}
     b       5b
@@ -162,6 +238,7 @@ _secondary_entry:
     mmu_cfg = sym super::mmu::MMU_CONFIG,
     sctlr = const SCTLR_EL1_MMU_OFF,
     stack_size = const STACK_SIZE,
+    stacks_len = const STACKS_LEN,
     max_cpus = const MAX_CPUS,
 );
 

@@ -6,11 +6,18 @@
 //! the faulting CPU (no oops/reboot); under `selftest` a fault outside a test ends the run with a
 //! failure; [`expect_fault`] lets a self test provoke a fault, get the report, and resume after
 //! the faulting instruction (Linux's exception tables play this role for uaccess).
+//!
+//! Interrupts do not nest: the IRQ vector runs its handler with IRQs masked (as Linux arm64
+//! does). A synchronous fault inside an IRQ handler is reported and halts the CPU like any
+//! other; the trap frame holds the faulting context, the interrupted one stays on the stack
+//! below. [`expect_fault`] only catches a fault at the interrupt depth it was called at, so an
+//! IRQ handler's bug taken while a test waits for its own fault is still reported as fatal.
 
 use core::arch::{asm, global_asm};
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+use super::entry::{BOOT_STACK_SIZE, OVERFLOW_STACK_SIZE, STACK_GUARD_SIZE, STACK_SIZE};
 use crate::dt::MAX_CPUS;
 
 /// Registers saved on exception entry.
@@ -32,6 +39,9 @@ pub struct FaultReport {
     pub far: u64,
     pub elr: u64,
     pub spsr: u64,
+    /// `Some(sp)` when the exception frame would have landed in a stack guard page at `sp`
+    /// (a stack overflow), whatever the exception itself was.
+    pub overflow_sp: Option<u64>,
 }
 
 impl FaultReport {
@@ -98,9 +108,20 @@ pub fn ec_name(ec: u8) -> &'static str {
     }
 }
 
+/// Per-CPU IRQ handler nesting depth (0 or 1: IRQs do not nest).
+static IRQ_DEPTH: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+/// Per CPU: the IRQ depth `expect_fault` was called at.
+static EXPECT_DEPTH: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+
+/// Whether the calling CPU is running an interrupt handler (Linux `in_hardirq()`).
+pub fn in_irq() -> bool {
+    let cpu = super::cpu_index();
+    cpu < MAX_CPUS && IRQ_DEPTH[cpu].load(Ordering::Relaxed) != 0
+}
+
 /// Per-CPU "a fault is expected" flags and the recorded report (one slot each).
 static EXPECTING: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
-static CAUGHT: [[AtomicU64; 4]; MAX_CPUS] = [const { [const { AtomicU64::new(0) }; 4] }; MAX_CPUS];
+static CAUGHT: [[AtomicU64; 5]; MAX_CPUS] = [const { [const { AtomicU64::new(0) }; 5] }; MAX_CPUS];
 static CAUGHT_VALID: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 
 /// Runs `f` with this CPU marked as expecting a synchronous fault. If `f` faults, the fault is
@@ -115,6 +136,7 @@ pub fn expect_fault(f: impl FnOnce()) -> Option<FaultReport> {
         return None;
     }
     CAUGHT_VALID[cpu].store(false, Ordering::SeqCst);
+    EXPECT_DEPTH[cpu].store(IRQ_DEPTH[cpu].load(Ordering::Relaxed), Ordering::Relaxed);
     EXPECTING[cpu].store(true, Ordering::SeqCst);
     f();
     EXPECTING[cpu].store(false, Ordering::SeqCst);
@@ -129,6 +151,10 @@ pub fn expect_fault(f: impl FnOnce()) -> Option<FaultReport> {
         far: c[1].load(Ordering::Relaxed),
         elr: c[2].load(Ordering::Relaxed),
         spsr: c[3].load(Ordering::Relaxed),
+        overflow_sp: match c[4].load(Ordering::Relaxed) {
+            0 => None,
+            sp => Some(sp),
+        },
     })
 }
 
@@ -152,67 +178,136 @@ const KIND_NAMES: [&str; 16] = [
     "SError (lower EL, AArch32)",
 ];
 
-/// Rust side of every vector: `kind` is the entry index 0..16.
-extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64) {
+/// The `kind` the vectors pass when the exception frame would have overflowed the stack.
+const KIND_STACK_OVERFLOW: u64 = 16;
+
+/// Rust side of every vector: `kind` is the entry index 0..16, or [`KIND_STACK_OVERFLOW`].
+/// `above` is the address just above the frame: the SP the exception was taken with, except
+/// for a stack overflow, where that SP is stored at `above` (on the overflow stack).
+extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64, above: *const u64) {
     match kind {
-        1 | 5 | 9 | 13 => crate::boot::irq_entry(),
-        0 | 4 | 8 | 12 => handle_sync(frame, kind as usize),
-        _ => fatal(frame, kind as usize, None),
+        1 | 5 | 9 | 13 => {
+            let cpu = super::cpu_index() % MAX_CPUS;
+            IRQ_DEPTH[cpu].fetch_add(1, Ordering::Relaxed);
+            crate::boot::irq_entry();
+            IRQ_DEPTH[cpu].fetch_sub(1, Ordering::Relaxed);
+        }
+        0 | 4 | 8 | 12 => handle_sync(frame, kind as usize, above as u64),
+        KIND_STACK_OVERFLOW => {
+            // SAFETY: `__asym_stack_overflow` stored the interrupted SP in the word above the
+            // frame, inside this CPU's overflow stack.
+            let sp = unsafe { above.read() };
+            let mut report = current_report(frame);
+            report.overflow_sp = Some(sp);
+            // A self test may provoke this with IRQs masked and its own SP moved into the
+            // guard page; it resumes (on its real stack, which it restores itself).
+            if !catch_expected(frame, &report) {
+                stack_overflow(frame, report)
+            }
+        }
+        _ => fatal(frame, kind as usize, above as u64, None),
     }
 }
 
-fn handle_sync(frame: &mut TrapFrame, kind: usize) {
+/// A CPU ran off the bottom of its stack: report where, then halt it like any fatal fault.
+fn stack_overflow(frame: &TrapFrame, report: FaultReport) -> ! {
+    let sp = report.overflow_sp.unwrap_or(0);
+    let slot = super::entry::stack_slot_of(sp as usize).unwrap_or(usize::MAX);
+    let usable = if slot == MAX_CPUS {
+        BOOT_STACK_SIZE
+    } else {
+        STACK_SIZE
+    } - STACK_GUARD_SIZE;
+    crate::console::write_fmt_force(format_args!(
+        "kernel stack overflow on cpu {}: SP {:#x} is in the guard page of stack slot {} \
+         ({} KiB usable)\n",
+        super::cpu_index(),
+        sp,
+        slot,
+        usable / 1024
+    ));
+    fatal(frame, KIND_STACK_OVERFLOW as usize, sp, Some(report))
+}
+
+/// The synchronous exception being handled, as a report.
+fn current_report(frame: &TrapFrame) -> FaultReport {
     let (esr, far): (u64, u64);
     // SAFETY: ESR_EL1/FAR_EL1 are readable at EL1 and describe the exception being handled.
     unsafe {
         asm!("mrs {}, esr_el1", "mrs {}, far_el1", out(reg) esr, out(reg) far, options(nomem, nostack))
     };
-    let cpu = super::cpu_index();
-    let report = FaultReport {
-        cpu,
+    FaultReport {
+        cpu: super::cpu_index(),
         // SPSR.M[3:2]: the exception level the fault was taken from.
         el: ((frame.spsr >> 2) & 3) as u8,
         esr,
         far,
         elr: frame.elr,
         spsr: frame.spsr,
-    };
-    if cpu < MAX_CPUS && EXPECTING[cpu].swap(false, Ordering::SeqCst) {
-        let c = &CAUGHT[cpu];
-        c[0].store(esr, Ordering::Relaxed);
-        c[1].store(far, Ordering::Relaxed);
-        c[2].store(frame.elr, Ordering::Relaxed);
-        c[3].store(frame.spsr, Ordering::Relaxed);
-        CAUGHT_VALID[cpu].store(true, Ordering::SeqCst);
-        crate::println!("expected fault: {}", report);
-        if report.ec() == 0x21 && frame.elr == far {
-            // The branch target itself did not fetch (an expected test jumped with `blr` into
-            // non-executable memory): return to the caller.
-            frame.elr = frame.x[30];
-        } else {
-            // Resume after the faulting instruction (A64 instructions are 4 bytes).
-            frame.elr += 4;
-        }
-        return;
+        overflow_sp: None,
     }
-    fatal(frame, kind, Some(report));
 }
 
-fn fatal(frame: &TrapFrame, kind: usize, report: Option<FaultReport>) -> ! {
+fn handle_sync(frame: &mut TrapFrame, kind: usize, sp: u64) {
+    let report = current_report(frame);
+    if !catch_expected(frame, &report) {
+        fatal(frame, kind, sp, Some(report));
+    }
+}
+
+/// If this CPU is inside [`expect_fault`], records `report`, prints it, sets the frame up to
+/// resume after the faulting instruction and returns true.
+fn catch_expected(frame: &mut TrapFrame, report: &FaultReport) -> bool {
+    let cpu = report.cpu;
+    if cpu >= MAX_CPUS
+        || IRQ_DEPTH[cpu].load(Ordering::Relaxed) != EXPECT_DEPTH[cpu].load(Ordering::Relaxed)
+        || !EXPECTING[cpu].swap(false, Ordering::SeqCst)
+    {
+        return false;
+    }
+    let c = &CAUGHT[cpu];
+    c[0].store(report.esr, Ordering::Relaxed);
+    c[1].store(report.far, Ordering::Relaxed);
+    c[2].store(frame.elr, Ordering::Relaxed);
+    c[3].store(frame.spsr, Ordering::Relaxed);
+    c[4].store(report.overflow_sp.unwrap_or(0), Ordering::Relaxed);
+    CAUGHT_VALID[cpu].store(true, Ordering::SeqCst);
+    crate::println!("expected fault: {}", report);
+    if report.ec() == 0x21 && frame.elr == report.far {
+        // The branch target itself did not fetch (an expected test jumped with `blr` into
+        // non-executable memory): return to the caller.
+        frame.elr = frame.x[30];
+    } else {
+        // Resume after the faulting instruction (A64 instructions are 4 bytes).
+        frame.elr += 4;
+    }
+    true
+}
+
+fn fatal(frame: &TrapFrame, kind: usize, sp: u64, report: Option<FaultReport>) -> ! {
     use crate::console::write_fmt_force as out;
     let cpu = super::cpu_index();
+    let report_lock = crate::console::lock_report();
     // The fault may have hit while this CPU held the console lock: print with the forcing
     // writer, which gives up on the lock after a bounded wait.
     match report {
         Some(r) => out(format_args!("{}\n", r)),
-        None => out(format_args!(
-            "unexpected exception on cpu {}: {}, ELR {:#018x}, SPSR {:#010x}\n",
-            cpu,
-            KIND_NAMES[kind & 15],
-            frame.elr,
-            frame.spsr
-        )),
+        None => {
+            // ESR_EL1 is also valid for an SError (its ISS says what kind); print it always.
+            let esr: u64;
+            // SAFETY: ESR_EL1 is readable at EL1.
+            unsafe { asm!("mrs {}, esr_el1", out(reg) esr, options(nomem, nostack)) };
+            out(format_args!(
+                "unexpected exception on cpu {}: {}, ESR {:#010x}, ELR {:#018x}, SPSR {:#010x}\n",
+                cpu,
+                KIND_NAMES[kind & 15],
+                esr,
+                frame.elr,
+                frame.spsr
+            ))
+        }
     }
+    out(format_args!("  sp  {:#018x}\n", sp));
     for (i, pair) in frame.x.chunks(2).enumerate() {
         match pair {
             [a, b] => out(format_args!(
@@ -228,16 +323,48 @@ fn fatal(frame: &TrapFrame, kind: usize, report: Option<FaultReport>) -> ! {
     }
     out(format_args!("cpu {} halted\n", cpu));
     crate::boot::fatal_error_exit();
+    drop(report_lock);
     super::park()
 }
 
-// 16 entries of 0x80 bytes; each saves x0/x1, puts its index in x0 and joins the common path,
-// which saves the rest, calls `handle_exception(frame, kind)`, restores and returns with eret.
+// 16 entries of 0x80 bytes; each reserves the frame, checks that it does not lie in a stack
+// guard page, saves x0/x1, puts its index in x0 and joins the common path, which saves the
+// rest, calls `handle_exception(frame, kind, above)`, restores and returns with eret.
+//
+// The guard check (Linux `kernel_ventry`'s overflow check, done differently: our stacks are
+// slots of one array, not THREAD_SIZE-aligned vmap areas): x0/x1 are parked in TPIDRRO_EL0 and
+// TPIDR_EL0 (EL0 never runs, so they are free scratch registers), and if the new SP is inside
+// BOOT_STACKS less than STACK_GUARD_SIZE above the start of a secondary's slot or of the boot
+// CPU's stack, the frame would be written to an unmapped guard page (faulting again, forever):
+// `__asym_stack_overflow` takes over instead.
+// The scratch registers are live only between two instructions that cannot fault.
 global_asm!(
     r#"
     .macro ASYM_VENTRY kind
     .balign 0x80
     sub     sp, sp, #(34 * 8)
+    msr     tpidrro_el0, x0
+    msr     tpidr_el0, x1
+    adrp    x0, {boot_stacks}
+    add     x0, x0, :lo12:{boot_stacks}
+    mov     x1, sp
+    sub     x0, x1, x0
+    movz    x1, #({secondary_len} >> 16), lsl #16
+    cmp     x0, x1
+    b.lo    2f
+    sub     x0, x0, x1
+    movz    x1, #({boot_len} >> 16), lsl #16
+    cmp     x0, x1
+    b.hs    1f
+    b       3f
+2:
+    and     x0, x0, #({stack_size} - 1)
+3:
+    cmp     x0, #{guard_size}
+    b.lo    __asym_stack_overflow
+1:
+    mrs     x0, tpidrro_el0
+    mrs     x1, tpidr_el0
     stp     x0, x1, [sp, #(0 * 8)]
     mov     x0, #\kind
     b       __asym_exception_common
@@ -264,6 +391,29 @@ __asym_vectors:
     ASYM_VENTRY 14
     ASYM_VENTRY 15
 
+// The frame would land in a guard page: switch to this CPU's overflow stack (TPIDR_EL1 is the
+// logical index, 0 on the boot CPU before the DT is parsed, when no other CPU runs), push the
+// SP the exception was taken with just above a fresh frame, and report (kind {overflow_kind},
+// fatal: the CPU halts).
+__asym_stack_overflow:
+    mrs     x0, tpidr_el1
+    and     x0, x0, #({max_cpus} - 1)
+    add     x0, x0, #1
+    lsl     x0, x0, #{overflow_shift}
+    adrp    x1, {overflow_stacks}
+    add     x1, x1, :lo12:{overflow_stacks}
+    add     x1, x1, x0
+    mov     x0, sp
+    add     x0, x0, #(34 * 8)
+    mov     sp, x1
+    sub     sp, sp, #(34 * 8 + 16)
+    str     x0, [sp, #(34 * 8)]
+    mrs     x0, tpidrro_el0
+    mrs     x1, tpidr_el0
+    stp     x0, x1, [sp, #(0 * 8)]
+    mov     x0, #{overflow_kind}
+    b       __asym_exception_common
+
 __asym_exception_common:
     stp     x2, x3, [sp, #(2 * 8)]
     stp     x4, x5, [sp, #(4 * 8)]
@@ -285,6 +435,7 @@ __asym_exception_common:
     str     x3, [sp, #(32 * 8)]
     mov     x1, x0
     mov     x0, sp
+    add     x2, sp, #(34 * 8)
     bl      {handler}
     ldp     x30, x2, [sp, #(30 * 8)]
     ldr     x3, [sp, #(32 * 8)]
@@ -309,4 +460,15 @@ __asym_exception_common:
     eret
 "#,
     handler = sym handle_exception,
+    boot_stacks = sym super::entry::BOOT_STACKS,
+    overflow_stacks = sym super::entry::OVERFLOW_STACKS,
+    secondary_len = const STACK_SIZE * MAX_CPUS,
+    boot_len = const BOOT_STACK_SIZE,
+    stack_size = const STACK_SIZE,
+    guard_size = const STACK_GUARD_SIZE,
+    max_cpus = const MAX_CPUS,
+    overflow_shift = const OVERFLOW_STACK_SIZE.trailing_zeros(),
+    overflow_kind = const KIND_STACK_OVERFLOW,
 );
+
+const _: () = assert!((STACK_SIZE * MAX_CPUS).is_multiple_of(1 << 16) && STACK_SIZE >= 1 << 16);

@@ -25,9 +25,10 @@ macro_rules! icc_write {
     ($(#[$doc:meta])* $name:ident, $enc:literal) => {
         $(#[$doc])*
         pub fn $name(value: u64) {
-            // SAFETY: writing a GIC CPU interface register changes interrupt delivery only, not
-            // memory the compiler knows about; callers pass architecturally valid values.
-            unsafe { asm!(concat!("msr ", $enc, ", {}"), in(reg) value, options(nomem, nostack)) };
+            // SAFETY: writing a GIC CPU interface register changes interrupt delivery only;
+            // callers pass architecturally valid values. Not `nomem`: the write must also be a
+            // compiler barrier, so memory accesses are not moved across an SGI or an EOI.
+            unsafe { asm!(concat!("msr ", $enc, ", {}"), in(reg) value, options(nostack)) };
         }
     };
 }

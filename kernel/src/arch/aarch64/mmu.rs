@@ -14,7 +14,10 @@
 //! Everything else is unmapped, so a stray access takes a translation fault. Why at all: with
 //! the MMU off every access is Device memory, on which load/store-exclusive (our locks and
 //! atomics) is not guaranteed to work across CPUs on real hardware, and caches are off.
-//! Deliberate differences from Linux: no linear map / KASLR, tables built once and never
+//! The boot CPU first runs on an early map ([`init_early`]: kernel image, DTB, early UART) to
+//! parse the DT with the MMU on, then switches to the final map ([`init_boot_cpu`]), whose
+//! kernel-image entries are identical, so the switch needs no break-before-make. Deliberate
+//! differences from Linux: no linear map / KASLR, the final tables built once and never
 //! changed.
 
 use core::arch::asm;
@@ -68,6 +71,8 @@ struct Pool(UnsafeCell<[[u64; ENTRIES]; TABLES]>);
 unsafe impl Sync for Pool {}
 
 static POOL: Pool = Pool(UnsafeCell::new([[0; ENTRIES]; TABLES]));
+/// The early map's tables ([`init_early`]), unused once [`init_boot_cpu`] switched away.
+static EARLY_POOL: Pool = Pool(UnsafeCell::new([[0; ENTRIES]; TABLES]));
 
 // Linker symbols (linker/kernel.ld), page aligned; declared here once.
 unsafe extern "C" {
@@ -79,6 +84,8 @@ unsafe extern "C" {
     pub static __rodata_end: u8;
     /// End of the image including BSS and stacks.
     pub static __kernel_end: u8;
+    /// End of BSS (the boot stacks follow, in their own NOLOAD section).
+    pub static __bss_end: u8;
 }
 
 /// Builds the map in [`POOL`].
@@ -96,6 +103,28 @@ impl Builder<'_> {
     /// page), creating next-level tables on the way and splitting a block in the way into
     /// a table of the same attributes. `keep` leaves an existing valid entry alone.
     fn set(&mut self, addr: u64, level: u32, attrs: u64, keep: bool) -> Result<(), ()> {
+        let shift = match level {
+            1 => L1_SHIFT,
+            2 => L2_SHIFT,
+            _ => L3_SHIFT,
+        };
+        let entry = self.entry(addr, level)?;
+        if !(keep && *entry & 1 == 1) {
+            let kind = if level == 3 { DESC_PAGE } else { DESC_BLOCK };
+            *entry = (addr & !((1 << shift) - 1)) | attrs | kind;
+        }
+        Ok(())
+    }
+
+    /// Makes the 4 KiB page at `addr` invalid (a guard page), splitting blocks on the way.
+    fn unmap_page(&mut self, addr: u64) -> Result<(), ()> {
+        *self.entry(addr, 3)? = 0;
+        Ok(())
+    }
+
+    /// The descriptor for `addr` at `level`, creating next-level tables on the way (splitting a
+    /// block into a table of the same attributes).
+    fn entry(&mut self, addr: u64, level: u32) -> Result<&mut u64, ()> {
         let mut table = 0;
         for lvl in 1..=level {
             let shift = match lvl {
@@ -106,11 +135,7 @@ impl Builder<'_> {
             let idx = ((addr >> shift) as usize) % ENTRIES;
             let entry = self.pool[table][idx];
             if lvl == level {
-                if !(keep && entry & 1 == 1) {
-                    let kind = if level == 3 { DESC_PAGE } else { DESC_BLOCK };
-                    self.pool[table][idx] = (addr & !((1 << shift) - 1)) | attrs | kind;
-                }
-                return Ok(());
+                return Ok(&mut self.pool[table][idx]);
             }
             table = if entry & 0b11 == DESC_TABLE {
                 (((entry & TABLE_ADDR) - self.base()) / 4096) as usize
@@ -135,7 +160,7 @@ impl Builder<'_> {
                 new
             };
         }
-        Ok(())
+        Err(())
     }
 
     /// Maps `[start, end)` (2 MiB aligned) with the largest blocks that fit.
@@ -164,11 +189,53 @@ unsafe impl Sync for MmuConfig {}
 
 pub static MMU_CONFIG: MmuConfig = MmuConfig(UnsafeCell::new([0; 4]));
 
-/// Builds the identity map for `plat` and turns the MMU and caches on, on the boot CPU.
+/// How much of the top of the boot stack the boot CPU may have used before the MMU is on
+/// (`kernel_main`'s first frames: a few KiB), invalidated by [`enable_cold`].
+const MMU_OFF_STACK: u64 = 64 * 1024;
+
+/// Largest DTB the early map covers (the arm64 boot protocol's limit).
+const DTB_MAX: u64 = 2 << 20;
+
+/// Turns the MMU on with a minimal identity map before the device tree is parsed: the kernel
+/// image exactly as the final map has it (4 KiB pages, same permissions, guard pages), the DTB
+/// (read/write, never executable) and the board's early UART (Device). Why: with the MMU off
+/// every data access is Device memory, where an unaligned access faults on hardware; the DT
+/// parser reads byte streams and may well do unaligned loads (QEMU does not fault them, silicon
+/// does), and the caches stay off. Linux likewise parses the DT only with the MMU on.
 ///
 /// # Safety
-/// Call once, on the boot CPU, with the MMU off, before any other CPU runs and before code
-/// relies on atomics across CPUs.
+/// Call once, on the boot CPU, with the MMU off, before any other CPU runs. `dtb_pa` is the
+/// address the loader passed (it is only mapped, and read for its size when it holds the FDT
+/// magic); `early_uart` is a device's base address or `None`.
+pub unsafe fn init_early(dtb_pa: usize, early_uart: Option<usize>) {
+    // SAFETY: the caller guarantees nobody else touches the tables yet.
+    let pool = unsafe { &mut *EARLY_POOL.0.get() };
+    let mut b = Builder { pool, used: 1 };
+    let mut ok = map_kernel_image(&mut b);
+    let dtb = dtb_pa as u64 & !0xfff;
+    let dtb_end = (dtb_pa as u64).saturating_add(fdt_size_mmu_off(dtb_pa).clamp(1, DTB_MAX));
+    let mut page = dtb;
+    while page < dtb_end && ok {
+        ok &= b.set(page, 3, RAM_RW, true).is_ok();
+        page += 1 << L3_SHIFT;
+    }
+    if let Some(uart) = early_uart {
+        ok &= map_device(&mut b, uart as u64, 0x1000);
+    }
+    if !ok {
+        super::park();
+    }
+    let tables_end = b.base() + (b.used as u64) * 4096;
+    // SAFETY: MMU off, boot CPU only; the map covers the running code and stack identically.
+    unsafe { enable_cold(EARLY_POOL.0.get() as u64, tables_end) };
+}
+
+/// Builds the final identity map for `plat` (see the module docs) and switches the boot CPU to
+/// it: from the early map of [`init_early`] (same kernel-image entries, so the code and stack
+/// translate identically across the switch), or from MMU off.
+///
+/// # Safety
+/// Call once, on the boot CPU, before any other CPU runs, with the MMU off or on the early map.
 pub unsafe fn init_boot_cpu(plat: &Platform) {
     // SAFETY: the caller guarantees nobody else touches the tables yet.
     let pool = unsafe { &mut *POOL.0.get() };
@@ -188,25 +255,49 @@ pub unsafe fn init_boot_cpu(plat: &Platform) {
         } => ((gicd, 0x1_0000), (gicr, gicr_stride * crate::dt::MAX_CPUS)),
     };
     for (base, len) in [(plat.uart.base, 0x1000), gic_a, gic_b] {
-        let (base, len) = (base as u64, len as u64);
-        let mut a = base & !(two_mib - 1);
-        while a < base + len {
-            let gib_entry = b.pool[0][((a >> L1_SHIFT) as usize) % ENTRIES];
-            ok &= if gib_entry == 0 {
-                b.set(a, 1, DEVICE, true).is_ok()
-            } else {
-                b.set(a, 2, DEVICE, true).is_ok()
-            };
-            a += two_mib;
-        }
+        ok &= map_device(&mut b, base as u64, len as u64);
     }
+    ok &= map_kernel_image(&mut b);
+    if !ok {
+        // Early console (lock-free): the tables are incomplete; the kernel cannot go on.
+        crate::println!("mmu: out of translation tables ({} available)", TABLES);
+        super::park();
+    }
+    let tables_end = b.base() + (b.used as u64) * 4096;
+    let ttbr0 = POOL.0.get() as u64;
+    if mmu_enabled() {
+        // SAFETY: the new tables give the running code and stack the same page entries as the
+        // early map (map_kernel_image), so no live translation changes size or attributes
+        // (no break-before-make needed); the DSB makes the table writes visible to the walker,
+        // the TLBI drops the early map's entries.
+        unsafe {
+            asm!(
+                "dsb ishst",
+                "msr ttbr0_el1, {tbl}",
+                "isb",
+                "tlbi vmalle1",
+                "dsb nsh",
+                "isb",
+                tbl = in(reg) ttbr0,
+                options(nostack),
+            );
+        }
+    } else {
+        // SAFETY: MMU off, boot CPU only; the map covers the running code and stack identically.
+        unsafe { enable_cold(ttbr0, tables_end) };
+    }
+    // SAFETY: single writer before secondaries exist.
+    unsafe { *MMU_CONFIG.0.get() = [MAIR, tcr(), ttbr0, SCTLR_MMU_ON] };
+    // Secondaries read MMU_CONFIG with their MMU (and so caches) off: push it to memory.
+    // SAFETY: cleaning a cache line has no architectural effect on data.
+    unsafe { asm!("dc cvac, {}", "dsb sy", in(reg) MMU_CONFIG.0.get() as u64, options(nostack)) };
+}
 
-    let (k_start, text_end, ro_end, k_end) = (
-        (&raw const __kernel_start) as u64,
-        (&raw const __text_end) as u64,
-        (&raw const __rodata_end) as u64,
-        (&raw const __kernel_end) as u64,
-    );
+/// Maps the kernel image in 4 KiB pages (text RX, rodata RO, the rest RW) and leaves the boot
+/// stacks' guard pages invalid. Identical in the early and the final map.
+fn map_kernel_image(b: &mut Builder<'_>) -> bool {
+    let (k_start, text_end, ro_end, k_end) = kernel_bounds();
+    let mut ok = true;
     let mut page = k_start;
     while page < k_end && ok {
         let attrs = if page < text_end {
@@ -219,26 +310,98 @@ pub unsafe fn init_boot_cpu(plat: &Platform) {
         ok &= b.set(page, 3, attrs, false).is_ok();
         page += 1 << L3_SHIFT;
     }
-    if !ok {
-        // Early console (lock-free): the tables are incomplete; the kernel cannot go on.
-        crate::println!("mmu: out of translation tables ({} available)", TABLES);
-        super::park();
+    // Guard pages below every boot stack (arch::aarch64::entry::STACK_GUARD_SIZE).
+    for slot in 0..=crate::dt::MAX_CPUS {
+        ok &= b
+            .unmap_page(super::entry::stack_guard_page(slot) as u64)
+            .is_ok();
     }
-    let tables_end = b.base() + (b.used as u64) * 4096;
+    ok
+}
+
+/// Maps `[base, base + len)` as Device memory: whole 1 GiB blocks where the GiB holds nothing
+/// else, else 2 MiB blocks (existing entries are kept).
+fn map_device(b: &mut Builder<'_>, base: u64, len: u64) -> bool {
+    let two_mib = 1u64 << L2_SHIFT;
+    let mut ok = true;
+    let mut a = base & !(two_mib - 1);
+    while a < base + len {
+        let gib_entry = b.pool[0][((a >> L1_SHIFT) as usize) % ENTRIES];
+        ok &= if gib_entry == 0 {
+            b.set(a, 1, DEVICE, true).is_ok()
+        } else {
+            b.set(a, 2, DEVICE, true).is_ok()
+        };
+        a += two_mib;
+    }
+    ok
+}
+
+/// `__kernel_start`, `__text_end`, `__rodata_end`, `__kernel_end`.
+fn kernel_bounds() -> (u64, u64, u64, u64) {
+    (
+        (&raw const __kernel_start) as u64,
+        (&raw const __text_end) as u64,
+        (&raw const __rodata_end) as u64,
+        (&raw const __kernel_end) as u64,
+    )
+}
+
+/// TCR_EL1 with IPS from the CPU's physical address range.
+fn tcr() -> u64 {
     let parange: u64;
     // SAFETY: ID_AA64MMFR0_EL1 is a read-only ID register.
     unsafe { asm!("mrs {}, id_aa64mmfr0_el1", out(reg) parange, options(nomem, nostack)) };
-    let ips = (parange & 0xf).min(5);
-    let tcr = TCR_BASE | (ips << 32);
-    let ttbr0 = POOL.0.get() as u64;
-    // SAFETY: single writer before secondaries exist.
-    unsafe { *MMU_CONFIG.0.get() = [MAIR, tcr, ttbr0, SCTLR_MMU_ON] };
-    // The tables were written with the MMU (and so the data cache) off; the walker will read
-    // them through the cache: drop any stale lines first.
+    TCR_BASE | ((parange & 0xf).min(5) << 32)
+}
+
+/// Whether SCTLR_EL1.M is set.
+fn mmu_enabled() -> bool {
+    let sctlr: u64;
+    // SAFETY: SCTLR_EL1 is readable at EL1.
+    unsafe { asm!("mrs {}, sctlr_el1", out(reg) sctlr, options(nomem, nostack)) };
+    sctlr & 1 != 0
+}
+
+/// The FDT's `totalsize` if `dtb_pa` holds the FDT magic, else one page's worth; read with
+/// aligned 32-bit loads (safe with the MMU off).
+fn fdt_size_mmu_off(dtb_pa: usize) -> u64 {
+    if dtb_pa == 0 || !dtb_pa.is_multiple_of(8) {
+        return 0;
+    }
+    let p = dtb_pa as *const u32;
+    // SAFETY: the loader passed this address as the DTB (x0); two aligned words of the header.
+    let (magic, total) = unsafe { (p.read_volatile(), p.add(1).read_volatile()) };
+    if u32::from_be(magic) == 0xd00d_feed {
+        u64::from(u32::from_be(total))
+    } else {
+        4096
+    }
+}
+
+/// Turns the MMU and caches on with the tables at `ttbr0` (MMU off before).
+///
+/// # Safety
+/// MMU off, boot CPU only, and the tables must map the running code and stack at their own
+/// addresses (executable and writable respectively).
+unsafe fn enable_cold(ttbr0: u64, tables_end: u64) {
+    let (_, _, ro_end, _) = kernel_bounds();
+    let bss_end = (&raw const __bss_end) as u64;
+    let boot_stack_top = (super::entry::stack_guard_page(crate::dt::MAX_CPUS)
+        + super::entry::BOOT_STACK_SIZE) as u64;
+    // The tables, data/BSS and the top of the boot stack were written straight to memory so
+    // far (MMU and so data cache off); the loader only had to clean the image to PoC, so clean
+    // lines from before it jumped here may still be cached. Once the MMU is on, the walker and
+    // our loads would hit those stale lines: drop them (Linux head.S does the same with
+    // `dcache_inval_poc` for what it writes with the MMU off). Nothing is dirty in these
+    // ranges from our side, so invalidating loses no data. The other stacks are first written
+    // with the MMU on.
     invalidate_dcache(ttbr0, tables_end);
-    // SAFETY: the tables map the running code (executable) and stack (RAM) identically, so execution
-    // continues at the same addresses; the sequence follows the architecture's MMU-enable
-    // recipe (invalidate stale table lines and TLBs, ISB, then SCTLR).
+    invalidate_dcache(ro_end, bss_end);
+    invalidate_dcache(boot_stack_top - MMU_OFF_STACK, boot_stack_top);
+    // SAFETY: the caller guarantees the tables map the running code and stack identically, so
+    // execution continues at the same addresses; the sequence follows the architecture's
+    // MMU-enable recipe (invalidate stale table lines and TLBs, ISB, then SCTLR).
     unsafe {
         asm!(
             "msr mair_el1, {mair}",
@@ -255,14 +418,11 @@ pub unsafe fn init_boot_cpu(plat: &Platform) {
             "isb",
             tbl = in(reg) ttbr0,
             mair = in(reg) MAIR,
-            tcr = in(reg) tcr,
+            tcr = in(reg) tcr(),
             sctlr = in(reg) SCTLR_MMU_ON,
             options(nostack),
         );
     }
-    // Secondaries read MMU_CONFIG with their MMU (and so caches) off: push it to memory.
-    // SAFETY: cleaning a cache line has no architectural effect on data.
-    unsafe { asm!("dc cvac, {}", "dsb sy", in(reg) MMU_CONFIG.0.get() as u64, options(nostack)) };
 }
 
 /// `dc ivac` over `[start, end)`, stepping by the smallest data cache line (CTR_EL0.DminLine),

@@ -1,0 +1,267 @@
+//! The device tree's scheduling description — CPU capacities, power coefficients, clusters and
+//! `operating-points-v2` tables — turned into the policy crate's [`BoardDesc`].
+//!
+//! Re-derives what Linux reads in `drivers/base/arch_topology.c`
+//! (`topology_parse_cpu_capacity`: `capacity-dmips-mhz`), `drivers/opp/of.c`
+//! (`_of_add_opp_table_v2`: `opp-hz`, `opp-microvolt`, `clock-latency-ns`, `opp-shared`),
+//! `drivers/cpufreq/cpufreq-dt.c` (one policy per shared OPP table) and
+//! `drivers/opp/of.c:dev_pm_opp_of_register_em` (`dynamic-power-coefficient`).
+//!
+//! Deliberate differences: a table without `opp-shared` gives each of its CPUs its own
+//! domain (Linux then asks the clock framework; we have no clocks); `opp-microvolt` takes the
+//! first (target) cell; the transition latency is the largest `clock-latency-ns` of the table
+//! (Linux `dev_pm_opp_get_max_clock_latency`); disabled OPPs (`status` not "okay") are
+//! skipped. Clusters come from `crate::dt` (the `cpu-map` walk there).
+//!
+//! The descriptions need `'static` slices: parsing allocates and leaks them (boot-time, once).
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use asym_sched::em::MAX_PERF_STATES;
+use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
+use asym_sched::types::{Khz, MicroVolt};
+use flat_device_tree::node::FdtNode;
+use flat_device_tree::Fdt;
+
+use crate::dt::{Platform, MAX_CPUS};
+
+/// What is wrong with the DT's scheduling description; names the node and property.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoardDtError {
+    pub node: String,
+    pub property: &'static str,
+    pub problem: &'static str,
+}
+
+impl fmt::Display for BoardDtError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "dt: {}: `{}`: {}",
+            self.node, self.property, self.problem
+        )
+    }
+}
+
+fn bad(node: &str, property: &'static str, problem: &'static str) -> BoardDtError {
+    BoardDtError {
+        node: String::from(node),
+        property,
+        problem,
+    }
+}
+
+/// Parses the scheduling description of the DT `dtb` whose platform part is `plat`.
+/// `Ok(None)`: no CPU has an `operating-points-v2` table (no cpufreq; symmetric unless
+/// `capacity-dmips-mhz` says otherwise, which `plat` already covers). `Err`: a description
+/// that is present but unusable (partial or malformed).
+pub fn parse_board(dtb: &[u8], plat: &Platform) -> Result<Option<BoardDesc>, BoardDtError> {
+    let fdt = Fdt::new(dtb).map_err(|_| bad("/", "header", "not a valid FDT"))?;
+    // The root's children, as crate::dt does: `find_node("/cpus")` does not find it in every
+    // blob (seen with QEMU's DTB rewritten by vm-fdt).
+    let cpus_node = fdt
+        .find_node("/")
+        .and_then(|root| root.children().find(|c| c.name == "cpus"))
+        .ok_or(bad("/cpus", "", "missing"))?;
+    let cpu_nodes: Vec<FdtNode<'_, '_>> = cpus_node
+        .children()
+        .filter(|n| {
+            n.property("device_type")
+                .and_then(|p| p.as_str())
+                .is_some_and(|s| s.trim_end_matches('\0') == "cpu")
+        })
+        .take(MAX_CPUS.min(plat.cpus.len()))
+        .collect();
+    let with_opps = cpu_nodes
+        .iter()
+        .filter(|n| n.property("operating-points-v2").is_some())
+        .count();
+    if with_opps == 0 {
+        return Ok(None);
+    }
+    // (table phandle, owner cpu for unshared tables) per domain, in first-use order.
+    let mut keys: Vec<(u32, Option<usize>)> = Vec::new();
+    let mut domains: Vec<PerfDomainDesc> = Vec::new();
+    let mut cpus: Vec<CpuDesc> = Vec::new();
+    for (i, node) in cpu_nodes.iter().enumerate() {
+        let path = cpu_path(node.name);
+        let ph = u32_prop(*node, "operating-points-v2").ok_or(bad(
+            &path,
+            "operating-points-v2",
+            "missing on this CPU while other CPUs have one",
+        ))?;
+        let table = fdt.find_phandle(ph).ok_or(bad(
+            &path,
+            "operating-points-v2",
+            "phandle names no node",
+        ))?;
+        let shared = table.property("opp-shared").is_some();
+        let key = (ph, if shared { None } else { Some(i) });
+        let pd = match keys.iter().position(|k| *k == key) {
+            Some(pd) => pd,
+            None => {
+                domains.push(parse_opp_table(table)?);
+                keys.push(key);
+                domains.len() - 1
+            }
+        };
+        let dmips = u32_prop(*node, "capacity-dmips-mhz");
+        if dmips == Some(0) {
+            return Err(bad(&path, "capacity-dmips-mhz", "zero"));
+        }
+        let coeff = u32_prop(*node, "dynamic-power-coefficient");
+        if coeff == Some(0) {
+            return Err(bad(&path, "dynamic-power-coefficient", "zero"));
+        }
+        let core = node
+            .compatible()
+            .and_then(|c| c.first())
+            .map(|s| s.trim_start_matches("arm,"))
+            .unwrap_or("cpu");
+        cpus.push(CpuDesc {
+            mpidr: plat.cpus[i].mpidr,
+            cluster: plat.cpus[i].cluster,
+            perf_domain: pd as u16,
+            capacity_dmips_mhz: dmips,
+            dynamic_power_coefficient: coeff,
+            core: leak_str(core),
+        });
+    }
+    Ok(Some(BoardDesc {
+        name: "dt",
+        cpus: Box::leak(cpus.into_boxed_slice()),
+        perf_domains: Box::leak(domains.into_boxed_slice()),
+    }))
+}
+
+fn parse_opp_table(table: FdtNode<'_, '_>) -> Result<PerfDomainDesc, BoardDtError> {
+    let path = alloc::format!("/{}", table.name);
+    let compatible = table
+        .compatible()
+        .is_some_and(|c| c.all().any(|s| s == "operating-points-v2"));
+    if !compatible {
+        return Err(bad(&path, "compatible", "not \"operating-points-v2\""));
+    }
+    let mut opps: Vec<OppDesc> = Vec::new();
+    let mut latency_ns = 0u64;
+    for opp in table.children() {
+        let okay = opp
+            .property("status")
+            .and_then(|p| p.as_str())
+            .is_none_or(|s| matches!(s.trim_end_matches('\0'), "okay" | "ok"));
+        if !okay {
+            continue;
+        }
+        let hz = match opp.property("opp-hz").map(|p| p.value) {
+            Some(v) if v.len() == 8 => {
+                u64::from_be_bytes([v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]])
+            }
+            Some(v) if v.len() == 4 => u64::from(u32::from_be_bytes([v[0], v[1], v[2], v[3]])),
+            _ => return Err(bad(&path, "opp-hz", "missing or not 32/64-bit")),
+        };
+        let khz = u32::try_from(hz / 1000).ok().filter(|k| *k > 0).ok_or(bad(
+            &path,
+            "opp-hz",
+            "zero or beyond 4.29 THz",
+        ))?;
+        let uv = u32_prop(opp, "opp-microvolt").ok_or(bad(&path, "opp-microvolt", "missing"))?;
+        if let Some(l) = u32_prop(opp, "clock-latency-ns") {
+            latency_ns = latency_ns.max(u64::from(l));
+        }
+        if opps.len() == MAX_PERF_STATES {
+            return Err(bad(&path, "opp-*", "more than 16 OPPs"));
+        }
+        opps.push(OppDesc {
+            freq: Khz(khz),
+            voltage: MicroVolt(uv),
+        });
+    }
+    if opps.is_empty() {
+        return Err(bad(&path, "opp-*", "no enabled OPP"));
+    }
+    // DT order is conventionally ascending; sort so a reordered table still works. Equal
+    // frequencies and voltages falling with frequency are left for `validate_opps` to name.
+    opps.sort_by_key(|o| o.freq.0);
+    let name = table
+        .name
+        .trim_start_matches("opp-table")
+        .trim_start_matches(['-', '_']);
+    Ok(PerfDomainDesc {
+        name: leak_str(if name.is_empty() { table.name } else { name }),
+        opps: Box::leak(opps.into_boxed_slice()),
+        transition_latency_ns: latency_ns,
+    })
+}
+
+fn u32_prop(n: FdtNode<'_, '_>, prop: &str) -> Option<u32> {
+    let v = n.property(prop)?.value;
+    (v.len() >= 4).then(|| u32::from_be_bytes([v[0], v[1], v[2], v[3]]))
+}
+
+fn cpu_path(name: &str) -> String {
+    alloc::format!("/cpus/{name}")
+}
+
+fn leak_str(s: &str) -> &'static str {
+    Box::leak(String::from(s).into_boxed_str())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Oracles: the emulated Juno r2 DTB made by `cargo xtask` from QEMU's own DTB
+    //! (`kernel/tests/dtb/qemu-juno-r2-gicv3-smp6.dtb`) must give back Juno r2's numbers as
+    //! `boards.md` lists them; QEMU's plain DTB has no tables.
+    use super::*;
+    use asym_sched::topology::Topology;
+
+    fn load(name: &str) -> Vec<u8> {
+        let path = alloc::format!("{}/tests/dtb/{}", env!("CARGO_MANIFEST_DIR"), name);
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn emulated_juno_r2_gives_back_the_board() {
+        let dtb = load("qemu-juno-r2-gicv3-smp6.dtb");
+        let plat = Platform::from_fdt(&dtb, 0x4000_0000).unwrap();
+        let b = parse_board(&dtb, &plat).unwrap().unwrap();
+        assert_eq!(b.cpus.len(), 6);
+        assert_eq!(b.perf_domains.len(), 2);
+        assert_eq!(b.perf_domains[0].name, "big");
+        let mhz = |pd: usize| -> Vec<u32> {
+            b.perf_domains[pd]
+                .opps
+                .iter()
+                .map(|o| o.freq.0 / 1000)
+                .collect()
+        };
+        assert_eq!(mhz(0), [600, 1000, 1200]);
+        assert_eq!(mhz(1), [450, 800, 950]);
+        let mv: Vec<u32> = b.perf_domains[1]
+            .opps
+            .iter()
+            .map(|o| o.voltage.0 / 1000)
+            .collect();
+        assert_eq!(mv, [829, 909, 1010]);
+        let pds: Vec<u16> = b.cpus.iter().map(|c| c.perf_domain).collect();
+        assert_eq!(pds, [0, 0, 1, 1, 1, 1]);
+        assert_eq!(b.cpus[0].dynamic_power_coefficient, Some(450));
+        assert_eq!(b.cpus[5].dynamic_power_coefficient, Some(140));
+        // capacity_orig: 1024 and 485 × 950 / (1024 × 1200) × 1024 = 383 (boards.md).
+        let t = Topology::from_board(&b).unwrap();
+        let caps: Vec<u32> = t.cpus().iter().map(|c| c.capacity_orig.0).collect();
+        assert_eq!(caps, [1024, 1024, 383, 383, 383, 383]);
+        assert_ne!(b.cpus[0].cluster, b.cpus[2].cluster);
+    }
+
+    #[test]
+    fn qemu_own_dt_has_no_tables() {
+        let dtb = load("qemu-virt-gicv3-el2-smp4.dtb");
+        let plat = Platform::from_fdt(&dtb, 0x4000_0000).unwrap();
+        assert_eq!(parse_board(&dtb, &plat), Ok(None));
+    }
+}

@@ -1,0 +1,311 @@
+//! The kernel's cpufreq: one [`CpufreqCore`] (policies, schedutil state, the emulated
+//! driver) behind a lock, the per-CPU `arch_freq_scale`, and the schedutil trigger called from
+//! the tick.
+//!
+//! Re-derives the mechanism half of Linux's `drivers/cpufreq/cpufreq.c` (policy limits,
+//! governor switch), `kernel/sched/cpufreq.c` (`cpufreq_update_util`) and
+//! `drivers/base/arch_topology.c` (`arch_freq_scale`, a per-CPU value the cpufreq side writes
+//! and the scheduler reads at each clock update). The decisions are the policy crate's.
+//!
+//! Deliberate differences: there is no hardware clock. The emulated driver applies a request
+//! after the domain's transition latency; the kernel notices at the next tick of any CPU
+//! ([`tick`] polls it), so a transition lands up to one tick late. Schedutil reads the other
+//! CPUs of a domain from snapshots each CPU publishes at its tick ([`publish_input`]) instead of
+//! their run queues: Linux reads remote `cpu_util` without the remote rq lock too, and taking
+//! remote rq locks from the tick would add a lock order.
+//!
+//! Lock order: an rq lock (`crate::sched`) may be held while publishing a snapshot (a leaf
+//! lock); the core's lock is taken with no rq lock held, and it may take snapshot locks.
+
+use core::fmt;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use asym_sched::cpufreq::driver::EmulatedDriver;
+use asym_sched::cpufreq::policies::CpufreqCore;
+use asym_sched::cpufreq::{CpufreqError, CpufreqPolicy, Governor};
+use asym_sched::features::SchedFeatures;
+use asym_sched::rq::CpufreqUpdate;
+use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+use asym_sched::topology::{BoardDesc, Topology};
+use asym_sched::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
+
+use alloc::boxed::Box;
+
+use crate::dt::MAX_CPUS;
+use crate::percpu::PerCpu;
+use crate::sync::{InitOnce, IrqSpinLock};
+
+/// The board's cpufreq: every domain's policy, governor and the emulated driver.
+pub type Core = CpufreqCore<EmulatedDriver>;
+
+struct State {
+    /// On the heap: a `CpufreqCore` is ~34 KiB, the boot stacks 60 KiB.
+    core: Box<IrqSpinLock<Core>>,
+    board: &'static BoardDesc,
+}
+
+static STATE: InitOnce<State> = InitOnce::new();
+
+/// Linux's per-CPU `arch_freq_scale`: `cur / cpuinfo.max_freq × 1024` of the CPU's domain.
+static ARCH_FREQ_SCALE: PerCpu<AtomicU32> =
+    PerCpu::new([const { AtomicU32::new(SCHED_CAPACITY_SCALE) }; MAX_CPUS]);
+
+/// What each CPU's rq looked like at its latest tick (schedutil's view of the CPU).
+static SUGOV_INPUT: PerCpu<IrqSpinLock<Option<SugovCpuInput>>> =
+    PerCpu::new([const { IrqSpinLock::new(None) }; MAX_CPUS]);
+
+/// A refused cpufreq request from a kernel API or the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The board has no OPP tables.
+    NoCpufreq,
+    /// No domain with this name or index.
+    NoSuchDomain,
+    /// A frequency outside the domain's OPP table range.
+    OutOfRange {
+        pd: usize,
+        khz: u32,
+        min: u32,
+        max: u32,
+    },
+    /// Refused by the policy (e.g. min above max).
+    Policy(CpufreqError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Error::NoCpufreq => write!(f, "cpufreq: this board has no OPP tables"),
+            Error::NoSuchDomain => write!(f, "cpufreq: no such performance domain"),
+            Error::OutOfRange { pd, khz, min, max } => write!(
+                f,
+                "cpufreq policy {pd}: {khz} kHz is outside the OPP table ({min}..={max} kHz)"
+            ),
+            Error::Policy(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Builds the cpufreq core for `board` (every domain on schedutil) at `now`. Errors are
+/// returned for the caller to report; cpufreq then stays off.
+pub fn init(board: &'static BoardDesc, topo: &Topology, now: Nanos) -> Result<(), CpufreqError> {
+    let mut caps = [Capacity(SCHED_CAPACITY_SCALE); MAX_CPUS];
+    for c in topo.cpus() {
+        caps[c.id.index()] = c.capacity_orig;
+    }
+    let core = Box::new(IrqSpinLock::new(CpufreqCore::new(
+        board,
+        &caps[..topo.nr_cpus()],
+        Governor::Schedutil,
+        now,
+        |p| EmulatedDriver::new(p, true),
+    )?));
+    for c in topo.cpus() {
+        let scale = core.lock().arch_scale_freq_capacity(c.id);
+        ARCH_FREQ_SCALE.of(c.id).store(scale, Ordering::Relaxed);
+    }
+    let _ = STATE.set(State { core, board });
+    Ok(())
+}
+
+/// Whether the board has cpufreq (OPP tables in its DT).
+pub fn available() -> bool {
+    STATE.get().is_some()
+}
+
+/// `arch_scale_freq_capacity(cpu)`, 1024 without cpufreq.
+pub fn arch_freq_scale(cpu: CpuId) -> u32 {
+    ARCH_FREQ_SCALE.of(cpu).load(Ordering::Relaxed)
+}
+
+/// Index of the domain named `name` ("big", "little", ...) or given by number.
+pub fn domain_by_name(name: &str) -> Option<usize> {
+    let st = STATE.get()?;
+    st.board
+        .perf_domains
+        .iter()
+        .position(|d| d.name == name)
+        .or_else(|| {
+            name.parse::<usize>()
+                .ok()
+                .filter(|&i| i < st.board.perf_domains.len())
+        })
+}
+
+/// The domain `cpu` belongs to.
+pub fn domain_of(cpu: CpuId) -> Option<usize> {
+    STATE.get()?.core.lock().policy_of(cpu)
+}
+
+/// A copy of policy `pd` (limits, current frequency, statistics).
+pub fn policy(pd: usize) -> Option<CpufreqPolicy> {
+    STATE.get()?.core.lock().policy(pd).copied()
+}
+
+/// Runs `f` on the core under its lock (for self tests and reports).
+pub fn with_core<R>(f: impl FnOnce(&mut Core) -> R) -> Option<R> {
+    Some(f(&mut STATE.get()?.core.lock()))
+}
+
+/// Switches domain `pd` to `gov` (`scaling_governor`).
+pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
+    let st = STATE.get().ok_or(Error::NoCpufreq)?;
+    let now = crate::sched::now();
+    st.core
+        .lock()
+        .set_governor(pd, gov, now)
+        .map_err(Error::Policy)
+}
+
+/// Sets `scaling_min_freq`/`scaling_max_freq` of domain `pd`. Unlike Linux's sysfs, which
+/// clamps, a value outside the OPP table's range is refused with [`Error::OutOfRange`].
+pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
+    let st = STATE.get().ok_or(Error::NoCpufreq)?;
+    let now = crate::sched::now();
+    let mut core = st.core.lock();
+    let p = core.policy(pd).ok_or(Error::NoSuchDomain)?;
+    let table = p.table();
+    let (lo, hi) = (
+        table.first().map_or(0, |e| e.frequency.0),
+        table.last().map_or(0, |e| e.frequency.0),
+    );
+    for f in [min.0, max.0] {
+        if !(lo..=hi).contains(&f) {
+            return Err(Error::OutOfRange {
+                pd,
+                khz: f,
+                min: lo,
+                max: hi,
+            });
+        }
+    }
+    core.set_limits(pd, min, max, now).map_err(Error::Policy)
+}
+
+/// Publishes `cpu`'s schedutil input (called by the tick with the rq lock held).
+pub fn publish_input(cpu: CpuId, input: SugovCpuInput) {
+    *SUGOV_INPUT.of(cpu).lock() = Some(input);
+}
+
+/// The tick's cpufreq work on `cpu` at `now`: run schedutil if the rq asked
+/// (`cpufreq_update_util`), then apply the transitions the driver completed and update
+/// `arch_freq_scale` of their CPUs.
+pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: SchedFeatures) {
+    let Some(st) = STATE.get() else {
+        return;
+    };
+    let mut core = st.core.lock();
+    if let Some(req) = update {
+        let flags = if req.iowait {
+            UpdateFlags::IOWAIT
+        } else {
+            UpdateFlags::NONE
+        };
+        let caps = |c: CpuId| -> Capacity { crate::sched::capacity_orig(c) };
+        core.update_util(now, cpu, flags, features, |c| {
+            SUGOV_INPUT
+                .of(c)
+                .lock()
+                .unwrap_or_else(|| SugovCpuInput::idle(c, caps(c)))
+        });
+    }
+    while let Some((pd, _)) = core.poll(now) {
+        if let Some(p) = core.policy(pd) {
+            let scale = p.arch_scale_freq_capacity();
+            for c in 0..MAX_CPUS {
+                let id = CpuId(c as u16);
+                if p.cpus.contains(id) {
+                    ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// Prints each domain: CPUs, OPPs and governor (the boot banner's cpufreq part).
+pub fn print_domains() {
+    let Some(st) = STATE.get() else {
+        crate::println!("cpufreq: none (no operating-points-v2 tables in the DT)");
+        return;
+    };
+    let core = st.core.lock();
+    for (pd, d) in st.board.perf_domains.iter().enumerate() {
+        let Some(p) = core.policy(pd) else { continue };
+        let mut line: heapless::String<160> = heapless::String::new();
+        for o in d.opps {
+            let _ = fmt::Write::write_fmt(&mut line, format_args!(" {}", o.freq.0 / 1000));
+        }
+        crate::println!(
+            "cpufreq: policy {} ({}) cpus {:?} OPPs MHz{} latency {} us governor {:?} cur {} MHz",
+            pd,
+            d.name,
+            p.cpus,
+            line.as_str(),
+            d.transition_latency_ns / 1000,
+            p.governor(),
+            p.cur().0 / 1000
+        );
+    }
+}
+
+/// Applies a command-line option `cpufreq.<domain>.<min_khz|max_khz|governor>=<value>`.
+pub fn apply_option(key: &str, value: &str) -> Result<(), OptionError> {
+    let rest = key.strip_prefix("cpufreq.").ok_or(OptionError::Syntax)?;
+    let (dom, knob) = rest.split_once('.').ok_or(OptionError::Syntax)?;
+    let pd = domain_by_name(dom).ok_or(if available() {
+        OptionError::Cpufreq(Error::NoSuchDomain)
+    } else {
+        OptionError::Cpufreq(Error::NoCpufreq)
+    })?;
+    let p = policy(pd).ok_or(OptionError::Cpufreq(Error::NoSuchDomain))?;
+    let khz = || {
+        value
+            .parse::<u32>()
+            .map(Khz)
+            .map_err(|_| OptionError::BadNumber)
+    };
+    match knob {
+        "governor" => {
+            let g = match value {
+                "schedutil" => Governor::Schedutil,
+                "performance" => Governor::Performance,
+                "powersave" => Governor::Powersave,
+                _ => return Err(OptionError::BadGovernor),
+            };
+            set_governor(pd, g).map_err(OptionError::Cpufreq)
+        }
+        "min_khz" => set_limits(pd, khz()?, p.max()).map_err(OptionError::Cpufreq),
+        "max_khz" => set_limits(pd, p.min(), khz()?).map_err(OptionError::Cpufreq),
+        _ => Err(OptionError::Syntax),
+    }
+}
+
+/// Why a `cpufreq.*` option was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionError {
+    /// Not `cpufreq.<domain>.<min_khz|max_khz|governor>`.
+    Syntax,
+    /// The value is not a decimal number of kHz.
+    BadNumber,
+    /// Not schedutil, performance or powersave.
+    BadGovernor,
+    Cpufreq(Error),
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OptionError::Syntax => {
+                write!(
+                    f,
+                    "expected cpufreq.<domain>.<min_khz|max_khz|governor>=<value>"
+                )
+            }
+            OptionError::BadNumber => write!(f, "expected a frequency in kHz"),
+            OptionError::BadGovernor => {
+                write!(f, "expected schedutil, performance or powersave")
+            }
+            OptionError::Cpufreq(e) => write!(f, "{e}"),
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Self tests of the kernel's cpufreq on an emulated board: the work-time emulation at fixed
+//! frequencies, and bad requests refused with a clear error while the kernel keeps running.
+//!
+//! Oracle for the work time (boards.md, "Emulated boards under QEMU"): work stated in ns of a
+//! big CPU at its top OPP completes at the rate `capacity_orig × f / fmax / 1024`, so `W` of
+//! work takes `W × 1024 × fmax / (capacity_orig × f)`: 4 ms on a Juno r2 A53 (capacity 383)
+//! takes 10.69 ms at 950 MHz and 22.58 ms at 450 MHz.
+
+#![allow(clippy::result_large_err)] // `TestError` carries its message by design.
+
+use asym_sched::cpufreq::Governor;
+use asym_sched::types::{CpuId, Khz};
+
+use super::sched::{set_governor_and_wait, wait_until};
+use crate::selftest::{TestError, TestResult};
+use crate::{cpufreq, sched, test_assert};
+
+crate::selftest!(name = "cpufreq_work_time_emulation", work_time_emulation);
+crate::selftest!(name = "cpufreq_bad_requests_refused", bad_requests_refused);
+
+/// Work of the test task: 4 ms at a big CPU's top OPP.
+const WORK_NS: u64 = 4_000_000;
+
+fn err(e: impl core::fmt::Display) -> TestError {
+    TestError::new(format_args!("{e}"))
+}
+
+/// A CPU of the lowest capacity other than the calling one.
+fn little_cpu() -> CpuId {
+    let me = crate::percpu::current_cpu();
+    let mut best = None;
+    for cpu in crate::smp::online_cpus().filter(|&c| c != me) {
+        let cap = sched::capacity_orig(cpu).0;
+        if best.is_none_or(|(_, c)| cap < c) {
+            best = Some((cpu, cap));
+        }
+    }
+    best.map_or(me, |(c, _)| c)
+}
+
+/// Runs `WORK_NS` of work on `cpu` and returns how long it took (guest ns).
+fn run_work(cpu: CpuId) -> Result<u64, TestError> {
+    let id = sched::start_busy(cpu, Some(WORK_NS)).map_err(err)?;
+    let done = wait_until(500_000_000, || {
+        sched::busy_status(cpu).is_ok_and(|(d, running)| !running && d.is_some_and(|d| d.id == id))
+    });
+    test_assert!(done, "work on cpu {} did not complete within 500 ms", cpu.0);
+    let (d, _) = sched::busy_status(cpu).map_err(err)?;
+    let d = d.ok_or(err("no completion record"))?;
+    Ok(d.done_ns - d.started_ns)
+}
+
+/// (c) 4 ms of work on a LITTLE CPU with its domain fixed at the top OPP (performance) and
+/// at the lowest (powersave) completes within 5 % of the oracle.
+fn work_time_emulation() -> TestResult {
+    let cpu = little_cpu();
+    let Some(pd) = cpufreq::domain_of(cpu) else {
+        crate::println!("selftest cpufreq_work_time_emulation: skipped: no cpufreq on this board");
+        return Ok(());
+    };
+    let p = cpufreq::policy(pd).ok_or(err("no policy"))?;
+    let fmin = p
+        .table()
+        .first()
+        .map(|e| e.frequency)
+        .ok_or(err("empty table"))?;
+    let fmax = p
+        .table()
+        .last()
+        .map(|e| e.frequency)
+        .ok_or(err("empty table"))?;
+    let cap = u64::from(sched::capacity_orig(cpu).0);
+    // The work unit's reference is the biggest CPU at its own top OPP: capacity 1024 at
+    // its fmax; `capacity_orig` already folds this domain's fmax against it.
+    for (gov, f) in [(Governor::Performance, fmax), (Governor::Powersave, fmin)] {
+        set_governor_and_wait(pd, gov, cpu, f)?;
+        let took = run_work(cpu)?;
+        let oracle = WORK_NS * 1024 * u64::from(fmax.0) / (cap * u64::from(f.0));
+        crate::println!(
+            "cpufreq: {} us of work on cpu {} (capacity {}) at {} MHz took {} us (oracle {} us)",
+            WORK_NS / 1000,
+            cpu.0,
+            cap,
+            f.0 / 1000,
+            took / 1000,
+            oracle / 1000
+        );
+        test_assert!(
+            took * 100 >= oracle * 95 && took * 100 <= oracle * 105,
+            "took {} us at {} kHz, oracle {} us ±5 %",
+            took / 1000,
+            f.0,
+            oracle / 1000
+        );
+    }
+    cpufreq::set_governor(pd, Governor::Schedutil).map_err(err)?;
+    Ok(())
+}
+
+/// (d) Impossible requests — a frequency outside the OPP table, min above max, an unknown
+/// domain, a malformed command-line value, an unknown feature — are refused with an error that
+/// names the problem, the limits stay as they were, and the kernel keeps ticking.
+fn bad_requests_refused() -> TestResult {
+    // Feature parsing is there with or without cpufreq.
+    let mut f = sched::features();
+    match f.apply_list("UTIL_EST,NO_SUCH_FEATURE") {
+        Err(e) => {
+            let mut s: heapless::String<160> = heapless::String::new();
+            let _ = core::fmt::Write::write_fmt(&mut s, format_args!("{e}"));
+            test_assert!(
+                s.contains("NO_SUCH_FEATURE"),
+                "feature error `{}` does not name it",
+                s
+            );
+        }
+        Ok(()) => return Err(err("unknown sched feature accepted")),
+    }
+    if !cpufreq::available() {
+        crate::println!("selftest cpufreq_bad_requests_refused: skipped: no cpufreq on this board");
+        return Ok(());
+    }
+    let pd = 0;
+    let before = cpufreq::policy(pd).ok_or(err("no policy 0"))?;
+    let fmin = before.table().first().map_or(0, |e| e.frequency.0);
+    let fmax = before.table().last().map_or(0, |e| e.frequency.0);
+    let e = cpufreq::set_limits(pd, Khz(fmin), Khz(fmax + 1_000_000));
+    test_assert!(
+        matches!(e, Err(cpufreq::Error::OutOfRange { .. })),
+        "max beyond the table accepted: {:?}",
+        e
+    );
+    let e = cpufreq::set_limits(pd, Khz(fmax), Khz(fmin));
+    test_assert!(
+        matches!(e, Err(cpufreq::Error::Policy(_))),
+        "min above max accepted: {:?}",
+        e
+    );
+    let mut msg: heapless::String<200> = heapless::String::new();
+    if let Err(e) = e {
+        let _ = core::fmt::Write::write_fmt(&mut msg, format_args!("{e}"));
+    }
+    test_assert!(
+        msg.contains("above"),
+        "min > max message `{}` is not clear",
+        msg
+    );
+    let e = cpufreq::apply_option("cpufreq.nosuch.max_khz", "1000");
+    test_assert!(e.is_err(), "unknown domain accepted");
+    let e = cpufreq::apply_option("cpufreq.0.max_khz", "fast");
+    test_assert!(
+        e == Err(cpufreq::OptionError::BadNumber),
+        "bad number accepted: {:?}",
+        e
+    );
+    let e = cpufreq::apply_option("cpufreq.0.max_khz", "1");
+    test_assert!(
+        matches!(
+            e,
+            Err(cpufreq::OptionError::Cpufreq(
+                cpufreq::Error::OutOfRange { .. }
+            ))
+        ),
+        "1 kHz accepted: {:?}",
+        e
+    );
+    let after = cpufreq::policy(pd).ok_or(err("no policy 0"))?;
+    test_assert!(
+        after.min() == before.min() && after.max() == before.max(),
+        "limits changed by refused requests: {:?}..{:?} -> {:?}..{:?}",
+        before.min(),
+        before.max(),
+        after.min(),
+        after.max()
+    );
+    // A valid limit works, then is undone; the kernel still ticks.
+    cpufreq::apply_option("cpufreq.0.min_khz", &fmax_str(fmax)).map_err(err)?;
+    test_assert!(cpufreq::policy(pd).is_some_and(|p| p.min().0 == fmax));
+    cpufreq::set_limits(pd, Khz(fmin), Khz(fmax)).map_err(err)?;
+    let t = crate::timer::ticks(crate::percpu::current_cpu());
+    test_assert!(
+        wait_until(100_000_000, || crate::timer::ticks(
+            crate::percpu::current_cpu()
+        ) > t + 2),
+        "the tick stopped"
+    );
+    Ok(())
+}
+
+fn fmax_str(f: u32) -> heapless::String<16> {
+    let mut s = heapless::String::new();
+    let _ = core::fmt::Write::write_fmt(&mut s, format_args!("{f}"));
+    s
+}

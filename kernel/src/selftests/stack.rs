@@ -1,0 +1,175 @@
+//! Stack guard pages and stack-overflow detection (arch::aarch64::entry `STACK_GUARD_SIZE`).
+//!
+//! Oracles: the translation table walk itself (a read of the guard page must take a level-3
+//! translation fault at exactly that address, the page above it must read fine), the stack
+//! layout (each CPU runs on its own slot: secondary `i` on slot `i`, the boot CPU on the last),
+//! and the architectural exception entry (the vectors reserve a 272-byte frame below SP, so an
+//! SP less than 272 bytes above a guard page is an overflow; one with room for the handler is
+//! not).
+
+#![allow(clippy::result_large_err)] // `TestError` carries a heap message by design.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use asym_sched::types::CpuId;
+
+use crate::arch::aarch64::entry::{stack_guard_page, stack_slot_of, STACK_GUARD_SIZE};
+use crate::arch::expect_fault;
+use crate::dt::MAX_CPUS;
+use crate::selftest::{TestError, TestResult};
+use crate::{selftest, smp, test_assert, test_eq};
+
+/// An address the identity map leaves unmapped (as in `selftests/fault.rs`).
+const UNMAPPED: u64 = 0x40_0000_0000 + 0x5670;
+/// Bytes the exception vectors reserve below SP for the trap frame (34 × 8).
+const FRAME_BYTES: u64 = 34 * 8;
+/// Stack the fault handler needs below the trap frame for an expected fault (it prints the
+/// report), with margin.
+const HANDLER_ROOM: u64 = 8 * 1024;
+/// DFSC: translation fault at level 3.
+const FSC_TRANSLATION_L3: u32 = 0x07;
+
+/// The CPU running the self tests (the boot CPU).
+static RUNNER: AtomicU64 = AtomicU64::new(0);
+/// Per CPU: 0 = not run, 1 = passed, else a failure code (see `GUARD_FAILURES`).
+static GUARD_RESULT: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Per CPU: the value that went wrong (slot, FAR or DFSC) for the failure message.
+static GUARD_DETAIL: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+const GUARD_FAILURES: [&str; 6] = [
+    "",
+    "",
+    "runs on a stack slot other than its own (detail: the slot)",
+    "reading its guard page did not fault",
+    "the guard page fault is not a level-3 translation fault at that address (detail: FAR)",
+    "the lowest usable stack page above the guard faulted (detail: FAR)",
+];
+
+fn sp() -> u64 {
+    let sp: u64;
+    // SAFETY: reading SP has no effect.
+    unsafe { core::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack)) };
+    sp
+}
+
+fn check_own_guard(cpu: CpuId) {
+    let i = cpu.index() % MAX_CPUS;
+    let fail = |code: u64, detail: u64| {
+        GUARD_DETAIL[i].store(detail, Ordering::Relaxed);
+        GUARD_RESULT[i].store(code, Ordering::Release);
+    };
+    // The self tests run on the boot CPU, which calls this directly.
+    let boot = RUNNER.load(Ordering::Relaxed) == u64::from(cpu.0);
+    let want_slot = if boot { MAX_CPUS } else { cpu.index() };
+    let slot = stack_slot_of(sp() as usize);
+    if slot != Some(want_slot) {
+        return fail(2, slot.map_or(u64::MAX, |s| s as u64));
+    }
+    let guard = stack_guard_page(want_slot) as u64;
+    let probe = guard + 0x18;
+    let report = expect_fault(|| {
+        // SAFETY: reads this CPU's own guard page, which must fault; `expect_fault` resumes.
+        let _ = unsafe { core::ptr::read_volatile(probe as *const u64) };
+    });
+    let Some(r) = report else {
+        return fail(3, probe);
+    };
+    if r.far != probe || r.ec() != 0x25 || r.iss() & 0x3f != FSC_TRANSLATION_L3 {
+        return fail(4, r.far);
+    }
+    let above = guard + STACK_GUARD_SIZE as u64;
+    if let Some(r) = expect_fault(|| {
+        // SAFETY: reads the lowest word of this CPU's usable stack (mapped RAM, far below SP).
+        let _ = unsafe { core::ptr::read_volatile(above as *const u64) };
+    }) {
+        return fail(5, r.far);
+    }
+    GUARD_RESULT[i].store(1, Ordering::Release);
+}
+
+fn guard_pages_all_cpus() -> TestResult {
+    for r in &GUARD_RESULT {
+        r.store(0, Ordering::Relaxed);
+    }
+    RUNNER.store(u64::from(crate::percpu::current_cpu().0), Ordering::Relaxed);
+    smp::run_on_all_cpus(check_own_guard).map_err(|e| TestError::new(format_args!("{e}")))?;
+    let mut checked = 0;
+    for cpu in smp::online_cpus() {
+        let code = GUARD_RESULT[cpu.index()].load(Ordering::Acquire);
+        let detail = GUARD_DETAIL[cpu.index()].load(Ordering::Relaxed);
+        test_assert!(
+            code == 1,
+            "cpu {}: {} ({:#x})",
+            cpu.0,
+            GUARD_FAILURES
+                .get(code as usize)
+                .copied()
+                .unwrap_or("did not run"),
+            detail
+        );
+        checked += 1;
+    }
+    test_eq!(checked, smp::online_count());
+    Ok(())
+}
+selftest!(name = "stack_guard_page_every_cpu", guard_pages_all_cpus);
+
+/// Takes a data abort (a load from [`UNMAPPED`]) with SP moved to `new_sp`, IRQs masked, and
+/// returns what the vectors reported; SP is restored by the instruction after the load.
+fn fault_with_sp(new_sp: u64) -> Option<crate::arch::FaultReport> {
+    let irq = crate::arch::irq_save_disable();
+    let r = expect_fault(|| {
+        // SAFETY: SP points into this CPU's own stack slot (just above the guard page, in the
+        // unused bottom of the stack) only between the two `mov sp`; IRQs are masked, the load
+        // faults and `expect_fault` resumes at the next instruction, which restores SP from a
+        // register the exception path preserved. Only the exception path stores below that SP
+        // (on the overflow stack when the frame would reach the guard, else on unused stack).
+        unsafe {
+            core::arch::asm!(
+                "mov {save}, sp",
+                "mov sp, {new_sp}",
+                "ldr {tmp}, [{addr}]",
+                "mov sp, {save}",
+                save = out(reg) _,
+                tmp = out(reg) _,
+                new_sp = in(reg) new_sp,
+                addr = in(reg) UNMAPPED,
+            )
+        };
+    });
+    crate::arch::irq_restore(irq);
+    r
+}
+
+fn overflow_detected_at_the_boundary() -> TestResult {
+    let Some(slot) = stack_slot_of(sp() as usize) else {
+        return Err(TestError::new(format_args!(
+            "the runner's SP {:#x} is not on a boot stack",
+            sp()
+        )));
+    };
+    let usable_start = (stack_guard_page(slot) + STACK_GUARD_SIZE) as u64;
+
+    // The frame would end 16 bytes into the guard page: an overflow, reported as such.
+    let low = usable_start + FRAME_BYTES - 16;
+    let Some(r) = fault_with_sp(low) else {
+        return Err(TestError::new(format_args!("the load did not fault")));
+    };
+    test_eq!(r.overflow_sp, Some(low));
+    test_eq!(r.far, UNMAPPED);
+    test_eq!(r.class_name(), "Data Abort (current EL)");
+
+    // Near the guard but with room for the frame and the handler's own Rust frames (which
+    // run below the trap frame): an ordinary fault, no false alarm.
+    let fits = usable_start + HANDLER_ROOM;
+    let Some(r) = fault_with_sp(fits) else {
+        return Err(TestError::new(format_args!("the load did not fault")));
+    };
+    test_eq!(r.overflow_sp, None);
+    test_eq!(r.far, UNMAPPED);
+    Ok(())
+}
+selftest!(
+    name = "stack_overflow_detected_at_guard",
+    overflow_detected_at_the_boundary
+);

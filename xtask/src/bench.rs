@@ -1,0 +1,215 @@
+//! `cargo xtask bench`: boot timing in guest time, and the policy/simulator benchmarks.
+//!
+//! Boot bench lines (kernel/CONTRACTS.md, printed when the command line has `bench`):
+//! `bench boot cpu=<n> online_us=<u64> first_tick_us=<u64>` per CPU and
+//! `bench boot all_online_us=<u64> all_ticked_us=<u64>` once. Times are guest µs since reset
+//! (the counter starts at 0 at QEMU reset), so under `-icount` they are deterministic.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use crate::dtb::{self, Board};
+use crate::qemu::{self, Boot, RunOpts};
+use crate::{cmd, kernel, MachineArgs};
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BootBench {
+    /// cpu → (online_us, first_tick_us)
+    pub cpus: BTreeMap<u32, (Option<u64>, Option<u64>)>,
+    pub all_online_us: Option<u64>,
+    pub all_ticked_us: Option<u64>,
+}
+
+/// Parses `key=value` fields after `bench boot` anywhere in a line (a defmt timestamp and
+/// level may precede it).
+pub fn parse_boot_bench<'a>(lines: impl IntoIterator<Item = &'a str>) -> BootBench {
+    let mut b = BootBench::default();
+    for line in lines {
+        let Some((_, rest)) = line.split_once("bench boot ") else {
+            continue;
+        };
+        let fields: BTreeMap<&str, u64> = rest
+            .split_whitespace()
+            .filter_map(|f| f.split_once('='))
+            .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
+            .collect();
+        if let Some(&cpu) = fields.get("cpu") {
+            let e = b.cpus.entry(cpu as u32).or_default();
+            if let Some(&v) = fields.get("online_us") {
+                e.0 = Some(v);
+            }
+            if let Some(&v) = fields.get("first_tick_us") {
+                e.1 = Some(v);
+            }
+        }
+        if let Some(&v) = fields.get("all_online_us") {
+            b.all_online_us = Some(v);
+        }
+        if let Some(&v) = fields.get("all_ticked_us") {
+            b.all_ticked_us = Some(v);
+        }
+    }
+    b
+}
+
+fn is_bench_end(line: &str) -> bool {
+    line.contains("bench boot ") && line.contains("all_ticked_us=")
+}
+
+pub fn boot(
+    machine: &MachineArgs,
+    board: Board,
+    timeout: Duration,
+    append: &str,
+) -> Result<ExitCode> {
+    let a = kernel::build(None)?;
+    let defmt = crate::load_defmt(&a.elf)?;
+    let cmdline = format!("bench {append}").trim().to_string();
+    let mut machine = machine.clone();
+    if let Some(n) = board.nr_cpus() {
+        // As in `qemu`: 6 is --smp's default, so the board's own CPU count wins.
+        if machine.smp == 6 || machine.smp > n {
+            machine.smp = n;
+        }
+    }
+    let machine = &machine;
+    let mut m = machine.machine(
+        Boot::Direct {
+            image: a.image.clone(),
+        },
+        &cmdline,
+        true,
+        false,
+    );
+    let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
+    if let Some(path) = dtb::board_dtb(board, &m, dir)? {
+        m.extra.push("-dtb".into());
+        m.extra.push(path.display().to_string());
+    }
+    let o = qemu::run(
+        m.command(),
+        defmt.as_ref(),
+        &RunOpts {
+            timeout: Some(timeout),
+            echo: true,
+            stop_when: Some(is_bench_end),
+            ..Default::default()
+        },
+    )?;
+    let b = parse_boot_bench(o.lines.iter().map(String::as_str));
+    if b.cpus.is_empty() {
+        bail!(
+            "no `bench boot` lines in the console output{} (does the kernel support `bench`?)",
+            if o.timed_out {
+                " before the timeout"
+            } else {
+                ""
+            }
+        );
+    }
+    let us = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    println!();
+    println!(
+        "boot bench: QEMU virt as {}, {} vCPUs, GICv{}, {}, -icount {} (guest time since reset)",
+        board.name(),
+        machine.smp,
+        machine.gic,
+        if machine.el2 {
+            "EL2 entry"
+        } else {
+            "EL1 entry"
+        },
+        qemu::DEFAULT_ICOUNT
+    );
+    println!("{:>4} {:>14} {:>18}", "cpu", "online_us", "first_tick_us");
+    for (cpu, (online, tick)) in &b.cpus {
+        println!("{cpu:>4} {:>14} {:>18}", us(*online), us(*tick));
+    }
+    println!(
+        "{:>4} {:>14} {:>18}",
+        "all",
+        us(b.all_online_us),
+        us(b.all_ticked_us)
+    );
+    if !o.stopped {
+        println!("xtask: QEMU ended before the `all_ticked_us` line");
+    }
+    let complete = b.cpus.len() == machine.smp as usize
+        && b.all_online_us.is_some()
+        && b.all_ticked_us.is_some();
+    if !complete {
+        println!(
+            "xtask: incomplete: {} of {} CPUs reported{}",
+            b.cpus.len(),
+            machine.smp,
+            if o.timed_out { ", timed out" } else { "" }
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn sched(args: &[String]) -> Result<ExitCode> {
+    let dir = cmd::workspace_root().join("kernel/sched");
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+    if !manifest.contains("[[bench]]") && !dir.join("benches").is_dir() {
+        println!(
+            "xtask: the policy crate has no benchmark yet (no [[bench]] in kernel/sched/Cargo.toml \
+             and no kernel/sched/benches/)"
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    let st = cmd::status(
+        cmd::cargo()
+            .args(["bench", "-p", "asym-sched", "--benches", "--"])
+            .args(args),
+    )?;
+    Ok(crate::exit_code(st.code()))
+}
+
+/// The simulator's throughput benchmark is its `--bench` mode (juno-r2 with 10, 100 and 1000
+/// tasks; simulated seconds per wall second and events per second).
+pub fn sim(args: &[String]) -> Result<ExitCode> {
+    let st = cmd::status(
+        cmd::cargo()
+            .args([
+                "run",
+                "--release",
+                "-p",
+                "asym-sim",
+                "--bin",
+                "asym-sim",
+                "--",
+                "--bench",
+            ])
+            .args(args),
+    )?;
+    Ok(crate::exit_code(st.code()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_bench_lines_are_parsed_with_or_without_a_prefix() {
+        let lines = [
+            "asym: banner",
+            "bench boot cpu=0 online_us=1200 first_tick_us=5200",
+            "0.010000 INFO bench boot cpu=1 online_us=3400 first_tick_us=7400",
+            "bench boot cpu=1 online_us=bad",
+            "bench boot all_online_us=3400 all_ticked_us=7400",
+        ];
+        let b = parse_boot_bench(lines);
+        assert_eq!(b.cpus.len(), 2);
+        assert_eq!(b.cpus[&0], (Some(1200), Some(5200)));
+        assert_eq!(b.cpus[&1], (Some(3400), Some(7400)));
+        assert_eq!(b.all_online_us, Some(3400));
+        assert_eq!(b.all_ticked_us, Some(7400));
+        assert!(is_bench_end(lines[4]));
+        assert!(!is_bench_end(lines[1]));
+    }
+}

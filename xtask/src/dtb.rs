@@ -1,0 +1,385 @@
+//! Device trees of the emulated heterogeneous boards (`--board qemu-juno-r2|qemu-hikey960|
+//! qemu-hikey|virt`).
+//!
+//! QEMU's `virt` machine has identical vCPUs; the heterogeneity is described to the kernel the
+//! way a real board describes it (`/work/shared/reference/boards.md`, "Emulated boards under
+//! QEMU"). We ask QEMU for its own DTB (`-machine dumpdtb=FILE` with the run's `-M`/`-smp`/`-m`
+//! flags), copy every node and property unchanged, and add to each CPU node
+//! `capacity-dmips-mhz`, `dynamic-power-coefficient` and `operating-points-v2` (a phandle to
+//! one `operating-points-v2` table per performance domain, `opp-shared`, children with
+//! `opp-hz`/`opp-microvolt`/`clock-latency-ns`, as Linux's `Documentation/devicetree/bindings/
+//! opp/opp-v2.yaml`), and replace `/cpus/cpu-map` with the board's clusters. The numbers come
+//! from `asym_boards`, whose tables cite the real boards' DTs.
+//!
+//! CPU `reg` (MPIDR) values stay QEMU's: PSCI `CPU_ON` must find the vCPUs by them. Logical CPU
+//! n of the emulated board is `board.cpus[n]` (Juno r2: CPUs 0–1 big, 2–5 LITTLE). With fewer
+//! vCPUs than the board has, the first `smp` CPUs of the board are described.
+//!
+//! Reading uses `flat_device_tree` (the kernel's DT crate), writing `vm-fdt`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use asym_sched::topology::BoardDesc;
+use flat_device_tree::node::FdtNode;
+use flat_device_tree::Fdt;
+use vm_fdt::FdtWriter;
+
+use crate::cmd;
+use crate::qemu::{Boot, Machine};
+
+/// The board a QEMU run emulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Board {
+    /// Juno r2 (2× A72 + 4× A53, two cpufreq domains), 6 vCPUs. The default.
+    QemuJunoR2,
+    /// HiKey960 (4× A53 + 4× A73), 8 vCPUs.
+    QemuHikey960,
+    /// HiKey (8× A53, one domain, symmetric), 8 vCPUs.
+    QemuHikey,
+    /// QEMU's own DT: symmetric, no OPP tables, so no cpufreq.
+    Virt,
+}
+
+impl Board {
+    /// The board data the DT is built from (`None` for plain `virt`).
+    pub fn desc(self) -> Option<&'static BoardDesc> {
+        match self {
+            Board::QemuJunoR2 => Some(&asym_boards::JUNO_R2),
+            Board::QemuHikey960 => Some(&asym_boards::HIKEY960),
+            Board::QemuHikey => Some(&asym_boards::HIKEY),
+            Board::Virt => None,
+        }
+    }
+
+    /// The number of vCPUs the board has (`None`: any).
+    pub fn nr_cpus(self) -> Option<u32> {
+        self.desc().map(|d| d.cpus.len() as u32)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Board::QemuJunoR2 => "qemu-juno-r2",
+            Board::QemuHikey960 => "qemu-hikey960",
+            Board::QemuHikey => "qemu-hikey",
+            Board::Virt => "virt",
+        }
+    }
+}
+
+/// Writes the board's DTB for machine `m` into `dir` and returns its path; `None` for `virt`
+/// (QEMU's own DT is used). Passed with `-dtb`, it reaches the kernel directly (`-kernel`) or
+/// through u-boot (`-bios`: u-boot's control DT, handed on by `booti ... ${fdtcontroladdr}`).
+pub fn board_dtb(board: Board, m: &Machine, dir: &Path) -> Result<Option<PathBuf>> {
+    let Some(desc) = board.desc() else {
+        return Ok(None);
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tag = format!(
+        "{}-gic{}{}-smp{}-{}M",
+        board.name(),
+        m.gic,
+        if m.el2 { "-el2" } else { "" },
+        m.smp,
+        m.memory_mib
+    );
+    let raw = dir.join(format!("qemu-{tag}.dtb"));
+    let out = dir.join(format!("{tag}.dtb"));
+    let dump = Machine {
+        icount: None,
+        gdb: false,
+        append: String::new(),
+        boot: Boot::Direct {
+            image: PathBuf::new(),
+        },
+        extra: Vec::new(),
+        ..m.clone()
+    };
+    let mut c = dump.command();
+    // Drop `-kernel ''`: dumpdtb needs no image.
+    let args: Vec<std::ffi::OsString> = c.get_args().map(|a| a.to_os_string()).collect();
+    let mut c2 = std::process::Command::new(c.get_program());
+    let mut skip = false;
+    for a in &args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if a == "-kernel" {
+            skip = true;
+            continue;
+        }
+        c2.arg(a);
+    }
+    c = c2;
+    let mut opt = std::ffi::OsString::from("dumpdtb=");
+    opt.push(&raw);
+    c.arg("-machine").arg(opt);
+    let st = cmd::status(&mut c)?;
+    if !st.success() {
+        bail!("QEMU could not dump its DTB ({st}): {}", cmd::render(&c));
+    }
+    let bytes = std::fs::read(&raw).with_context(|| format!("reading {}", raw.display()))?;
+    let patched = patch(&bytes, desc).with_context(|| format!("patching {}", raw.display()))?;
+    std::fs::write(&out, patched).with_context(|| format!("writing {}", out.display()))?;
+    Ok(Some(out))
+}
+
+/// QEMU's DTB `dtb` with `board`'s scheduling properties added (see the module docs).
+pub fn patch(dtb: &[u8], board: &BoardDesc) -> Result<Vec<u8>> {
+    let fdt = Fdt::new(dtb).map_err(|e| anyhow::anyhow!("not a DTB: {e:?}"))?;
+    let root = fdt.find_node("/").context("no root node")?;
+    let mut max_phandle = 0u32;
+    for n in fdt.all_nodes() {
+        if let Some(p) = n.property("phandle").and_then(|p| p.as_usize()) {
+            max_phandle = max_phandle.max(p as u32);
+        }
+    }
+    let mut ctx = Ctx {
+        board,
+        cpus_seen: 0,
+        cpu_phandles: Vec::new(),
+        next_phandle: max_phandle + 1,
+        opp_phandles: Vec::new(),
+    };
+    ctx.opp_phandles = (0..board.perf_domains.len())
+        .map(|_| ctx.alloc_phandle())
+        .collect();
+    let mut w = FdtWriter::new().map_err(|e| anyhow::anyhow!("{e}"))?;
+    copy_node(&mut w, root, "", &mut ctx)?;
+    if ctx.cpus_seen > board.cpus.len() {
+        bail!(
+            "QEMU has {} vCPUs but board {} has {} CPUs",
+            ctx.cpus_seen,
+            board.name,
+            board.cpus.len()
+        );
+    }
+    w.finish().map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+struct Ctx<'b> {
+    board: &'b BoardDesc,
+    cpus_seen: usize,
+    /// (logical CPU, phandle) of each CPU node, in DT order.
+    cpu_phandles: Vec<u32>,
+    next_phandle: u32,
+    opp_phandles: Vec<u32>,
+}
+
+impl Ctx<'_> {
+    fn alloc_phandle(&mut self) -> u32 {
+        let p = self.next_phandle;
+        self.next_phandle += 1;
+        p
+    }
+}
+
+fn err(e: vm_fdt::Error) -> anyhow::Error {
+    anyhow::anyhow!("writing the DTB: {e}")
+}
+
+fn is_cpu(n: FdtNode<'_, '_>) -> bool {
+    n.property("device_type")
+        .and_then(|p| p.as_str())
+        .is_some_and(|s| s.trim_end_matches('\0') == "cpu")
+}
+
+fn copy_node(w: &mut FdtWriter, n: FdtNode<'_, '_>, name: &str, ctx: &mut Ctx<'_>) -> Result<()> {
+    let node = w.begin_node(name).map_err(err)?;
+    let cpu = is_cpu(n);
+    let mut has_phandle = false;
+    for p in n.properties() {
+        if p.name == "phandle" {
+            has_phandle = true;
+            if cpu {
+                let v = p.as_usize().context("cpu phandle")? as u32;
+                ctx.cpu_phandles.push(v);
+            }
+        }
+        if cpu
+            && matches!(
+                p.name,
+                "capacity-dmips-mhz" | "dynamic-power-coefficient" | "operating-points-v2"
+            )
+        {
+            continue;
+        }
+        w.property(p.name, p.value).map_err(err)?;
+    }
+    if cpu {
+        let idx = ctx.cpus_seen;
+        ctx.cpus_seen += 1;
+        if !has_phandle {
+            let ph = ctx.alloc_phandle();
+            w.property_u32("phandle", ph).map_err(err)?;
+            ctx.cpu_phandles.push(ph);
+        }
+        if let Some(d) = ctx.board.cpus.get(idx) {
+            if let Some(dmips) = d.capacity_dmips_mhz {
+                w.property_u32("capacity-dmips-mhz", dmips).map_err(err)?;
+            }
+            if let Some(c) = d.dynamic_power_coefficient {
+                w.property_u32("dynamic-power-coefficient", c)
+                    .map_err(err)?;
+            }
+            let opp = ctx.opp_phandles[usize::from(d.perf_domain)];
+            w.property_u32("operating-points-v2", opp).map_err(err)?;
+        }
+    }
+    let children: Vec<FdtNode<'_, '_>> = n.children().collect();
+    for c in &children {
+        if name == "cpus" && c.name == "cpu-map" {
+            continue;
+        }
+        copy_node(w, *c, c.name, ctx)?;
+    }
+    if name == "cpus" {
+        write_cpu_map(w, ctx)?;
+    }
+    if name.is_empty() {
+        write_opp_tables(w, ctx)?;
+    }
+    w.end_node(node).map_err(err)
+}
+
+fn write_cpu_map(w: &mut FdtWriter, ctx: &Ctx<'_>) -> Result<()> {
+    let n = ctx.cpu_phandles.len().min(ctx.board.cpus.len());
+    let mut clusters: Vec<u16> = ctx.board.cpus[..n].iter().map(|c| c.cluster).collect();
+    clusters.sort_unstable();
+    clusters.dedup();
+    let map = w.begin_node("cpu-map").map_err(err)?;
+    for (ci, cl) in clusters.iter().enumerate() {
+        let node = w.begin_node(&format!("cluster{ci}")).map_err(err)?;
+        let members = (0..n).filter(|&i| ctx.board.cpus[i].cluster == *cl);
+        for (k, i) in members.enumerate() {
+            let core = w.begin_node(&format!("core{k}")).map_err(err)?;
+            w.property_u32("cpu", ctx.cpu_phandles[i]).map_err(err)?;
+            w.end_node(core).map_err(err)?;
+        }
+        w.end_node(node).map_err(err)?;
+    }
+    w.end_node(map).map_err(err)
+}
+
+fn write_opp_tables(w: &mut FdtWriter, ctx: &Ctx<'_>) -> Result<()> {
+    for (pd, desc) in ctx.board.perf_domains.iter().enumerate() {
+        let t = w
+            .begin_node(&format!("opp-table-{}", desc.name))
+            .map_err(err)?;
+        w.property_string("compatible", "operating-points-v2")
+            .map_err(err)?;
+        w.property_null("opp-shared").map_err(err)?;
+        w.property_u32("phandle", ctx.opp_phandles[pd])
+            .map_err(err)?;
+        for opp in desc.opps {
+            let hz = u64::from(opp.freq.0) * 1000;
+            let o = w.begin_node(&format!("opp-{hz}")).map_err(err)?;
+            w.property_u64("opp-hz", hz).map_err(err)?;
+            w.property_u32("opp-microvolt", opp.voltage.0)
+                .map_err(err)?;
+            let lat = u32::try_from(desc.transition_latency_ns).unwrap_or(u32::MAX);
+            w.property_u32("clock-latency-ns", lat).map_err(err)?;
+            w.end_node(o).map_err(err)?;
+        }
+        w.end_node(t).map_err(err)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Oracle: the patched blob, read back with an independent reader (`dtc` is not assumed;
+    //! we re-parse with `flat_device_tree`) has the board's numbers from `asym_boards`, and
+    //! QEMU's own nodes unchanged.
+    use super::*;
+
+    fn qemu_dtb() -> Vec<u8> {
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../kernel/tests/dtb/qemu-virt-gicv2-smp6.dtb"
+        );
+        std::fs::read(p).unwrap()
+    }
+
+    fn u32_of(n: FdtNode<'_, '_>, prop: &str) -> Option<u32> {
+        n.property(prop)
+            .and_then(|p| p.as_usize())
+            .map(|v| v as u32)
+    }
+
+    #[test]
+    fn juno_r2_properties_are_added_and_qemu_nodes_kept() {
+        let orig = qemu_dtb();
+        let out = patch(&orig, &asym_boards::JUNO_R2).unwrap();
+        let a = Fdt::new(&orig).unwrap();
+        let b = Fdt::new(&out).unwrap();
+        let names = |f: &Fdt<'_>| -> Vec<String> {
+            let root = f.find_node("/").unwrap();
+            root.children().map(|c| c.name.to_string()).collect()
+        };
+        let (na, nb) = (names(&a), names(&b));
+        assert!(na.iter().all(|n| nb.contains(n)), "{na:?} vs {nb:?}");
+        assert_eq!(nb.len(), na.len() + 2, "two OPP tables added");
+        let cpus: Vec<_> = b
+            .find_node("/cpus")
+            .unwrap()
+            .children()
+            .filter(|n| is_cpu(*n))
+            .collect();
+        assert_eq!(cpus.len(), 6);
+        let dmips: Vec<_> = cpus
+            .iter()
+            .map(|c| u32_of(*c, "capacity-dmips-mhz"))
+            .collect();
+        assert_eq!(
+            dmips,
+            [1024, 1024, 485, 485, 485, 485].map(Some).to_vec(),
+            "Juno r2: A72 ×2 then A53 ×4"
+        );
+        for (i, c) in cpus.iter().enumerate() {
+            assert_eq!(u32_of(*c, "reg"), Some(i as u32), "QEMU's MPIDR kept");
+            let opp = u32_of(*c, "operating-points-v2").unwrap();
+            let table = b.find_phandle(opp).unwrap();
+            let want = if i < 2 {
+                "opp-table-big"
+            } else {
+                "opp-table-little"
+            };
+            assert_eq!(table.name, want);
+            assert!(table.property("opp-shared").is_some());
+            let hz: Vec<u64> = table
+                .children()
+                .map(|o| {
+                    let v = o.property("opp-hz").unwrap().value;
+                    u64::from_be_bytes(v.try_into().unwrap())
+                })
+                .collect();
+            let expect: &[u64] = if i < 2 {
+                &[600_000_000, 1_000_000_000, 1_200_000_000]
+            } else {
+                &[450_000_000, 800_000_000, 950_000_000]
+            };
+            assert_eq!(hz, expect);
+        }
+        // The kernel's own parser sees two clusters with the board's membership.
+        let uart = a.find_node("/pl011@9000000").unwrap();
+        let uart2 = b.find_node("/pl011@9000000").unwrap();
+        assert_eq!(
+            uart.property("reg").unwrap().value,
+            uart2.property("reg").unwrap().value
+        );
+        let map = b.find_node("/cpus/cpu-map").unwrap();
+        let sizes: Vec<usize> = map.children().map(|c| c.children().count()).collect();
+        assert_eq!(sizes, vec![2, 4]);
+    }
+
+    #[test]
+    fn more_vcpus_than_the_board_is_refused() {
+        let orig = qemu_dtb();
+        let mut small = asym_boards::JUNO_R2;
+        small.cpus = &asym_boards::JUNO_R2.cpus[..4];
+        let e = patch(&orig, &small).unwrap_err();
+        assert!(format!("{e}").contains("6 vCPUs"), "{e}");
+    }
+}

@@ -1,0 +1,501 @@
+//! `cargo xtask test`: every check, in stages, with a summary and one closing line.
+//!
+//! Stages: fmt; clippy (host crates, then kernel crates for the bare-metal target); host tests
+//! (policy, board data, simulator scenarios, xtask, the kernel's host-testable parts); the
+//! kernel build; the QEMU self-test matrix {GICv2, GICv3} × {EL1, EL2} with `-kernel` under
+//! `-icount`; the failure paths (`crash=panic|fault` must exit 101/1 with their reports); and
+//! the boot through Debian's u-boot from a FAT disk, as on a board. A failing stage does not
+//! stop the others (except that QEMU stages need the build).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::console::{self, Defmt};
+use crate::kernel::{self, TARGET};
+use crate::qemu::{self, Boot, Machine, RunOpts};
+use crate::{cmd, dtb, TestArgs};
+
+#[derive(Debug)]
+struct StageResult {
+    name: String,
+    ok: bool,
+    detail: String,
+    time: Duration,
+}
+
+/// Host crates for clippy and tests: the default members plus the kernel library, which
+/// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
+const HOST_CRATES: &[&str] = &[
+    "asym-sched",
+    "asym-boards",
+    "asym-sim",
+    "xtask",
+    "asym-kernel",
+];
+
+pub fn run(args: &TestArgs) -> Result<ExitCode> {
+    let mut results: Vec<StageResult> = Vec::new();
+    let started = Instant::now();
+
+    if !args.no_host {
+        stage_cmd(
+            &mut results,
+            "fmt",
+            cmd::cargo().args(["fmt", "--all", "--check"]),
+        );
+        let mut clippy = cmd::cargo();
+        clippy.arg("clippy");
+        for c in HOST_CRATES {
+            clippy.args(["-p", c]);
+        }
+        clippy.args(["--all-targets", "--", "-D", "warnings"]);
+        stage_cmd(&mut results, "clippy (host)", &mut clippy);
+
+        let t = Instant::now();
+        let ensured = kernel::ensure_target();
+        let mut clippy = cmd::cargo();
+        clippy.arg("clippy");
+        for c in kernel::KERNEL_CRATES {
+            clippy.args(["-p", c]);
+        }
+        clippy.args(["--target", TARGET, "--", "-D", "warnings"]);
+        match ensured {
+            Ok(()) => stage_cmd(&mut results, "clippy (kernel, bare-metal)", &mut clippy),
+            Err(e) => results.push(StageResult {
+                name: "clippy (kernel, bare-metal)".into(),
+                ok: false,
+                detail: format!("{e:#}"),
+                time: t.elapsed(),
+            }),
+        }
+
+        let mut test = cmd::cargo();
+        // --no-fail-fast: one failing crate must not hide the results of the others.
+        test.args(["test", "--no-fail-fast"]);
+        for c in HOST_CRATES {
+            test.args(["-p", c]);
+        }
+        stage_cmd(&mut results, "host tests", &mut test);
+    }
+
+    if !args.no_qemu {
+        qemu_stages(args, &mut results);
+    }
+
+    println!();
+    println!(
+        "== summary: {} stages in {:.0?}",
+        results.len(),
+        started.elapsed()
+    );
+    for r in &results {
+        let line = format!(
+            "{:<6} {:<46} {:>8.1?}  {}",
+            if r.ok { "ok" } else { "FAILED" },
+            r.name,
+            r.time,
+            r.detail
+        );
+        println!("{}", line.trim_end());
+    }
+    let passed = results.iter().filter(|r| r.ok).count();
+    let failed = results.len() - passed;
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn stage_cmd(results: &mut Vec<StageResult>, name: &str, command: &mut std::process::Command) {
+    println!("\n== {name}");
+    let t = Instant::now();
+    let (ok, detail) = match cmd::status(command) {
+        Ok(st) if st.success() => (true, String::new()),
+        Ok(st) => (false, format!("{st}")),
+        Err(e) => (false, format!("{e:#}")),
+    };
+    results.push(StageResult {
+        name: name.into(),
+        ok,
+        detail,
+        time: t.elapsed(),
+    });
+}
+
+/// One QEMU self-test run of the matrix.
+#[derive(Debug, Clone)]
+struct QemuRun {
+    name: String,
+    machine: Machine,
+    /// Lines (substrings) the console must show besides the self-test summary.
+    expect: Vec<String>,
+    /// `None`: a self-test run (summary `N passed, 0 failed`, exit 0). `Some(code)`: a
+    /// failure-path run that must end with exactly this exit status.
+    expect_exit: Option<i32>,
+}
+
+fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
+    println!("\n== kernel build");
+    let t = Instant::now();
+    let built = kernel::build(None).and_then(|a| {
+        let dir = a
+            .image
+            .parent()
+            .expect("Image has a directory")
+            .to_path_buf();
+        kernel::write_boot_script(&dir, "selftest")?;
+        let disk = kernel::write_boot_disk(&dir)?;
+        Ok((a, disk))
+    });
+    let (artefacts, disk) = match built {
+        Ok(b) => {
+            results.push(StageResult {
+                name: "kernel build + Image + boot.scr".into(),
+                ok: true,
+                detail: String::new(),
+                time: t.elapsed(),
+            });
+            b
+        }
+        Err(e) => {
+            println!("xtask: {e:#}");
+            results.push(StageResult {
+                name: "kernel build + Image + boot.scr".into(),
+                ok: false,
+                detail: format!("{e:#}; QEMU stages not run"),
+                time: t.elapsed(),
+            });
+            return;
+        }
+    };
+    let defmt = match crate::load_defmt(&artefacts.elf) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("xtask: {e:#}; frames will be shown as hex");
+            None
+        }
+    };
+
+    // As in `qemu`: 6 is --smp's default, so the board's own CPU count wins over it; the
+    // first `smp` CPUs of the board are described when fewer are asked for.
+    let smp = match args.board.nr_cpus() {
+        Some(n) if args.smp == 6 || args.smp > n => n,
+        _ => args.smp,
+    };
+    let base = Machine {
+        smp,
+        gic: 3,
+        el2: false,
+        memory_mib: 512,
+        cpu: qemu::DEFAULT_CPU.into(),
+        icount: Some(qemu::DEFAULT_ICOUNT.into()),
+        gdb: false,
+        append: "selftest".into(),
+        boot: Boot::Direct {
+            image: artefacts.image.clone(),
+        },
+        extra: Vec::new(),
+    };
+    let mut planned = Vec::new();
+    for gic in [2u8, 3] {
+        for el2 in [false, true] {
+            planned.push(QemuRun {
+                name: format!(
+                    "selftest {} gicv{gic} {}",
+                    args.board.name(),
+                    if el2 { "el2" } else { "el1" }
+                ),
+                machine: Machine {
+                    gic,
+                    el2,
+                    ..base.clone()
+                },
+                expect: Vec::new(),
+                expect_exit: None,
+            });
+        }
+    }
+    // The failure paths (kernel/CONTRACTS.md, `crash=`): after the banner the highest CPU
+    // panics (status 101, `panic on cpu N at file:line: ...`) or takes a data abort outside any
+    // test (fault report, `cpu N halted`, status 1). The runner must see both as failures
+    // with the report, not as a pass or a hang.
+    let last = smp.saturating_sub(1);
+    planned.push(QemuRun {
+        name: format!("crash=panic reported {}", args.board.name()),
+        machine: Machine {
+            append: "semihosting crash=panic".into(),
+            ..base.clone()
+        },
+        expect: vec![format!("panic on cpu {last} at ")],
+        expect_exit: Some(101),
+    });
+    planned.push(QemuRun {
+        name: format!("crash=fault reported {}", args.board.name()),
+        machine: Machine {
+            append: "semihosting crash=fault".into(),
+            ..base.clone()
+        },
+        expect: vec![
+            format!("synchronous exception on cpu {last}"),
+            "Data Abort".into(),
+            format!("cpu {last} halted"),
+        ],
+        expect_exit: Some(1),
+    });
+    let uboot = Path::new(qemu::UBOOT_BIN);
+    if uboot.exists() {
+        planned.push(QemuRun {
+            name: format!("selftest u-boot booti {} gicv3 el2", args.board.name()),
+            machine: Machine {
+                gic: 3,
+                el2: true,
+                append: String::new(),
+                boot: Boot::UBoot {
+                    bios: uboot.into(),
+                    disk: disk.clone(),
+                },
+                ..base.clone()
+            },
+            // Proof that distro boot found our script and booti started the Image.
+            expect: vec![
+                "Found U-Boot script /boot.scr".into(),
+                "Starting kernel ...".into(),
+            ],
+            expect_exit: None,
+        });
+    } else {
+        results.push(StageResult {
+            name: "selftest u-boot booti".into(),
+            ok: false,
+            detail: format!("{} missing: install Debian's u-boot-qemu", qemu::UBOOT_BIN),
+            time: Duration::ZERO,
+        });
+    }
+
+    // Every run gets the emulated board's device tree with -dtb, as `cargo xtask qemu` does:
+    // QEMU hands it to the kernel (-kernel) or to u-boot, which passes it on through booti.
+    let dir = artefacts
+        .image
+        .parent()
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let mut runs = Vec::new();
+    for mut run in planned {
+        match dtb::board_dtb(args.board, &run.machine, &dir) {
+            Ok(Some(path)) => {
+                run.machine.extra.push("-dtb".into());
+                run.machine.extra.push(path.display().to_string());
+                runs.push(run);
+            }
+            Ok(None) => runs.push(run),
+            Err(e) => results.push(StageResult {
+                name: run.name,
+                ok: false,
+                detail: format!("making the board DTB: {e:#}"),
+                time: Duration::ZERO,
+            }),
+        }
+    }
+
+    let log_dir = artefacts
+        .image
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(kernel::out_dir)
+        .join("logs");
+    // Logs of earlier runs would be mistaken for this run's.
+    let _ = std::fs::remove_dir_all(&log_dir);
+    let _ = std::fs::create_dir_all(&log_dir);
+    let timeout = Duration::from_secs(args.timeout);
+    let queue = Mutex::new(runs.into_iter().enumerate().rev().collect::<Vec<_>>());
+    let done = Mutex::new(Vec::new());
+    println!(
+        "\n== QEMU self tests ({} at a time, {}s timeout each)",
+        args.jobs.max(1),
+        args.timeout
+    );
+    std::thread::scope(|s| {
+        for _ in 0..args.jobs.max(1) {
+            s.spawn(|| loop {
+                let next = queue.lock().unwrap().pop();
+                let Some((i, run)) = next else { break };
+                let r = qemu_run(&run, defmt.as_ref(), timeout, &log_dir);
+                done.lock().unwrap().push((i, r));
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap();
+    done.sort_by_key(|(i, _)| *i);
+    results.extend(done.into_iter().map(|(_, r)| r));
+}
+
+fn qemu_run(
+    run: &QemuRun,
+    defmt: Option<&Defmt>,
+    timeout: Duration,
+    log_dir: &Path,
+) -> StageResult {
+    let t = Instant::now();
+    let outcome = qemu::run(
+        run.machine.command(),
+        defmt,
+        &RunOpts {
+            timeout: Some(timeout),
+            prefix: format!("[{}] ", run.name),
+            interactive: false,
+            echo: true,
+            stop_when: None,
+        },
+    );
+    let elapsed = outcome.as_ref().map(|o| o.elapsed).unwrap_or_default();
+    let (ok, detail) = match outcome {
+        Err(e) => (false, format!("{e:#}")),
+        Ok(o) => {
+            let log = log_dir.join(format!("{}.log", run.name.replace(' ', "-")));
+            let _ = std::fs::write(&log, o.lines.join("\n") + "\n");
+            let (ok, detail) = verdict(run, &o, timeout);
+            if ok {
+                (ok, detail)
+            } else {
+                (ok, format!("{detail}; log {}", log.display()))
+            }
+        }
+    };
+    println!(
+        "[{}] {} in {:.1?} (QEMU {:.1?}): {detail}",
+        run.name,
+        if ok { "ok" } else { "FAILED" },
+        t.elapsed(),
+        elapsed
+    );
+    StageResult {
+        name: run.name.clone(),
+        ok,
+        detail,
+        time: t.elapsed(),
+    }
+}
+
+/// Whether a QEMU run did what `run` expects, and a one-line reason.
+fn verdict(run: &QemuRun, o: &qemu::Outcome, timeout: Duration) -> (bool, String) {
+    let code = o.status.and_then(|s| s.code());
+    let sum = qemu::summary(&o.lines);
+    let counts = sum
+        .map(|(p, f)| format!("{p} passed, {f} failed"))
+        .unwrap_or_else(|| "no summary line".into());
+    if o.timed_out {
+        return (
+            false,
+            format!("timed out after {}s ({counts})", timeout.as_secs()),
+        );
+    }
+    if let Some(bad) = o.lines.iter().find(|l| console::is_undecodable(l)) {
+        return (
+            false,
+            format!("{counts}, but a defmt frame did not decode: {bad}"),
+        );
+    }
+    if let Some(missing) = run
+        .expect
+        .iter()
+        .find(|want| !o.lines.iter().any(|l| l.contains(want.as_str())))
+    {
+        return (false, format!("{counts}, but no line {missing:?}"));
+    }
+    match (run.expect_exit, sum, code) {
+        (Some(want), _, Some(got)) if got == want => {
+            (true, format!("exit {want} with the expected report"))
+        }
+        (Some(want), _, _) => (false, format!("QEMU exit {code:?}, expected {want}")),
+        (None, Some((p, 0)), Some(0)) if p > 0 => (true, counts),
+        (None, _, _) => (false, format!("{counts}, QEMU exit {code:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    fn outcome(lines: &[&str], code: Option<i32>, timed_out: bool) -> qemu::Outcome {
+        qemu::Outcome {
+            // A wait status carries the exit code in bits 8..16.
+            status: code.map(|c| ExitStatus::from_raw(c << 8)),
+            timed_out,
+            stopped: false,
+            lines: lines.iter().map(|l| l.to_string()).collect(),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    fn run(expect: &[&str], expect_exit: Option<i32>) -> QemuRun {
+        QemuRun {
+            name: "t".into(),
+            machine: Machine {
+                smp: 1,
+                gic: 3,
+                el2: false,
+                memory_mib: 64,
+                cpu: qemu::DEFAULT_CPU.into(),
+                icount: None,
+                gdb: false,
+                append: String::new(),
+                boot: Boot::Direct {
+                    image: "Image".into(),
+                },
+                extra: Vec::new(),
+            },
+            expect: expect.iter().map(|s| s.to_string()).collect(),
+            expect_exit,
+        }
+    }
+
+    const T: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn self_test_run_passes_only_with_all_passed_and_status_0() {
+        let r = run(&[], None);
+        let ok = ["selftest a ... ok", "1 passed, 0 failed"];
+        assert!(verdict(&r, &outcome(&ok, Some(0), false), T).0);
+        // A failed test, a non-zero status, no summary, zero tests, a timeout: all failures.
+        let failed = ["selftest a ... FAILED: x", "0 passed, 1 failed"];
+        assert!(!verdict(&r, &outcome(&failed, Some(1), false), T).0);
+        assert!(!verdict(&r, &outcome(&ok, Some(1), false), T).0);
+        assert!(!verdict(&r, &outcome(&["booted"], Some(0), false), T).0);
+        assert!(!verdict(&r, &outcome(&["0 passed, 0 failed"], Some(0), false), T).0);
+        let (ok_, why) = verdict(&r, &outcome(&ok, None, true), T);
+        assert!(!ok_ && why.contains("timed out"), "{why}");
+        // A killed QEMU (signal, no exit code) is not a pass either.
+        assert!(!verdict(&r, &outcome(&ok, None, false), T).0);
+    }
+
+    #[test]
+    fn undecodable_frames_and_missing_lines_fail_the_run() {
+        let r = run(&[], None);
+        let lines = ["<malformed defmt frame: 01>", "1 passed, 0 failed"];
+        let (ok, why) = verdict(&r, &outcome(&lines, Some(0), false), T);
+        assert!(!ok && why.contains("did not decode"), "{why}");
+
+        let r = run(&["Found U-Boot script /boot.scr"], None);
+        let (ok, why) = verdict(&r, &outcome(&["1 passed, 0 failed"], Some(0), false), T);
+        assert!(!ok && why.contains("/boot.scr"), "{why}");
+    }
+
+    #[test]
+    fn failure_path_run_needs_its_exact_status_and_report() {
+        let r = run(&["panic on cpu 5 at "], Some(101));
+        let panic = ["panic on cpu 5 at kernel/src/boot.rs:1: boom"];
+        assert!(verdict(&r, &outcome(&panic, Some(101), false), T).0);
+        assert!(!verdict(&r, &outcome(&panic, Some(0), false), T).0);
+        assert!(!verdict(&r, &outcome(&panic, Some(1), false), T).0);
+        assert!(!verdict(&r, &outcome(&["panic on cpu 4 at x"], Some(101), false), T).0);
+        assert!(!verdict(&r, &outcome(&panic, None, true), T).0);
+    }
+}
