@@ -173,6 +173,12 @@ pub fn sched(args: &[String]) -> Result<ExitCode> {
 /// The simulator's throughput benchmark is its `--bench` mode (juno-r2 with 10, 100 and 1000
 /// tasks; simulated seconds per wall second and events per second).
 pub fn sim(args: &[String]) -> Result<ExitCode> {
+    run_sim(&["--bench"], args)
+}
+
+/// Runs the simulator binary (release build) with `fixed` then `args`; `cargo xtask sim`
+/// forwards everything here.
+pub fn run_sim(fixed: &[&str], args: &[String]) -> Result<ExitCode> {
     let st = cmd::status(
         cmd::cargo()
             .args([
@@ -183,8 +189,8 @@ pub fn sim(args: &[String]) -> Result<ExitCode> {
                 "--bin",
                 "asym-sim",
                 "--",
-                "--bench",
             ])
+            .args(fixed)
             .args(args),
     )?;
     Ok(crate::exit_code(st.code()))

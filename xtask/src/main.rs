@@ -221,22 +221,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             BenchCmd::Sched { args } => bench::sched(&args),
             BenchCmd::Sim { args } => bench::sim(&args),
         },
-        Cmd::Sim { args } => {
-            let st = cmd::status(
-                cmd::cargo()
-                    .args([
-                        "run",
-                        "--release",
-                        "-p",
-                        "asym-sim",
-                        "--bin",
-                        "asym-sim",
-                        "--",
-                    ])
-                    .args(&args),
-            )?;
-            Ok(exit_code(st.code()))
-        }
+        Cmd::Sim { args } => bench::run_sim(&[], &args),
     }
 }
 
