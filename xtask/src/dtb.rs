@@ -2,7 +2,7 @@
 //! qemu-hikey|virt`).
 //!
 //! QEMU's `virt` machine has identical vCPUs; the heterogeneity is described to the kernel the
-//! way a real board describes it (`/work/shared/reference/boards.md`, "Emulated boards under
+//! way a real board describes it (the reference `boards.md`, "Emulated boards under
 //! QEMU"). We ask QEMU for its own DTB (`-machine dumpdtb=FILE` with the run's `-M`/`-smp`/`-m`
 //! flags), copy every node and property unchanged, and add to each CPU node
 //! `capacity-dmips-mhz`, `dynamic-power-coefficient` and `operating-points-v2` (a phandle to
