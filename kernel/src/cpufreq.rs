@@ -29,8 +29,6 @@ use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
 use asym_sched::topology::{BoardDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
 
-use alloc::boxed::Box;
-
 use crate::dt::MAX_CPUS;
 use crate::percpu::PerCpu;
 use crate::sync::{InitOnce, IrqSpinLock};
@@ -39,8 +37,9 @@ use crate::sync::{InitOnce, IrqSpinLock};
 pub type Core = CpufreqCore<EmulatedDriver>;
 
 struct State {
-    /// On the heap: a `CpufreqCore` is ~34 KiB, the boot stacks 60 KiB.
-    core: Box<IrqSpinLock<Core>>,
+    /// A `CpufreqCore` keeps its policies, governor state and driver tables on the heap
+    /// (about 100 bytes itself), so it sits here directly.
+    core: IrqSpinLock<Core>,
     board: &'static BoardDesc,
 }
 
@@ -93,13 +92,13 @@ pub fn init(board: &'static BoardDesc, topo: &Topology, now: Nanos) -> Result<()
     for c in topo.cpus() {
         caps[c.id.index()] = c.capacity_orig;
     }
-    let core = Box::new(IrqSpinLock::new(CpufreqCore::new(
+    let core = IrqSpinLock::new(CpufreqCore::new(
         board,
         &caps[..topo.nr_cpus()],
         Governor::Schedutil,
         now,
         |p| EmulatedDriver::new(p, true),
-    )?));
+    )?);
     for c in topo.cpus() {
         let scale = core.lock().arch_scale_freq_capacity(c.id);
         ARCH_FREQ_SCALE.of(c.id).store(scale, Ordering::Relaxed);
@@ -137,9 +136,10 @@ pub fn domain_of(cpu: CpuId) -> Option<usize> {
     STATE.get()?.core.lock().policy_of(cpu)
 }
 
-/// A copy of policy `pd` (limits, current frequency, statistics).
+/// A copy of policy `pd` (limits, current frequency, statistics); allocates, so not for
+/// the tick path.
 pub fn policy(pd: usize) -> Option<CpufreqPolicy> {
-    STATE.get()?.core.lock().policy(pd).copied()
+    STATE.get()?.core.lock().policy(pd).cloned()
 }
 
 /// Runs `f` on the core under its lock (for self tests and reports).

@@ -23,13 +23,18 @@
 //! - Statistics are kept in nanoseconds rather than jiffies.
 //! - Only ascending, sorted tables exist (the OPP table is validated to be strictly
 //!   increasing), so there is no unsorted or descending search.
+//! - The frequency table and the statistics are heap slices sized from the domain's OPP
+//!   count (as Linux's `kcalloc`ed `freq_table` and `cpufreq_stats`), so a policy is a
+//!   few hundred bytes and is never built at its maximum size on a stack.
 
 pub mod driver;
 pub mod policies;
 
+use alloc::boxed::Box;
+use alloc::vec;
 use core::fmt;
 
-use crate::em::{perf_domain_cpus, validate_opps, EmError, EmPerfDomain, MAX_PERF_STATES};
+use crate::em::{perf_domain_cpus, validate_opps, EmError, EmPerfDomain};
 use crate::topology::BoardDesc;
 use crate::types::{CpuMask, Khz, Nanos};
 
@@ -66,26 +71,30 @@ pub struct FreqEntry {
 }
 
 /// `cpufreq_stats`: time in state per table index, transitions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpufreqStats {
-    time_in_state_ns: [u64; MAX_PERF_STATES],
+    /// One entry per table index.
+    time_in_state_ns: Box<[u64]>,
     /// `total_trans`.
     pub total_trans: u64,
-    /// `trans_table[from][to]`.
-    pub trans_table: [[u32; MAX_PERF_STATES]; MAX_PERF_STATES],
+    /// `trans_table[from * max_state + to]`, row-major as Linux's flat table.
+    trans_table: Box<[u32]>,
+    max_state: usize,
     last_index: usize,
     last_time: Nanos,
 }
 
 /// One cpufreq policy (`struct cpufreq_policy`), i.e. one performance domain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Not `Copy`: the table and the statistics are on the heap; `clone` copies them.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpufreqPolicy {
     /// The performance-domain index on the board.
     pub pd: usize,
     /// `policy->cpus`.
     pub cpus: CpuMask,
-    table: [FreqEntry; MAX_PERF_STATES],
-    nr: usize,
+    /// `freq_table`: one entry per OPP, never empty.
+    table: Box<[FreqEntry]>,
     /// `cpuinfo.min_freq`.
     pub cpuinfo_min_freq: Khz,
     /// `cpuinfo.max_freq` (also the frequency-invariance reference, `arch_scale_freq_ref`).
@@ -145,11 +154,13 @@ impl From<EmError> for CpufreqError {
 }
 
 impl CpufreqStats {
-    fn new(index: usize, now: Nanos) -> Self {
+    /// Statistics for a table of `max_state` entries (`cpufreq_stats_create_table`).
+    fn new(max_state: usize, index: usize, now: Nanos) -> Self {
         CpufreqStats {
-            time_in_state_ns: [0; MAX_PERF_STATES],
+            time_in_state_ns: vec![0; max_state].into_boxed_slice(),
             total_trans: 0,
-            trans_table: [[0; MAX_PERF_STATES]; MAX_PERF_STATES],
+            trans_table: vec![0; max_state * max_state].into_boxed_slice(),
+            max_state,
             last_index: index,
             last_time: now,
         }
@@ -164,7 +175,7 @@ impl CpufreqStats {
     fn record_transition(&mut self, new_index: usize, now: Nanos) {
         self.account(now);
         if new_index != self.last_index {
-            self.trans_table[self.last_index][new_index] += 1;
+            self.trans_table[self.last_index * self.max_state + new_index] += 1;
             self.total_trans += 1;
             self.last_index = new_index;
         }
@@ -185,18 +196,22 @@ impl CpufreqPolicy {
             return Err(CpufreqError::NoCpus { pd });
         }
         validate_opps(pd, desc.opps)?;
-        let mut table = [FreqEntry::default(); MAX_PERF_STATES];
-        for (e, opp) in table.iter_mut().zip(desc.opps) {
-            e.frequency = opp.freq;
-        }
-        let nr = desc.opps.len();
+        // validate_opps: 1..=`MAX_PERF_STATES` entries, strictly increasing.
+        let table: Box<[FreqEntry]> = desc
+            .opps
+            .iter()
+            .map(|opp| FreqEntry {
+                frequency: opp.freq,
+                inefficient: false,
+            })
+            .collect();
+        let nr = table.len();
         let fmin = table[0].frequency;
         let fmax = table[nr - 1].frequency;
         Ok(CpufreqPolicy {
             pd,
             cpus,
             table,
-            nr,
             cpuinfo_min_freq: fmin,
             cpuinfo_max_freq: fmax,
             transition_latency_ns: desc.transition_latency_ns,
@@ -207,13 +222,13 @@ impl CpufreqPolicy {
             governor: Governor::Schedutil,
             efficiencies_available: false,
             limits_changed: false,
-            stats: CpufreqStats::new(nr - 1, now),
+            stats: CpufreqStats::new(nr, nr - 1, now),
         })
     }
 
     /// The frequency table.
     pub fn table(&self) -> &[FreqEntry] {
-        &self.table[..self.nr]
+        &self.table
     }
 
     /// `policy->min` (`scaling_min_freq`), always a table frequency.
@@ -247,10 +262,7 @@ impl CpufreqPolicy {
     pub fn set_efficiencies(&mut self, em: &EmPerfDomain) -> usize {
         let mut found = 0;
         for st in em.states().iter().filter(|s| s.inefficient) {
-            if let Some(e) = self.table[..self.nr]
-                .iter_mut()
-                .find(|e| e.frequency == st.frequency)
-            {
+            if let Some(e) = self.table.iter_mut().find(|e| e.frequency == st.frequency) {
                 e.inefficient = true;
                 found += 1;
             }
@@ -322,7 +334,7 @@ impl CpufreqPolicy {
         let hi = self.cpuinfo_max_freq.0;
         let min = min.0.clamp(lo, hi);
         let mut max = max.0.clamp(lo, hi);
-        let table = &self.table[..self.nr];
+        let table = &self.table;
         if !table.iter().any(|e| (min..=max).contains(&e.frequency.0)) {
             // There is always one above: min ≤ max ≤ cpuinfo.max_freq, a table entry.
             max = table
@@ -380,17 +392,19 @@ impl CpufreqPolicy {
     /// (`cpufreq_freq_transition_end` + `cpufreq_stats_record_transition`). A frequency
     /// that is not in the table is recorded against the nearest entry at or above it.
     pub fn freq_transition(&mut self, freq: Khz, now: Nanos) {
-        let idx = self.table[..self.nr]
+        let idx = self
+            .table
             .iter()
             .position(|e| e.frequency >= freq)
-            .unwrap_or(self.nr - 1);
+            .unwrap_or(self.table.len() - 1);
         self.stats.record_transition(idx, now);
         self.cur = freq;
     }
 
-    /// The statistics, with time in the current state accounted up to `now`.
+    /// The statistics, with time in the current state accounted up to `now` (a copy:
+    /// allocates, so not for scheduler paths).
     pub fn stats(&self, now: Nanos) -> CpufreqStats {
-        let mut s = self.stats;
+        let mut s = self.stats.clone();
         s.account(now);
         s
     }
@@ -411,7 +425,8 @@ impl CpufreqPolicy {
     }
 
     fn find_index(&self, target: Khz, relation: Relation, efficiencies: bool) -> usize {
-        let entries = self.table[..self.nr]
+        let entries = self
+            .table
             .iter()
             .enumerate()
             .filter(|(_, e)| !(efficiencies && e.inefficient));
@@ -447,7 +462,7 @@ impl CpufreqPolicy {
         }
         // The top entry is never inefficient, so `best` is set whenever the table is
         // non-empty (validated at construction).
-        best.unwrap_or(self.nr - 1)
+        best.unwrap_or(self.table.len() - 1)
     }
 }
 
@@ -455,5 +470,14 @@ impl CpufreqStats {
     /// Time spent at table index `idx`, in ns.
     pub fn time_in_state_ns(&self, idx: usize) -> u64 {
         self.time_in_state_ns.get(idx).copied().unwrap_or(0)
+    }
+
+    /// `trans_table[from][to]`: transitions from table index `from` to `to` (0 for an
+    /// index outside the table).
+    pub fn trans_table(&self, from: usize, to: usize) -> u32 {
+        if from >= self.max_state || to >= self.max_state {
+            return 0;
+        }
+        self.trans_table[from * self.max_state + to]
     }
 }

@@ -20,7 +20,12 @@
 //! - The efficient-state flag `EM_PERF_DOMAIN_SKIP_INEFFICIENCIES` is set when at least
 //!   one state is inefficient, as `em_cpufreq_update_efficiencies` does once cpufreq
 //!   has accepted the inefficient frequencies (ours always does).
+//! - The state table is a heap slice sized from the domain's OPP count and the board's
+//!   model a vector sized from its domain count (Linux `kzalloc`s both too), so neither
+//!   is built at [`MAX_PERF_STATES`]/[`MAX_PERF_DOMAINS`] size on a stack.
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::fmt;
 
 use crate::topology::{BoardDesc, PerfDomainDesc, Topology};
@@ -48,10 +53,10 @@ pub struct EmPerfState {
 }
 
 /// A performance domain's energy model (`struct em_perf_domain` + its table).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EmPerfDomain {
-    states: [EmPerfState; MAX_PERF_STATES],
-    nr_perf_states: usize,
+    /// `em_table->state`: `nr_perf_states` entries, ascending in frequency, never empty.
+    states: Box<[EmPerfState]>,
     /// `min_perf_state`: lowest state `em_cpu_energy` may pick (frequency QoS).
     min_perf_state: usize,
     /// `max_perf_state`: highest state `em_cpu_energy` may pick.
@@ -96,10 +101,10 @@ pub enum EmError {
 }
 
 /// The energy model of a whole board: one optional domain per performance domain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnergyModel {
-    pds: [Option<EmPerfDomain>; MAX_PERF_DOMAINS],
-    nr_pds: usize,
+    /// One per performance domain of the board.
+    pds: Vec<Option<EmPerfDomain>>,
 }
 
 impl fmt::Display for EmError {
@@ -231,8 +236,8 @@ impl EmPerfDomain {
         cpus: CpuMask,
     ) -> Result<EmPerfDomain, EmError> {
         validate_opps(pd, opps)?;
-        let mut states = [EmPerfState::default(); MAX_PERF_STATES];
         let nr = opps.len();
+        let mut states = alloc::vec![EmPerfState::default(); nr].into_boxed_slice();
         let fmax = opps[nr - 1].freq.0 as u64;
         for (index, (opp, st)) in opps.iter().zip(states.iter_mut()).enumerate() {
             if opp.voltage.0 < 1000 {
@@ -258,7 +263,7 @@ impl EmPerfDomain {
         // below every higher state's is inefficient.
         let mut prev_cost = u64::MAX;
         let mut any_inefficient = false;
-        for st in states[..nr].iter_mut().rev() {
+        for st in states.iter_mut().rev() {
             st.cost = st.power.0 * 10 / st.performance.0 as u64;
             if st.cost >= prev_cost {
                 st.inefficient = true;
@@ -269,7 +274,6 @@ impl EmPerfDomain {
         }
         Ok(EmPerfDomain {
             states,
-            nr_perf_states: nr,
             min_perf_state: 0,
             max_perf_state: nr - 1,
             skip_inefficiencies: any_inefficient,
@@ -279,12 +283,12 @@ impl EmPerfDomain {
 
     /// The table, ascending in frequency.
     pub fn states(&self) -> &[EmPerfState] {
-        &self.states[..self.nr_perf_states]
+        &self.states
     }
 
     /// `nr_perf_states`.
     pub fn nr_perf_states(&self) -> usize {
-        self.nr_perf_states
+        self.states.len()
     }
 
     /// Restrict the states `em_cpu_energy` may pick to those within `[min, max]`
@@ -297,7 +301,7 @@ impl EmPerfDomain {
         let min_idx = st
             .iter()
             .position(|s| s.frequency >= min)
-            .unwrap_or(self.nr_perf_states - 1);
+            .unwrap_or(self.states.len() - 1);
         self.max_perf_state = max_idx;
         self.min_perf_state = min_idx.min(max_idx);
     }
@@ -346,15 +350,15 @@ impl EnergyModel {
                 pd: MAX_PERF_DOMAINS,
             });
         }
-        let mut pds = [None; MAX_PERF_DOMAINS];
-        for (pd, slot) in pds.iter_mut().enumerate().take(nr_pds) {
-            *slot = match EmPerfDomain::new(board, pd, capacity_orig) {
+        let mut pds = Vec::with_capacity(nr_pds);
+        for pd in 0..nr_pds {
+            pds.push(match EmPerfDomain::new(board, pd, capacity_orig) {
                 Ok(em) => Some(em),
                 Err(EmError::MissingPowerCoefficient { .. }) => None,
                 Err(e) => return Err(e),
-            };
+            });
         }
-        Ok(EnergyModel { pds, nr_pds })
+        Ok(EnergyModel { pds })
     }
 
     /// Every domain's model, with `capacity_orig` from `topology` (p1's
@@ -379,19 +383,16 @@ impl EnergyModel {
 
     /// Number of performance domains (with or without a model).
     pub fn nr_perf_domains(&self) -> usize {
-        self.nr_pds
+        self.pds.len()
     }
 
     /// The domain containing `cpu` (`em_cpu_get`), if it has a model.
     pub fn em_cpu_get(&self, cpu: CpuId) -> Option<&EmPerfDomain> {
-        self.pds[..self.nr_pds]
-            .iter()
-            .flatten()
-            .find(|pd| pd.cpus.contains(cpu))
+        self.pds.iter().flatten().find(|pd| pd.cpus.contains(cpu))
     }
 
     /// Whether every domain has a model (one of `sched_is_eas_possible`'s conditions).
     pub fn complete(&self) -> bool {
-        self.pds[..self.nr_pds].iter().all(Option::is_some)
+        self.pds.iter().all(Option::is_some)
     }
 }

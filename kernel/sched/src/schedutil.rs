@@ -25,6 +25,10 @@
 //!   models the delay ([`crate::cpufreq::driver`]).
 //! - Frequency invariance is always on, so the reference frequency is
 //!   `cpuinfo.max_freq` (`arch_scale_freq_ref`).
+//! - The policy's `sugov_cpu`s are a heap vector sized from the policy's CPUs, and a
+//!   governor restart ([`SugovPolicy::restart`]) reuses it instead of allocating.
+
+use alloc::vec::Vec;
 
 use crate::cpu_util::{
     cpu_util_cfs, cpu_util_cfs_boost, effective_cpu_util, CfsRqUtil, CpuSnapshot, RqNonCfsUtil,
@@ -112,10 +116,10 @@ pub struct SugovCpu {
 }
 
 /// Per-policy governor state (`struct sugov_policy` with its CPUs' `sugov_cpu`s).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SugovPolicy {
-    cpus: [SugovCpu; MAX_POLICY_CPUS],
-    nr_cpus: usize,
+    /// One per CPU of the policy (at most [`MAX_POLICY_CPUS`]), in CPU order.
+    cpus: Vec<SugovCpu>,
     /// `next_freq`: the last frequency chosen (0 before the first).
     pub next_freq: Khz,
     /// `cached_raw_freq`: the unresolved frequency behind `next_freq`.
@@ -167,15 +171,31 @@ impl SugovPolicy {
     /// frequency (without it, a zero utilisation would match the zeroed
     /// `cached_raw_freq` and leave the boot frequency in place).
     pub fn new(policy: &CpufreqPolicy) -> SugovPolicy {
-        let mut cpus = [SugovCpu::default(); MAX_POLICY_CPUS];
-        let mut nr_cpus = 0;
-        for (slot, cpu) in cpus.iter_mut().zip(policy.cpus.iter()) {
-            slot.cpu = cpu;
-            nr_cpus += 1;
-        }
+        Self::start(Vec::new(), policy)
+    }
+
+    /// Restart the governor on `policy` (`sugov_stop` + `sugov_start` on a governor
+    /// switch): the same state as [`SugovPolicy::new`], reusing the per-CPU storage so a
+    /// restart does not allocate when the policy's CPUs are unchanged.
+    pub fn restart(&mut self, policy: &CpufreqPolicy) {
+        let cpus = core::mem::take(&mut self.cpus);
+        *self = Self::start(cpus, policy);
+    }
+
+    fn start(mut cpus: Vec<SugovCpu>, policy: &CpufreqPolicy) -> SugovPolicy {
+        cpus.clear();
+        cpus.extend(
+            policy
+                .cpus
+                .iter()
+                .take(MAX_POLICY_CPUS)
+                .map(|cpu| SugovCpu {
+                    cpu,
+                    ..SugovCpu::default()
+                }),
+        );
         SugovPolicy {
             cpus,
-            nr_cpus,
             next_freq: Khz(0),
             cached_raw_freq: Khz(0),
             last_freq_update_time: Nanos(0),
@@ -199,16 +219,12 @@ impl SugovPolicy {
 
     /// The per-CPU state of `cpu`, if it belongs to the policy.
     pub fn cpu(&self, cpu: CpuId) -> Option<&SugovCpu> {
-        self.cpus[..self.nr_cpus].iter().find(|c| c.cpu == cpu)
+        self.cpus.iter().find(|c| c.cpu == cpu)
     }
 
     /// The policy's CPUs.
     pub fn cpus(&self) -> CpuMask {
-        CpuMask(
-            self.cpus[..self.nr_cpus]
-                .iter()
-                .fold(0, |m, c| m | 1 << c.cpu.0),
-        )
+        CpuMask(self.cpus.iter().fold(0, |m, c| m | 1 << c.cpu.0))
     }
 
     /// `sugov_limits`: the policy's limits changed; the next update bypasses the rate
@@ -237,9 +253,7 @@ impl SugovPolicy {
         if policy.governor() != Governor::Schedutil {
             return None;
         }
-        let j = self.cpus[..self.nr_cpus]
-            .iter()
-            .position(|c| c.cpu == cpu)?;
+        let j = self.cpus.iter().position(|c| c.cpu == cpu)?;
         if policy.take_limits_changed() {
             self.limits_changed = true;
         }
@@ -254,7 +268,7 @@ impl SugovPolicy {
             return None;
         }
         let max_cap = this.cpu.capacity_orig;
-        let next_f = if self.nr_cpus == 1 {
+        let next_f = if self.cpus.len() == 1 {
             let boost = self.iowait_apply(j, now, max_cap);
             self.get_util(j, boost, &this, features);
             let cached_freq = self.cached_raw_freq;
@@ -270,7 +284,7 @@ impl SugovPolicy {
         } else {
             // sugov_next_freq_shared: the domain follows its busiest CPU.
             let mut util = Util(0);
-            for k in 0..self.nr_cpus {
+            for k in 0..self.cpus.len() {
                 let inp = if k == j {
                     this
                 } else {

@@ -276,8 +276,8 @@ fn statistics_count_time_in_state_and_transitions() {
     assert_eq!(s.time_in_state_ns(0), 7_000);
     assert_eq!(s.time_in_state_ns(1), 8_000);
     assert_eq!(s.total_trans, 2);
-    assert_eq!(s.trans_table[2][0], 1);
-    assert_eq!(s.trans_table[0][1], 1);
+    assert_eq!(s.trans_table(2, 0), 1);
+    assert_eq!(s.trans_table(0, 1), 1);
     assert_eq!(p.cur(), mhz(1000));
     // Frequency invariance: 1000/1200 × 1024 = 853.3 → 853.
     assert_eq!(p.arch_scale_freq_capacity(), 853);
@@ -419,4 +419,93 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
     let t = core.update_util(Nanos(20_000_000), CpuId(3), UpdateFlags::NONE, f, input(0));
     assert_eq!(t, None);
     assert_eq!(core.policy(0).unwrap().cur(), mhz(950));
+}
+
+/// The cpufreq state is built at boot on a small kernel stack (it once took ~180 KiB of
+/// the boot CPU's stack in fixed `MAX_PERF_DOMAINS`/`MAX_PERF_STATES` arrays): every
+/// table must be sized from the board and live on the heap, so the by-value structs stay
+/// a few machine words. The bounds are far below one fixed-size table (16 OPPs × 8 bytes).
+#[test]
+fn cpufreq_state_is_sized_from_the_board_not_on_the_stack() {
+    use asym_sched::cpufreq::policies::CpufreqCore;
+    use asym_sched::cpufreq::CpufreqStats;
+    use asym_sched::em::EnergyModel;
+    use asym_sched::schedutil::SugovPolicy;
+    use core::mem::size_of;
+
+    assert!(size_of::<CpufreqCore<EmulatedDriver>>() <= 256);
+    assert!(size_of::<CpufreqPolicy>() <= 192);
+    assert!(size_of::<CpufreqStats>() <= 96);
+    assert!(size_of::<SugovPolicy>() <= 96);
+    assert!(size_of::<EmulatedDriver>() <= 96);
+    assert!(size_of::<EmPerfDomain>() <= 96);
+    assert!(size_of::<EnergyModel>() <= 64);
+
+    let caps = [Capacity(1024); 6];
+    let core = CpufreqCore::new(&JUNO, &caps, Governor::Schedutil, Nanos(0), |p| {
+        EmulatedDriver::new(p, true)
+    })
+    .unwrap();
+    assert_eq!(core.policies().len(), JUNO.perf_domains.len());
+    for (pd, p) in core.policies().iter().enumerate() {
+        assert_eq!(p.table().len(), JUNO.perf_domains[pd].opps.len());
+        assert_eq!(core.sugov(pd).unwrap().cpus(), p.cpus);
+    }
+    let em = EnergyModel::from_board(&JUNO, &caps).unwrap();
+    assert_eq!(em.nr_perf_domains(), 2);
+    assert_eq!(em.pd(1).unwrap().nr_perf_states(), JUNO_BIG_OPPS.len());
+}
+
+/// `trans_table` is `max_state × max_state` of the policy's own table; indices outside
+/// it read as zero transitions rather than panicking.
+#[test]
+fn stats_trans_table_outside_the_table_is_zero() {
+    let mut p = CpufreqPolicy::new(&JUNO, 1, Nanos(0)).unwrap();
+    p.freq_transition(mhz(600), Nanos(10));
+    let s = p.stats(Nanos(20));
+    assert_eq!(s.trans_table(2, 0), 1);
+    assert_eq!(s.trans_table(3, 0), 0);
+    assert_eq!(s.trans_table(0, 3), 0);
+    assert_eq!(s.time_in_state_ns(3), 0);
+}
+
+/// Switching back to schedutil restarts the governor (`sugov_start`): the state equals a
+/// freshly created one, whatever ran before (tuned rate limit, a past update).
+#[test]
+fn schedutil_restart_equals_a_fresh_governor() {
+    use asym_sched::cpufreq::policies::CpufreqCore;
+    use asym_sched::features::SchedFeatures;
+    use asym_sched::schedutil::{SugovCpuInput, SugovPolicy, UpdateFlags};
+    use asym_sched::types::{CpuId, Util};
+
+    let caps = [Capacity(1024); 6];
+    let mut core = CpufreqCore::new(&JUNO, &caps, Governor::Schedutil, Nanos(0), |p| {
+        EmulatedDriver::new(p, true)
+    })
+    .unwrap();
+    core.sugov_mut(1).unwrap().set_rate_limit_us(7);
+    let input = |c: CpuId| {
+        let mut i = SugovCpuInput::idle(c, Capacity(1024));
+        i.cpu.cfs.util_avg = Util(700);
+        i
+    };
+    let t = core.update_util(
+        Nanos(5_000_000),
+        CpuId(0),
+        UpdateFlags::IOWAIT,
+        SchedFeatures::default(),
+        input,
+    );
+    assert!(t.is_some());
+    assert_ne!(
+        core.sugov(1),
+        Some(&SugovPolicy::new(core.policy(1).unwrap()))
+    );
+    core.set_governor(1, Governor::Performance, Nanos(6_000_000))
+        .unwrap();
+    core.set_governor(1, Governor::Schedutil, Nanos(7_000_000))
+        .unwrap();
+    let fresh = SugovPolicy::new(core.policy(1).unwrap());
+    assert_eq!(core.sugov(1), Some(&fresh));
+    assert_eq!(fresh.rate_limit_us(), 2175);
 }

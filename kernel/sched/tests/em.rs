@@ -278,7 +278,7 @@ fn em_cpu_energy_picks_the_state_covering_max_util() {
 #[test]
 fn em_cpu_energy_skips_inefficient_states_when_the_domain_does() {
     let em = EnergyModel::from_board(&HIKEY_BOARD, HIKEY_CAPS).unwrap();
-    let mut pd = *em.pd(0).unwrap();
+    let mut pd = em.pd(0).unwrap().clone();
     // max_util 100 fits 208 MHz (177) but 208 is inefficient: 432 MHz, cost 3948.
     assert_eq!(pd.efficient_state(Util(100)), 1);
     assert_eq!(
@@ -295,7 +295,7 @@ fn em_cpu_energy_skips_inefficient_states_when_the_domain_does() {
 #[test]
 fn performance_limits_bound_the_state_search() {
     let em = EnergyModel::from_board(&JUNO, JUNO_CAPS).unwrap();
-    let mut big = *em.pd(1).unwrap();
+    let mut big = em.pd(1).unwrap().clone();
     // Big-cluster minimum at 1000 MHz (seed 004's experiment): low util still costs 1000 MHz.
     big.update_performance_limits(Khz(1_000_000), Khz(1_200_000));
     assert_eq!(

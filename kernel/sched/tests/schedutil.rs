@@ -569,7 +569,7 @@ fn time_to_max_opp(invariance: PeltInvariance) -> u64 {
     let em = EmPerfDomain::new(&HIKEY_BOARD, 0, &[Capacity(1024); 8]).unwrap();
     pol.set_efficiencies(&em);
     let mut sg = SugovPolicy::new(&pol);
-    let mut drv = EmulatedDriver::new(&[pol], true);
+    let mut drv = EmulatedDriver::new(std::slice::from_ref(&pol), true);
     let features = SchedFeatures::default();
     let mut clock = PeltClock::new(Nanos(0), invariance);
     let mut cfs = CfsRqAvg::default();

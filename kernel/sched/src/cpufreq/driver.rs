@@ -11,6 +11,13 @@
 //! caller records it with [`super::CpufreqPolicy::freq_transition`]. A request made
 //! while another is pending replaces it (the hardware only ever ramps to the newest
 //! target), and its latency counts from the new request.
+//!
+//! The emulated driver keeps its per-domain state and its request log on the heap (sized
+//! from the policies and [`REQUEST_LOG_LEN`]), so it is a few words wherever it is moved.
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
 
 use super::{CpufreqError, CpufreqPolicy};
 use crate::em::MAX_PERF_DOMAINS;
@@ -72,10 +79,11 @@ struct DomainState {
 /// fault tests.
 #[derive(Clone, Debug)]
 pub struct EmulatedDriver {
-    domains: [DomainState; MAX_PERF_DOMAINS],
-    nr: usize,
+    /// One per policy (at most [`MAX_PERF_DOMAINS`]), indexed by `pd`.
+    domains: Vec<DomainState>,
     fast_switch: bool,
-    log: [Request; REQUEST_LOG_LEN],
+    /// A ring of [`REQUEST_LOG_LEN`] entries.
+    log: Box<[Request]>,
     nr_requests: u64,
 }
 
@@ -83,16 +91,19 @@ impl EmulatedDriver {
     /// A driver for `policies`, each domain starting at its policy's `cur` with the
     /// policy's transition latency. Domains beyond [`MAX_PERF_DOMAINS`] are ignored.
     pub fn new(policies: &[CpufreqPolicy], fast_switch: bool) -> Self {
-        let mut domains = [DomainState::default(); MAX_PERF_DOMAINS];
-        for (d, p) in domains.iter_mut().zip(policies) {
-            d.cur = p.cur();
-            d.latency_ns = p.transition_latency_ns;
-        }
+        let domains = policies
+            .iter()
+            .take(MAX_PERF_DOMAINS)
+            .map(|p| DomainState {
+                cur: p.cur(),
+                latency_ns: p.transition_latency_ns,
+                ..DomainState::default()
+            })
+            .collect();
         EmulatedDriver {
             domains,
-            nr: policies.len().min(MAX_PERF_DOMAINS),
             fast_switch,
-            log: [Request::default(); REQUEST_LOG_LEN],
+            log: vec![Request::default(); REQUEST_LOG_LEN].into_boxed_slice(),
             nr_requests: 0,
         }
     }
@@ -120,7 +131,7 @@ impl EmulatedDriver {
 
     /// When the next pending request takes effect, if any (for event-driven callers).
     pub fn next_event(&self) -> Option<Nanos> {
-        self.domains[..self.nr]
+        self.domains
             .iter()
             .filter_map(|d| d.pending.map(|(_, t)| t))
             .min()
@@ -161,7 +172,7 @@ impl CpufreqDriver for EmulatedDriver {
         now: Nanos,
     ) -> Result<Nanos, CpufreqError> {
         let pd = policy.pd;
-        let Some(d) = self.domains[..self.nr].get_mut(pd) else {
+        let Some(d) = self.domains.get_mut(pd) else {
             return Err(CpufreqError::NoSuchDomain { pd });
         };
         let fail = d.fail_always || d.fail_next > 0;
@@ -202,7 +213,8 @@ impl CpufreqDriver for EmulatedDriver {
     /// records it with [`CpufreqPolicy::freq_transition`] (or uses
     /// [`super::policies::CpufreqCore::poll`], which does).
     fn poll(&mut self, now: Nanos) -> Option<(usize, Khz, Nanos)> {
-        let (pd, _) = self.domains[..self.nr]
+        let (pd, _) = self
+            .domains
             .iter()
             .enumerate()
             .filter_map(|(i, d)| d.pending.map(|(_, t)| (i, t)))

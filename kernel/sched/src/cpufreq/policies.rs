@@ -9,6 +9,11 @@
 //! Deliberate differences from Linux: a failed driver request is counted and otherwise
 //! dropped (`cpufreq_driver_fast_switch` returning 0 leaves `policy->cur` alone, as here);
 //! schedutil keeps its `next_freq` and does not retry until its target changes, as Linux.
+//! The policies and their governor state are vectors sized from the board (Linux
+//! allocates each `cpufreq_policy`/`sugov_policy` on demand), built in place on the heap:
+//! a [`CpufreqCore`] is a few words on the stack and nothing policy-sized is copied.
+
+use alloc::vec::Vec;
 
 use super::driver::CpufreqDriver;
 use super::{CpufreqError, CpufreqPolicy, Governor};
@@ -21,9 +26,10 @@ use crate::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
 /// Every cpufreq policy of a board with its governor state and the driver.
 #[derive(Clone, Debug)]
 pub struct CpufreqCore<D: CpufreqDriver> {
-    policies: [Option<CpufreqPolicy>; MAX_PERF_DOMAINS],
-    sugov: [Option<SugovPolicy>; MAX_PERF_DOMAINS],
-    nr: usize,
+    /// One per performance domain, indexed by `pd`.
+    policies: Vec<CpufreqPolicy>,
+    /// `sugov[pd]` is policy `pd`'s schedutil state (kept while another governor runs).
+    sugov: Vec<SugovPolicy>,
     /// The driver.
     pub driver: D,
     /// Requests the driver refused.
@@ -49,27 +55,19 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
                 pd: nr.min(MAX_PERF_DOMAINS),
             });
         }
-        let mut list = [None; MAX_PERF_DOMAINS];
-        for (pd, slot) in list.iter_mut().enumerate().take(nr) {
+        let mut policies = Vec::with_capacity(nr);
+        for pd in 0..nr {
             let mut p = CpufreqPolicy::new(board, pd, now)?;
             if let Ok(em) = EmPerfDomain::new(board, pd, capacity_orig) {
                 p.set_efficiencies(&em);
             }
-            *slot = Some(p);
+            policies.push(p);
         }
-        // A plain array for the driver; slots past `nr` repeat the last policy and are
-        // sliced off.
-        let dense: [CpufreqPolicy; MAX_PERF_DOMAINS] =
-            core::array::from_fn(|i| list[i.min(nr - 1)].unwrap_or_else(|| unreachable!()));
-        let driver = make_driver(&dense[..nr]);
-        let mut sugov = [None; MAX_PERF_DOMAINS];
-        for pd in 0..nr {
-            sugov[pd] = list[pd].as_ref().map(SugovPolicy::new);
-        }
+        let driver = make_driver(&policies);
+        let sugov = policies.iter().map(SugovPolicy::new).collect();
         let mut core = CpufreqCore {
-            policies: list,
+            policies,
             sugov,
-            nr,
             driver,
             failed_requests: 0,
         };
@@ -81,29 +79,32 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
 
     /// Number of policies.
     pub fn nr_policies(&self) -> usize {
-        self.nr
+        self.policies.len()
     }
 
     /// Policy `pd`.
     pub fn policy(&self, pd: usize) -> Option<&CpufreqPolicy> {
-        self.policies.get(pd).and_then(Option::as_ref)
+        self.policies.get(pd)
+    }
+
+    /// Every policy, indexed by `pd`.
+    pub fn policies(&self) -> &[CpufreqPolicy] {
+        &self.policies
     }
 
     /// Schedutil state of policy `pd`.
     pub fn sugov(&self, pd: usize) -> Option<&SugovPolicy> {
-        self.sugov.get(pd).and_then(Option::as_ref)
+        self.sugov.get(pd)
     }
 
     /// Mutable schedutil state (to tune `rate_limit_us`).
     pub fn sugov_mut(&mut self, pd: usize) -> Option<&mut SugovPolicy> {
-        self.sugov.get_mut(pd).and_then(Option::as_mut)
+        self.sugov.get_mut(pd)
     }
 
     /// The policy `cpu` belongs to.
     pub fn policy_of(&self, cpu: CpuId) -> Option<usize> {
-        self.policies[..self.nr]
-            .iter()
-            .position(|p| p.as_ref().is_some_and(|p| p.cpus.contains(cpu)))
+        self.policies.iter().position(|p| p.cpus.contains(cpu))
     }
 
     /// `arch_scale_freq_capacity(cpu)`: 1024 for a CPU without a policy.
@@ -121,11 +122,15 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
         governor: Governor,
         now: Nanos,
     ) -> Result<(), CpufreqError> {
-        let p = self.policy_mut(pd)?;
+        let p = self
+            .policies
+            .get_mut(pd)
+            .ok_or(CpufreqError::NoSuchDomain { pd })?;
         let want = p.set_governor(governor);
         if governor == Governor::Schedutil {
-            let p = *self.policy(pd).ok_or(CpufreqError::NoSuchDomain { pd })?;
-            self.sugov[pd] = Some(SugovPolicy::new(&p));
+            if let Some(sg) = self.sugov.get_mut(pd) {
+                sg.restart(p);
+            }
         }
         if let Some(f) = want {
             self.request(pd, f, now);
@@ -164,7 +169,7 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
         F: FnMut(CpuId) -> SugovCpuInput,
     {
         let pd = self.policy_of(cpu)?;
-        let (Some(p), Some(sg)) = (self.policies[pd].as_mut(), self.sugov[pd].as_mut()) else {
+        let (Some(p), Some(sg)) = (self.policies.get_mut(pd), self.sugov.get_mut(pd)) else {
             return None;
         };
         let f = sg.update(p, now, cpu, flags, features, input)?;
@@ -175,7 +180,7 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
     /// first one, `None` when there is none; call until `None`.
     pub fn poll(&mut self, now: Nanos) -> Option<(usize, Khz)> {
         let (pd, f, at) = self.driver.poll(now)?;
-        if let Some(p) = self.policies.get_mut(pd).and_then(Option::as_mut) {
+        if let Some(p) = self.policies.get_mut(pd) {
             p.freq_transition(f, at);
         }
         Some((pd, f))
@@ -184,12 +189,11 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
     fn policy_mut(&mut self, pd: usize) -> Result<&mut CpufreqPolicy, CpufreqError> {
         self.policies
             .get_mut(pd)
-            .and_then(Option::as_mut)
             .ok_or(CpufreqError::NoSuchDomain { pd })
     }
 
     fn request(&mut self, pd: usize, f: Khz, now: Nanos) -> Option<Nanos> {
-        let p = self.policies[pd].as_ref()?;
+        let p = self.policies.get(pd)?;
         match self.driver.target(p, f, now) {
             Ok(t) => Some(t),
             Err(_) => {

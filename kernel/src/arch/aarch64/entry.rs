@@ -18,11 +18,12 @@ use crate::dt::MAX_CPUS;
 /// vectors find the offset inside a slot with a mask).
 pub const STACK_SIZE: usize = 64 * 1024;
 
-/// Bytes of the boot CPU's stack, guard page included. Larger than a secondary's because the
-/// boot CPU runs all initialisation: `sched::init` → `cpufreq::init` → `CpufreqCore::new` build
-/// their state on the stack (221 + 100 + 88 KiB frames, measured from the disassembly's stack
-/// probes); they overflowed the old 64 KiB boot stack into the secondaries' slots unnoticed.
-pub const BOOT_STACK_SIZE: usize = 512 * 1024;
+/// Bytes of the boot CPU's stack, guard page included. The boot CPU runs all initialisation;
+/// its deepest chains (`sched::init` → `Topology::from_board` / `cpufreq::init`, and
+/// `Platform::from_fdt` → `dt::parse_cpus`) need about 16 KiB, measured from the disassembly's
+/// stack adjustments; the self tests pass with 64 KiB. 128 KiB leaves room to grow, and the
+/// guard page below catches the day it does not.
+pub const BOOT_STACK_SIZE: usize = 128 * 1024;
 
 /// The lowest page of every stack is left unmapped (`mmu::init_boot_cpu`), so a CPU that runs
 /// off the bottom of its stack faults instead of silently overwriting the stack below it
