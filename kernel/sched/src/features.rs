@@ -70,6 +70,10 @@ sched_features! {
     WAKEUP_PREEMPTION = true,
     /// EEVDF: a waking task with a shorter slice may preempt (v6.12).
     PREEMPT_SHORT = true,
+    /// Energy-aware wake-up placement (`find_energy_efficient_cpu`) while the root domain is
+    /// not overutilized. Linux's switch is the `kernel.sched_energy_aware` sysctl (default
+    /// on); asym keeps it off until EAS is complete (the simulator's `--eas on` sets it).
+    ENERGY_AWARE = false,
 }
 
 /// A set of enabled [`Feature`]s. `Default` is Linux's defaults.

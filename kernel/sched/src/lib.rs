@@ -23,6 +23,7 @@
 //! - [`rq`]: the per-CPU run queue tying the above together (`core.c`, `sched.h`).
 //! - [`em`], [`cpufreq`], [`schedutil`]: the energy model, cpufreq policies and the
 //!   schedutil governor (`energy_model.c`, `cpufreq.c`, `cpufreq_schedutil.c`).
+//! - [`eas`]: energy-aware wake-up placement, overutilized and misfit status (`fair.c`).
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -33,6 +34,7 @@ extern crate std;
 
 pub mod cpu_util;
 pub mod cpufreq;
+pub mod eas;
 pub mod em;
 pub mod fair;
 pub mod features;

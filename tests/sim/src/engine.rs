@@ -16,7 +16,16 @@
 //!
 //! Deliberate simplifications, until later issues bring the real policy:
 //! - Placement is [`select_task_rq`]: previous CPU if idle, else the first idle
-//!   allowed CPU, else the previous CPU. `// TODO(issue EAS)`.
+//!   allowed CPU, else the previous CPU. `// TODO(issue EAS)`. With the
+//!   `ENERGY_AWARE` feature (`--eas on`) on a board where EAS is possible, a waking
+//!   (not a new) task is first offered to `find_energy_efficient_cpu` while the root
+//!   domain is not overutilized (`select_task_rq_fair`'s EAS branch, [`Engine`]'s
+//!   `select_task_rq_fair`); the interim rule remains the fallback.
+//! - The overutilized flag is set as Linux sets it (a CPU is `cpu_overutilized` at an
+//!   enqueue or a tick; with `ENERGY_AWARE`, not at a new task's first enqueue), but
+//!   only load balancing clears it in Linux and there is none yet: it is cleared when
+//!   no CPU is overutilized at a tick (with `ENERGY_AWARE`) or at a tick or wake-up
+//!   (without, as before EAS), an approximation of the root-domain load balance.
 //! - No load balancing; tasks move only at wake-up. The periodic and newidle
 //!   load-balance counters stay 0.
 //! - Idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`); there are no idle states deeper
@@ -40,13 +49,15 @@ use asym_sched::cpu_util::{cpu_util_cfs, util_fits_cpu, CpuCapacityInfo, RqNonCf
 use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::Governor as CpufreqGovernor;
-use asym_sched::features::SchedFeatures;
+use asym_sched::eas::{find_energy_efficient_cpu, EasCpu, EasTask, EasView};
+use asym_sched::em::EnergyModel;
+use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::pelt::SchedAvg;
 use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError, Task};
 use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
 use asym_sched::topology::arch_scale_freq_capacity;
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, TaskId};
-use asym_sched::uclamp::TaskUclamp;
+use asym_sched::uclamp::{uclamp_eff_range, TaskUclamp};
 use asym_sched::util_est;
 
 use crate::board::Board;
@@ -351,6 +362,8 @@ pub struct Engine<'a, W: Write> {
     progress: Option<Box<dyn FnMut(u64, u64) + 'a>>,
     cpufreq: CpufreqCore<EmulatedDriver>,
     nr_exited: usize,
+    /// The energy model when EAS placement is on (`sched_energy_enabled()`).
+    eas_em: Option<EnergyModel>,
 }
 
 /// `select_task_rq` for the simulator until EAS and the wake-up path land:
@@ -481,6 +494,19 @@ impl<'a, W: Write> Engine<'a, W> {
             Some(w) => Some(TraceWriter::new(w, nr)?),
             None => None,
         };
+        // `sched_is_eas_possible`: asymmetric capacities, an EM for every domain,
+        // schedutil; plus the `sched_energy_aware` switch.
+        let eas_em = if cfg.features.enabled(Feature::ENERGY_AWARE)
+            && cfg.governor == Governor::Schedutil
+            && board.has_energy_model
+            && board.topology.eas_possible()
+        {
+            let em = EnergyModel::from_topology(board.desc, &board.topology)
+                .map_err(|e| SimError::Workload(format!("energy model: {e}")))?;
+            em.complete().then_some(em)
+        } else {
+            None
+        };
         Ok(Engine {
             board,
             wl,
@@ -514,6 +540,7 @@ impl<'a, W: Write> Engine<'a, W> {
             progress: None,
             cpufreq,
             nr_exited: 0,
+            eas_em,
             cfg,
         })
     }
@@ -728,7 +755,10 @@ impl<'a, W: Write> Engine<'a, W> {
             .iter()
             .map(|c| c.rq.curr().is_none() && c.rq.nr_running() == 0)
             .collect();
-        let cpu = select_task_rq(prev, self.tasks[t].allowed, &idle);
+        let cpu = match self.select_task_rq_fair(t, prev, new) {
+            Some(c) => c,
+            None => select_task_rq(prev, self.tasks[t].allowed, &idle),
+        };
         let ctx_cpu = waker.unwrap_or(prev);
         self.account(prev)?;
         self.account(cpu)?;
@@ -792,7 +822,57 @@ impl<'a, W: Write> Engine<'a, W> {
         if ctx_left_idle && ctx_cpu != cpu {
             self.idle_enter(ctx_cpu)?;
         }
-        self.check_overutilized()
+        let eas = self.eas_em.is_some();
+        // Linux ignores a new task's first enqueue (its util is not settled yet).
+        self.check_overutilized(!(eas && new), !eas)
+    }
+
+    /// `select_task_rq_fair`'s EAS branch: `find_energy_efficient_cpu` for a waking
+    /// task while the root domain is not overutilized. `None` when EAS is off, the task
+    /// is new (fork never uses EAS) or the answer is not an allowed CPU.
+    fn select_task_rq_fair(&self, t: usize, prev: usize, new: bool) -> Option<usize> {
+        let em = self.eas_em.as_ref()?;
+        if new || self.overutilized {
+            return None;
+        }
+        let st = &self.tasks[t];
+        // Decay a copy of the sleeping task's signals to prev's cfs_rq
+        // (`sync_entity_load_avg`); placement must not change the task itself.
+        let mut task = st.parked.clone()?;
+        self.cpus[prev].rq.sync_entity_load_avg(&mut task).ok()?;
+        let uclamp_used = self.uclamp_used || st.uclamp.is_some();
+        if let Some((lo, hi)) = st.uclamp {
+            let _ = task.uclamp.set_request(lo, hi);
+        }
+        let f = self.cfg.features;
+        let cpus: Vec<EasCpu> = self
+            .cpus
+            .iter()
+            .enumerate()
+            .map(|(i, c)| EasCpu {
+                util: c.rq.cpu_snapshot(),
+                non_cfs: RqNonCfsUtil::default(),
+                capacity: CpuCapacityInfo::unpressured(Capacity(self.board.cpus[i].capacity_orig)),
+                rq_clamp: c.rq.uclamp_range(),
+                uclamp_rq_idle: c.rq.uclamp().is_idle(),
+                online: true,
+            })
+            .collect();
+        let sys = self.cpus[prev].rq.uclamp_sysctl();
+        let p = EasTask {
+            util: asym_sched::cpu_util::TaskUtil::from_avg(&task.avg, CpuId(prev as u16), false),
+            clamp: uclamp_eff_range(&task.uclamp, &sys, false),
+            allowed: CpuMask(st.allowed),
+        };
+        let view = EasView {
+            cpus: &cpus,
+            topology: &self.board.topology,
+            em,
+            features: f,
+            uclamp_used,
+        };
+        let cpu = find_energy_efficient_cpu(&p, CpuId(prev as u16), &view).index();
+        (cpu < self.cpus.len() && st.allowed & (1 << cpu) != 0).then_some(cpu)
     }
 
     /// `cpu_idle: state=4294967295` unless the CPU is already out of idle.
@@ -1094,7 +1174,7 @@ impl<'a, W: Write> Engine<'a, W> {
             }
             self.nohz_balancer_kick(cpu)?;
         }
-        self.check_overutilized()?;
+        self.check_overutilized(true, true)?;
         let next = self.now + self.tick_ns;
         if next <= self.cfg.duration_ns {
             self.push(next, Ev::Tick);
@@ -1104,8 +1184,9 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// `set_rd_overutilized` when some CPU is overutilized (`cpu_overutilized`:
     /// `!util_fits_cpu(cpu_util_cfs, rq uclamp min/max)`, "fits but for uclamp_min"
-    /// counting as fitting). Only with an energy model on asymmetric CPUs (EAS).
-    fn check_overutilized(&mut self) -> Result<(), SimError> {
+    /// counting as fitting) and `may_set`; cleared when none is and `may_clear` (see the
+    /// module docs). Only with an energy model on asymmetric CPUs (EAS).
+    fn check_overutilized(&mut self, may_set: bool, may_clear: bool) -> Result<(), SimError> {
         let topo = &self.board.topology;
         if !self.board.has_energy_model || !topo.eas_possible() || !topo.asym_cpucapacity() {
             return Ok(());
@@ -1117,7 +1198,7 @@ impl<'a, W: Write> Engine<'a, W> {
             let cap = CpuCapacityInfo::unpressured(Capacity(self.board.cpus[i].capacity_orig));
             !util_fits_cpu(util, r.min, r.max, cap, self.uclamp_used, f).fits_ignoring_uclamp_min()
         });
-        if over != self.overutilized {
+        if over != self.overutilized && (if over { may_set } else { may_clear }) {
             if self.overutilized {
                 self.counters.overutilized_ns += self.now - self.overutilized_since;
             }

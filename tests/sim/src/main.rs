@@ -10,6 +10,12 @@ use clap::{Parser, ValueEnum};
 use asym_sim::{parse_duration, Governor, RunSpec};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum Gov {
     Schedutil,
     Performance,
@@ -33,6 +39,10 @@ struct Cli {
     /// Scheduler feature setting, FEATURE=on|off (repeatable), e.g. --set UTIL_EST=off.
     #[arg(long = "set", value_name = "FEATURE=on|off")]
     set: Vec<String>,
+    /// Energy-aware wake-up placement (find_energy_efficient_cpu while not overutilized;
+    /// needs schedutil and a board with an energy model); same as --set ENERGY_AWARE=on|off.
+    #[arg(long, value_enum, default_value = "off")]
+    eas: OnOff,
     /// cpufreq governor.
     #[arg(long, value_enum, default_value = "schedutil")]
     governor: Gov,
@@ -71,11 +81,17 @@ fn main() -> ExitCode {
             }
         };
     }
+    let mut set = vec![match cli.eas {
+        OnOff::On => "ENERGY_AWARE=on".to_string(),
+        OnOff::Off => "ENERGY_AWARE=off".to_string(),
+    }];
+    // An explicit --set ENERGY_AWARE=... comes later and wins.
+    set.extend(cli.set);
     let spec = RunSpec {
         board: cli.board,
         workload: cli.workload.unwrap_or_default(),
         duration_ns: cli.duration,
-        set: cli.set,
+        set,
         governor: match cli.governor {
             Gov::Schedutil => Governor::Schedutil,
             Gov::Performance => Governor::Performance,
