@@ -12,6 +12,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::drivers::pl011::Pl011;
+use crate::dt::MAX_CPUS;
 use crate::sync::{IrqSpinLock, RawLockToken};
 
 /// The frame-start byte that separates defmt frames from text.
@@ -70,6 +71,27 @@ impl Write for Sink<'_> {
     }
 }
 
+/// What the receive interrupt handler has done since boot (self tests prove received bytes
+/// come through the interrupt path with it, as Linux's `uart_icount` lets one check `rx`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxStats {
+    /// Receive interrupts handled, per CPU that took them.
+    pub irqs: [u64; MAX_CPUS],
+    /// Bytes the handler moved from the UART FIFO into the input buffer.
+    pub bytes: u64,
+    /// Bytes the UART flagged (overrun, break, parity, framing); they are kept.
+    pub flagged: u64,
+    /// Bytes lost because the input buffer was full.
+    pub dropped: u64,
+}
+
+impl RxStats {
+    /// Receive interrupts handled on all CPUs.
+    pub fn total_irqs(&self) -> u64 {
+        self.irqs.iter().sum()
+    }
+}
+
 /// State behind the console lock.
 pub struct ConsoleState {
     uart: Option<Pl011>,
@@ -77,6 +99,7 @@ pub struct ConsoleState {
     /// defmt's rzCOBS frame encoder (its state spans acquire→release of one frame).
     pub(crate) encoder: defmt::Encoder,
     rx: heapless::Deque<u8, RX_BUF>,
+    rx_stats: RxStats,
 }
 
 static CONSOLE: IrqSpinLock<ConsoleState> = IrqSpinLock::new(ConsoleState {
@@ -88,6 +111,12 @@ static CONSOLE: IrqSpinLock<ConsoleState> = IrqSpinLock::new(ConsoleState {
     },
     encoder: defmt::Encoder::new(),
     rx: heapless::Deque::new(),
+    rx_stats: RxStats {
+        irqs: [0; MAX_CPUS],
+        bytes: 0,
+        flagged: 0,
+        dropped: 0,
+    },
 });
 
 /// UART base for the lock-free early path (0 = none).
@@ -268,16 +297,35 @@ pub(crate) fn tap_stop() -> (alloc::vec::Vec<u8>, usize) {
 }
 
 /// Moves received bytes from the UART FIFO into the input buffer (the UART interrupt handler;
-/// k2's GIC code calls it for the UART INTID). Bytes beyond the buffer are dropped.
+/// k2's GIC code calls it for the UART INTID). Bytes beyond the buffer are dropped and
+/// counted. Like `pl011_rx_chars` it drains the FIFO until empty, so one interrupt (FIFO level
+/// or receive timeout) moves everything that has arrived, a FIFO's worth or more.
 pub fn on_rx_irq() {
     let mut guard = CONSOLE.lock();
-    let ConsoleState { uart, rx, .. } = &mut *guard;
+    let ConsoleState {
+        uart, rx, rx_stats, ..
+    } = &mut *guard;
     if let Some(u) = uart.as_ref() {
-        while let Some(b) = u.getc() {
-            let _ = rx.push_back(b);
-        }
+        rx_stats.irqs[crate::percpu::current_cpu().index()] += 1;
+        // Clear before draining: a byte that lands after the last empty check then raises the
+        // interrupt again. Clearing after draining discarded that edge and left the byte (with
+        // the FIFO off, all further input) waiting forever; the uart_rx self test caught it.
+        // (Linux's `pl011_int` never clears RXIS/RTIS through ICR: draining clears them, and
+        // it re-reads RIS until nothing is pending.)
         u.clear_rx_irq();
+        while let Some((b, flagged)) = u.getc_flagged() {
+            rx_stats.bytes += 1;
+            rx_stats.flagged += u64::from(flagged);
+            if rx.push_back(b).is_err() {
+                rx_stats.dropped += 1;
+            }
+        }
     }
+}
+
+/// A snapshot of the receive interrupt counters.
+pub fn rx_stats() -> RxStats {
+    CONSOLE.lock().rx_stats
 }
 
 /// Unmasks the UART's receive interrupts (the GIC side is k2's `gic` enabling the INTID).

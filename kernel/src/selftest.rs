@@ -104,9 +104,21 @@ pub fn run(filter: Option<&str>) -> Summary {
 }
 
 /// Registers a self test: `selftest!(name = "heap_stress", heap_stress);` where
-/// `fn heap_stress() -> Result<(), TestError>`.
+/// `fn heap_stress() -> Result<(), TestError>`. Tests run in link order; `selftest!(name = ...,
+/// func, last)` puts a test after all others (one that waits for the host, so its
+/// host-dependent duration shifts no other test's guest time).
 #[macro_export]
 macro_rules! selftest {
+    (name = $name:literal, $func:path, last) => {
+        const _: () = {
+            #[used]
+            #[unsafe(link_section = ".selftests.last")]
+            static SELFTEST: $crate::selftest::SelfTest = $crate::selftest::SelfTest {
+                name: $name,
+                func: $func,
+            };
+        };
+    };
     (name = $name:literal, $func:path) => {
         const _: () = {
             #[used]

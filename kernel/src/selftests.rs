@@ -12,3 +12,5 @@ mod timer;
 // kernel-sched (cpufreq before sched: sched's last test checks the run queues after both).
 mod cpufreq;
 mod sched;
+// uart-rx (registered to run last: it waits for the host).
+mod uart;

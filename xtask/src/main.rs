@@ -13,6 +13,7 @@ mod qemu;
 mod test;
 mod uboot;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -114,7 +115,9 @@ struct QemuArgs {
     /// into boot.scr).
     #[arg(long)]
     uboot: bool,
-    /// Exit with a failure unless the run ends with "N passed, 0 failed" and status 0.
+    /// Exit with a failure unless the run ends with "N passed, 0 failed" and status 0. Also
+    /// answers the uart_rx self test's request for serial input (as a run whose stdin is not a
+    /// terminal always does); typed input still reaches the guest, a line at a time.
     #[arg(long)]
     expect_pass: bool,
     /// Show the source location of each defmt message.
@@ -327,6 +330,9 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
         &RunOpts {
             timeout,
             interactive: true,
+            // The uart_rx self test's requests are answered when the run is scripted; in a
+            // terminal the user's typing goes to QEMU untouched (raw) unless --expect-pass.
+            answer: args.expect_pass || !std::io::stdin().is_terminal(),
             echo: true,
             ..Default::default()
         },

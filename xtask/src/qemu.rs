@@ -2,8 +2,8 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -121,6 +121,12 @@ pub struct RunOpts {
     pub prefix: String,
     /// Give QEMU our stdin (interactive `cargo xtask qemu`); otherwise /dev/null.
     pub interactive: bool,
+    /// Answer the kernel's console requests (`selftest uart_rx: send hex ...`, see
+    /// [`rx_request`]) by writing the bytes to QEMU's serial input, through a pipe; nothing is
+    /// written before a request (u-boot's autoboot countdown reads serial input). With
+    /// `interactive`, our stdin is copied into the same pipe, so typing still reaches the
+    /// guest (line by line: the terminal stays in cooked mode).
+    pub answer: bool,
     /// Print lines as they arrive.
     pub echo: bool,
     /// End the run (killing QEMU) once a line satisfies this.
@@ -133,7 +139,9 @@ pub fn run(mut command: Command, defmt: Option<&Defmt>, opts: &RunOpts) -> Resul
     cmd::echo(&command);
     command
         .stdout(Stdio::piped())
-        .stdin(if opts.interactive {
+        .stdin(if opts.answer {
+            Stdio::piped()
+        } else if opts.interactive {
             Stdio::inherit()
         } else {
             Stdio::null()
@@ -145,6 +153,12 @@ pub fn run(mut command: Command, defmt: Option<&Defmt>, opts: &RunOpts) -> Resul
             format!("starting {QEMU}; install Debian's qemu-system-arm package")
         })?);
     let mut stdout = child.0.stdout.take().expect("stdout is piped");
+    let serial_in = child.0.stdin.take().map(|s| Arc::new(Mutex::new(s)));
+    if let (Some(serial_in), true) = (&serial_in, opts.interactive) {
+        // Detached: it may stay blocked reading our stdin after QEMU is gone.
+        let serial_in = Arc::clone(serial_in);
+        std::thread::spawn(move || forward_stdin(&serial_in));
+    }
 
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     let reader = std::thread::spawn(move || {
@@ -229,6 +243,11 @@ pub fn run(mut command: Command, defmt: Option<&Defmt>, opts: &RunOpts) -> Resul
                 demux.push(&bytes, &mut items);
                 let seen = lines.len();
                 emit(&mut items, &mut lines, &mut shown);
+                if let Some(serial_in) = &serial_in {
+                    for line in &lines[seen..] {
+                        answer(line, serial_in, &opts.prefix);
+                    }
+                }
                 if let Some(stop) = opts.stop_when {
                     if lines[seen..].iter().any(|l| stop(l)) {
                         stopped = true;
@@ -272,6 +291,68 @@ pub fn run(mut command: Command, defmt: Option<&Defmt>, opts: &RunOpts) -> Resul
         lines,
         elapsed: start.elapsed(),
     })
+}
+
+/// The prefix of the kernel's request for serial input (kernel/src/selftests/uart.rs).
+pub const RX_REQUEST: &str = "selftest uart_rx: send hex ";
+
+/// The bytes a console line asks the host to send: `selftest uart_rx: send hex <hex>` gives
+/// the decoded bytes; any other line `None`; a request with malformed hex an error naming it.
+pub fn rx_request(line: &str) -> Option<Result<Vec<u8>, String>> {
+    let rest = line.trim().strip_prefix(RX_REQUEST.trim_end())?;
+    if !(rest.is_empty() || rest.starts_with(' ')) {
+        return None;
+    }
+    let hex = rest.trim();
+    let bad = || format!("malformed {RX_REQUEST:?} request {hex:?}: expected pairs of hex digits");
+    if hex.is_empty() || hex.len() % 2 != 0 {
+        return Some(Err(bad()));
+    }
+    Some(
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(bad)
+            })
+            .collect(),
+    )
+}
+
+/// Writes what `line` requests (if anything) to QEMU's serial input.
+fn answer(line: &str, serial_in: &Mutex<ChildStdin>, prefix: &str) {
+    let bytes = match rx_request(line) {
+        None => return,
+        Some(Ok(bytes)) => bytes,
+        Some(Err(e)) => {
+            println!("{prefix}xtask: {e}; not answered");
+            return;
+        }
+    };
+    let mut w = serial_in.lock().unwrap_or_else(|p| p.into_inner());
+    if let Err(e) = w.write_all(&bytes).and_then(|()| w.flush()) {
+        println!(
+            "{prefix}xtask: writing {} bytes to QEMU's serial input: {e}",
+            bytes.len()
+        );
+    }
+}
+
+/// Copies our stdin to QEMU's serial input until either side closes.
+fn forward_stdin(serial_in: &Mutex<ChildStdin>) {
+    let mut buf = [0u8; 1024];
+    let mut stdin = std::io::stdin();
+    loop {
+        let n = match stdin.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let mut w = serial_in.lock().unwrap_or_else(|p| p.into_inner());
+        if w.write_all(&buf[..n]).and_then(|()| w.flush()).is_err() {
+            return;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -340,6 +421,61 @@ mod tests {
         assert!(
             !line.contains("-kernel") && !line.contains("-append") && !line.contains("-icount")
         );
+    }
+
+    #[test]
+    fn rx_requests_are_decoded_and_other_lines_ignored() {
+        assert_eq!(
+            rx_request("selftest uart_rx: send hex 41420aff\r"),
+            Some(Ok(vec![0x41, 0x42, 0x0a, 0xff]))
+        );
+        assert_eq!(rx_request("selftest uart_rx_interrupt ... ok"), None);
+        assert_eq!(rx_request("say selftest uart_rx: send hex 41"), None);
+        assert_eq!(rx_request("selftest uart_rx: send hexagon"), None);
+        for bad in ["4", "4g", "", "41 42", "é1"] {
+            let line = format!("{RX_REQUEST}{bad}");
+            assert!(
+                matches!(rx_request(&line), Some(Err(ref e)) if e.contains("malformed")),
+                "{line:?}"
+            );
+        }
+    }
+
+    /// Against a stand-in for QEMU: nothing reaches its stdin before the request line, then
+    /// exactly the requested bytes do; with `answer` off it gets /dev/null.
+    #[test]
+    fn requested_bytes_are_written_only_after_the_request() {
+        let script = r#"
+            early=$(timeout 1 head -c 1 | od -An -tx1 | tr -d ' \n')
+            echo "early[$early]"
+            echo "selftest uart_rx: send hex 61000a62"
+            got=$(head -c 4 | od -An -tx1 | tr -d ' \n')
+            echo "got[$got]"
+        "#;
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        let opts = RunOpts {
+            timeout: Some(Duration::from_secs(20)),
+            answer: true,
+            ..Default::default()
+        };
+        let o = run(c, None, &opts).unwrap();
+        assert_eq!(o.status.and_then(|s| s.code()), Some(0), "{:?}", o.lines);
+        assert_eq!(o.lines[0], "early[]");
+        assert_eq!(o.lines[2], "got[61000a62]");
+
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        let o = run(
+            c,
+            None,
+            &RunOpts {
+                answer: false,
+                ..opts
+            },
+        )
+        .unwrap();
+        assert_eq!(o.lines[2], "got[]", "{:?}", o.lines);
     }
 
     /// The run loop against a stand-in for QEMU: text and frames arrive, the child exits with

@@ -349,6 +349,8 @@ fn qemu_run(
             timeout: Some(timeout),
             prefix: format!("[{}] ", run.name),
             interactive: false,
+            // The uart_rx self test asks for bytes on the serial input.
+            answer: true,
             echo: true,
             stop_when: None,
         },

@@ -1,4 +1,4 @@
-//! Arm PrimeCell UART (PL011), polled transmit and receive-FIFO draining.
+//! Arm PrimeCell UART (PL011), polled transmit and interrupt-driven receive-FIFO draining.
 //!
 //! Re-derives the parts of Linux's `drivers/tty/serial/amba-pl011.c` that the console needs
 //! (`pl011_console_putchar`, `pl011_rx_chars`). Deliberate differences: the baud rate is left as
@@ -11,6 +11,18 @@ use tock_registers::{register_bitfields, register_structs};
 
 register_bitfields! {
     u32,
+    /// Data register: a read returns the received byte with its error flags.
+    DR [
+        /// Overrun: the FIFO was full and a byte was lost before this one.
+        OE OFFSET(11) NUMBITS(1) [],
+        /// Break condition.
+        BE OFFSET(10) NUMBITS(1) [],
+        /// Parity error.
+        PE OFFSET(9) NUMBITS(1) [],
+        /// Framing error.
+        FE OFFSET(8) NUMBITS(1) [],
+        DATA OFFSET(0) NUMBITS(8) []
+    ],
     /// Flag register.
     FR [
         /// Transmit FIFO full.
@@ -37,7 +49,7 @@ register_bitfields! {
 
 register_structs! {
     pub Registers {
-        (0x00 => dr: ReadWrite<u32>),
+        (0x00 => dr: ReadWrite<u32, DR::Register>),
         (0x04 => _reserved0),
         (0x18 => fr: ReadOnly<u32, FR::Register>),
         (0x1c => _reserved1),
@@ -101,11 +113,19 @@ impl Pl011 {
 
     /// A received byte, if the receive FIFO holds one.
     pub fn getc(&self) -> Option<u8> {
+        self.getc_flagged().map(|(b, _)| b)
+    }
+
+    /// A received byte and whether the UART flagged it (overrun, break, parity or framing
+    /// error; `pl011_fifo_to_tty` counts these in `icount` and passes the byte on with a flag).
+    pub fn getc_flagged(&self) -> Option<(u8, bool)> {
         if self.regs().fr.is_set(FR::RXFE) {
-            None
-        } else {
-            Some((self.regs().dr.get() & 0xff) as u8)
+            return None;
         }
+        let dr = self.regs().dr.extract();
+        let flagged =
+            dr.is_set(DR::OE) || dr.is_set(DR::BE) || dr.is_set(DR::PE) || dr.is_set(DR::FE);
+        Some((dr.read(DR::DATA) as u8, flagged))
     }
 
     /// Unmasks the receive and receive-timeout interrupts.
@@ -113,7 +133,8 @@ impl Pl011 {
         self.regs().imsc.write(INT::RXIM::SET + INT::RTIM::SET);
     }
 
-    /// Clears the receive interrupts (after draining the FIFO).
+    /// Clears the receive interrupts; call before draining the FIFO (a byte arriving after the
+    /// drain then raises them again).
     pub fn clear_rx_irq(&self) {
         self.regs().icr.write(INT::RXIM::SET + INT::RTIM::SET);
     }
