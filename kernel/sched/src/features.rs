@@ -74,6 +74,17 @@ sched_features! {
     /// not overutilized. Linux's switch is the `kernel.sched_energy_aware` sysctl (default
     /// on); asym keeps it off until EAS is complete (the simulator's `--eas on` sets it).
     ENERGY_AWARE = false,
+    /// `detach_tasks`: skip tasks with `task_h_load < 16` under `migrate_load` until a
+    /// balance attempt has failed (`features.h`, default off).
+    LB_MIN = false,
+    /// `detach_tasks`: try the biggest task first instead of the least recently run one
+    /// (seed 004; not in Linux). The skipped tasks are still rotated to the head.
+    LB_BIGGEST_TASK = false,
+    /// `sched_balance_newidle` updates `rq->next_balance` from every domain's stale
+    /// `last_balance`, which can pull it into the past (Linux mainline). Off: the seed-002
+    /// fix (ChromeOS `sched_aggressive_next_balance=0`): only domains actually balanced
+    /// update it, and they stamp `sd->last_balance`.
+    AGGRESSIVE_NEXT_BALANCE = true,
 }
 
 /// A set of enabled [`Feature`]s. `Default` is Linux's defaults.

@@ -24,6 +24,8 @@
 //! - [`em`], [`cpufreq`], [`schedutil`]: the energy model, cpufreq policies and the
 //!   schedutil governor (`energy_model.c`, `cpufreq.c`, `cpufreq_schedutil.c`).
 //! - [`eas`]: energy-aware wake-up placement, overutilized and misfit status (`fair.c`).
+//! - [`balance`]: sched domains and load balancing, periodic, newidle and misfit
+//!   (`topology.c`, `fair.c`).
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -32,6 +34,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod balance;
 pub mod cpu_util;
 pub mod cpufreq;
 pub mod eas;

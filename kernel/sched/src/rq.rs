@@ -74,6 +74,7 @@ use crate::pelt::{
 use crate::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
 use crate::uclamp::{ClampRange, TaskUclamp, UclampRq, UclampSysctl};
 use crate::util_est::{task_util_est_raw, util_est_dequeue, util_est_enqueue, util_est_update};
+use alloc::collections::VecDeque;
 use core::fmt;
 
 /// A task of the fair class: its EEVDF entity, PELT signals and clamps.
@@ -383,6 +384,9 @@ pub struct Rq {
     cpufreq_update: Option<CpufreqUpdate>,
     misfit_task_load: u64,
     next_balance: Nanos,
+    /// `rq->cfs_tasks`: queued task ids, most recently run at the front (head), least
+    /// recently run at the back (tail), where `detach_tasks` starts.
+    cfs_tasks: VecDeque<TaskId>,
 }
 
 impl Rq {
@@ -406,6 +410,7 @@ impl Rq {
             cpufreq_update: None,
             misfit_task_load: 0,
             next_balance: now,
+            cfs_tasks: VecDeque::with_capacity(config.expected_tasks),
         }
     }
 
@@ -624,6 +629,26 @@ impl Rq {
         self.next_balance = t;
     }
 
+    /// `rq->cfs_tasks` from head (most recently run or enqueued) to tail (least
+    /// recently run: `detach_tasks` looks there first).
+    pub fn cfs_tasks(&self) -> impl DoubleEndedIterator<Item = TaskId> + '_ {
+        self.cfs_tasks.iter().copied()
+    }
+
+    /// `list_move(&p->se.group_node, &rq->cfs_tasks)`: put a queued task at the head,
+    /// as `detach_tasks` does with a task it skipped so the next attempt looks at
+    /// others first. Returns false if `id` is not queued here.
+    pub fn cfs_tasks_move_to_head(&mut self, id: TaskId) -> bool {
+        match self.cfs_tasks.iter().position(|&t| t == id) {
+            Some(i) => {
+                self.cfs_tasks.remove(i);
+                self.cfs_tasks.push_front(id);
+                true
+            }
+            None => false,
+        }
+    }
+
     // ---- enqueue / dequeue --------------------------------------------------------
 
     /// `enqueue_task` (`activate_task`; with [`EnqueueFlags::NEW`] `wake_up_new_task`).
@@ -689,6 +714,8 @@ impl Rq {
             .inc(&mut task.uclamp, &self.uclamp_sysctl, false);
         task.in_iowait = false;
         let id = task.id;
+        // account_entity_enqueue: list_add at the head.
+        self.cfs_tasks.push_front(id);
         let inserted = self.tasks.insert(id, task);
         // check_enqueue ruled a duplicate out.
         debug_assert!(inserted.is_ok(), "task {id:?} inserted twice");
@@ -705,6 +732,9 @@ impl Rq {
             task: id,
             cpu: self.cpu,
         })?;
+        if let Some(i) = self.cfs_tasks.iter().position(|&t| t == id) {
+            self.cfs_tasks.remove(i);
+        }
         let feat = self.features;
         // uclamp_rq_dec before the class dequeue (v6.12 order).
         self.uclamp.dec(&mut task.uclamp);
@@ -1026,6 +1056,11 @@ impl Rq {
         if self.uclamp.nr_tasks() != self.h_nr_running {
             return Err("uclamp accounts a different number of tasks");
         }
+        if self.cfs_tasks.len() != self.tasks.len()
+            || self.cfs_tasks.iter().any(|id| self.tasks.get(id).is_none())
+        {
+            return Err("cfs_tasks list differs from the queued tasks");
+        }
         let mut load = 0u64;
         let (mut avg, mut w_sum) = (0i64, 0u64);
         for t in self.tasks() {
@@ -1129,6 +1164,8 @@ impl Rq {
             0,
         );
         self.cfs.set_next_entity(&mut task.se, now);
+        // __set_next_task_fair: the running task moves to the head (most recent).
+        self.cfs_tasks_move_to_head(id);
         if changed {
             self.request_cpufreq(false);
         }

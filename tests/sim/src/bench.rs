@@ -51,6 +51,7 @@ pub fn measure(n: usize, duration_ns: u64) -> Result<BenchPoint, String> {
     let cfg = SimConfig {
         duration_ns,
         until_all_exit: false,
+        load_balance: false,
         features: Default::default(),
         governor: Governor::Schedutil,
         seed: 0,

@@ -26,8 +26,18 @@
 //!   only load balancing clears it in Linux and there is none yet: it is cleared when
 //!   no CPU is overutilized at a tick (with `ENERGY_AWARE`) or at a tick or wake-up
 //!   (without, as before EAS), an approximation of the root-domain load balance.
-//! - No load balancing; tasks move only at wake-up. The periodic and newidle
-//!   load-balance counters stay 0.
+//! - Load balancing is opt-in (`--lb on`, [`SimConfig::load_balance`]); off, tasks move
+//!   only at wake-up and the periodic and newidle load-balance counters stay 0. On,
+//!   `asym_sched::balance` runs: a busy CPU's tick calls `sched_balance_trigger` and,
+//!   when `rq->next_balance` has passed, raises SCHED_SOFTIRQ and runs
+//!   `sched_balance_softirq`; a CPU about to go idle runs `sched_balance_newidle` (its
+//!   cost modelled as [`NEWIDLE_LB_COST_NS`] per domain); a busy CPU with two tasks or
+//!   a misfit task kicks the first idle CPU to balance for the idle CPUs
+//!   (`NOHZ_BALANCE_KICK`); active balances (misfit) preempt the source CPU and push
+//!   its task. `update_misfit_status` runs at each pick and tick. An idle CPU whose
+//!   last idle period was shorter than a tick keeps ticking, and timer wake-ups due at
+//!   a tick run before it (Linux's low-resolution mode), so a cyclictest-like load
+//!   sees the ticks seed 002 measured.
 //! - Idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`); there are no idle states deeper
 //!   than WFI. Their blocked load still decays as in Linux, through the NOHZ
 //!   blocked-load ("stats") updates of `kernel/sched/fair.c`: a busy CPU's tick
@@ -45,11 +55,19 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
 
+use asym_sched::balance::{
+    active_load_balance_cpu_stop, sched_balance_domains, sched_balance_newidle,
+    sched_balance_softirq, sched_balance_trigger, BalanceReport, CpuIdleType, LbContext,
+    MigrationType, RqSet, SchedDomains,
+};
 use asym_sched::cpu_util::{cpu_util_cfs, util_fits_cpu, CpuCapacityInfo, RqNonCfsUtil};
 use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::Governor as CpufreqGovernor;
-use asym_sched::eas::{find_energy_efficient_cpu, EasCpu, EasTask, EasView};
+use asym_sched::eas::{
+    find_energy_efficient_cpu, task_max_allowed_capacity, task_util_est, update_misfit_status,
+    EasCpu, EasTask, EasView, MisfitTask,
+};
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::pelt::SchedAvg;
@@ -104,6 +122,9 @@ pub struct SimConfig {
     /// rt-app's `duration: -1`: end as soon as every task has exited (at the latest
     /// at `duration_ns`).
     pub until_all_exit: bool,
+    /// Load balancing (`--lb on`): periodic balance through SCHED_SOFTIRQ, newidle
+    /// balance, misfit migration. Off by default.
+    pub load_balance: bool,
 }
 
 /// Per-task results.
@@ -282,6 +303,9 @@ struct SimCpu {
     last_blocked_load_update_j: u64,
     /// `rq->avg_idle` (ns).
     avg_idle_ns: u64,
+    /// The length of the last idle period (ns): with load balancing on, an idle CPU
+    /// that last woke within a tick keeps its tick (see [`Engine::tick`]).
+    last_idle_ns: u64,
     /// `rq->idle_stamp` (`None` for 0).
     idle_stamp: Option<u64>,
     /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
@@ -364,7 +388,38 @@ pub struct Engine<'a, W: Write> {
     nr_exited: usize,
     /// The energy model when EAS placement is on (`sched_energy_enabled()`).
     eas_em: Option<EnergyModel>,
+    /// The sched domains when load balancing is on.
+    lb: Option<SchedDomains>,
+    /// `nohz.next_balance` (jiffies).
+    nohz_next_balance_j: u64,
 }
+
+/// The simulated CPUs' run queues as the balancer's [`RqSet`].
+struct SimRqs<'c>(&'c mut [SimCpu]);
+
+impl std::ops::Index<usize> for SimRqs<'_> {
+    type Output = Rq;
+    fn index(&self, i: usize) -> &Rq {
+        &self.0[i].rq
+    }
+}
+
+impl std::ops::IndexMut<usize> for SimRqs<'_> {
+    fn index_mut(&mut self, i: usize) -> &mut Rq {
+        &mut self.0[i].rq
+    }
+}
+
+impl RqSet for SimRqs<'_> {
+    fn nr_cpus(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// The modelled cost of one newidle `sched_balance_rq` (`sched_clock_cpu` advances
+/// this much per domain balanced): a few microseconds, as measured on small arm64
+/// systems.
+const NEWIDLE_LB_COST_NS: u64 = 5_000;
 
 /// `select_task_rq` for the simulator until EAS and the wake-up path land:
 /// previous CPU if idle and allowed, else the first idle allowed CPU, else the
@@ -463,6 +518,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     has_blocked_load: false,
                     last_blocked_load_update_j: 0,
                     avg_idle_ns: 2 * SCHED_MIGRATION_COST_NS,
+                    last_idle_ns: u64::MAX,
                     idle_stamp: None,
                     in_idle_state: true,
                 }
@@ -507,7 +563,17 @@ impl<'a, W: Write> Engine<'a, W> {
         } else {
             None
         };
+        let lb = if cfg.load_balance {
+            Some(
+                SchedDomains::build(&board.topology, cfg.hz, Nanos(RQ_CLOCK_BASE_NS))
+                    .map_err(|e| SimError::Workload(e.to_string()))?,
+            )
+        } else {
+            None
+        };
         Ok(Engine {
+            lb,
+            nohz_next_balance_j: 0,
             board,
             wl,
             now: 0,
@@ -585,7 +651,12 @@ impl<'a, W: Write> Engine<'a, W> {
                 }
             }
             match ev {
-                Ev::Tick => self.tick()?,
+                Ev::Tick => {
+                    if self.lb.is_some() {
+                        self.run_same_time_wakeups(t)?;
+                    }
+                    self.tick()?
+                }
                 Ev::Start(i) => self.wake(i, None, true)?,
                 Ev::Wake(i) => self.wake(i, None, false)?,
                 Ev::SegDone { cpu, gen } => {
@@ -643,6 +714,28 @@ impl<'a, W: Write> Engine<'a, W> {
             },
             sink,
         ))
+    }
+
+    /// With load balancing on, timer wake-ups due at a tick run before `sched_tick`,
+    /// as in Linux's low-resolution mode (`update_process_times` runs the hrtimer
+    /// queues before `sched_tick`): the tick then sees the woken task, not an idle CPU.
+    fn run_same_time_wakeups(&mut self, t: u64) -> Result<(), SimError> {
+        let mut later = Vec::new();
+        while let Some(&Reverse((tt, seq, ev))) = self.heap.peek() {
+            if tt != t {
+                break;
+            }
+            self.heap.pop();
+            match ev {
+                Ev::Wake(i) => {
+                    self.events += 1;
+                    self.wake(i, None, false)?;
+                }
+                _ => later.push(Reverse((tt, seq, ev))),
+            }
+        }
+        self.heap.extend(later);
+        Ok(())
     }
 
     fn push(&mut self, t: u64, ev: Ev) {
@@ -909,7 +1002,11 @@ impl<'a, W: Write> Engine<'a, W> {
     /// accounted the CPU up to now.
     fn schedule(&mut self, cpu: usize, prev_state: PrevState) -> Result<(), SimError> {
         let prev = self.cpus[cpu].running;
-        let next = self.cpus[cpu].rq.pick_next_task().map(tidx);
+        let mut next = self.cpus[cpu].rq.pick_next_task().map(tidx);
+        if next.is_none() && self.lb.is_some() && self.sched_balance_newidle(cpu)? {
+            next = self.cpus[cpu].rq.pick_next_task().map(tidx);
+        }
+        self.update_misfit_status(cpu);
         self.cpufreq_update(cpu);
         if let Some(p) = prev {
             if self.tasks[p].parked.is_none() {
@@ -1160,18 +1257,31 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// `sched_tick` on every busy CPU (idle CPUs are NOHZ-idle and do not tick),
     /// each followed by `nohz_balancer_kick`.
+    ///
+    /// With load balancing on, an idle CPU whose last idle period was shorter than a
+    /// tick also ticks: `tick_nohz_idle_stop_tick` keeps the tick when the next timer
+    /// is less than a tick away, which we approximate by the last idle period (a
+    /// cyclictest CPU keeps ticking, an idle system does not). That tick only runs
+    /// `sched_balance_trigger` (with `rq->idle_balance` set).
     fn tick(&mut self) -> Result<(), SimError> {
         for cpu in 0..self.cpus.len() {
             let Some(t) = self.cpus[cpu].running else {
+                if self.lb.is_some() && self.cpus[cpu].last_idle_ns < self.tick_ns {
+                    self.account(cpu)?;
+                    self.sched_balance_trigger(cpu)?;
+                }
                 continue;
             };
             self.account(cpu)?;
             let resched = self.cpus[cpu].rq.task_tick();
             self.cpufreq_update(cpu);
             self.trace_pelt(cpu, Some(t))?;
+            self.update_misfit_status(cpu);
             if resched {
                 self.schedule(cpu, PrevState::Preempted)?;
             }
+            self.sched_balance_trigger(cpu)?;
+            self.nohz_balance_kick(cpu)?;
             self.nohz_balancer_kick(cpu)?;
         }
         self.check_overutilized(true, true)?;
@@ -1227,6 +1337,7 @@ impl<'a, W: Write> Engine<'a, W> {
         let c = &mut self.cpus[cpu];
         if let Some(stamp) = c.idle_stamp.take() {
             let delta = self.now - stamp;
+            c.last_idle_ns = delta;
             // update_avg(): avg += (sample - avg) / 8, in signed arithmetic.
             let diff = delta as i64 - c.avg_idle_ns as i64;
             c.avg_idle_ns = (c.avg_idle_ns as i64 + diff / 8) as u64;
@@ -1372,6 +1483,262 @@ impl<'a, W: Write> Engine<'a, W> {
             }
             if self.cpus[c].running.is_some() && self.now > 0 {
                 self.arm_segment(c);
+            }
+        }
+        Ok(())
+    }
+
+    /// The load-balancer context: root-domain flags and features.
+    fn lb_context(&self) -> LbContext {
+        LbContext {
+            overutilized: self.overutilized,
+            eas_active: self.eas_em.is_some(),
+            uclamp_used: self.uclamp_used,
+            ..LbContext::new(self.cfg.features)
+        }
+    }
+
+    /// `update_misfit_status(curr, rq)` when a task starts running or ticks (load
+    /// balancing only: misfit has no other user yet).
+    fn update_misfit_status(&mut self, cpu: usize) {
+        if self.lb.is_none() {
+            return;
+        }
+        let f = self.cfg.features;
+        let rq = &self.cpus[cpu].rq;
+        let cap = CpuCapacityInfo::unpressured(Capacity(self.board.cpus[cpu].capacity_orig));
+        let p = rq.curr().and_then(|id| rq.task(id)).map(|p| MisfitTask {
+            util_est: task_util_est(
+                &asym_sched::cpu_util::TaskUtil::from_avg(&p.avg, CpuId(cpu as u16), true),
+                f,
+            ),
+            clamp: uclamp_eff_range(&p.uclamp, &rq.uclamp_sysctl(), false),
+            nr_cpus_allowed: p.cpus_allowed.weight(),
+            max_allowed_capacity: task_max_allowed_capacity(p.cpus_allowed, &self.board.topology),
+            h_load: p.avg.load_avg,
+        });
+        let asym = self.board.topology.asym_cpucapacity();
+        if let Some(load) = update_misfit_status(p.as_ref(), cap, asym, self.uclamp_used, f) {
+            self.cpus[cpu].rq.set_misfit_task_load(load);
+        }
+    }
+
+    /// `sched_balance_trigger` from the tick of busy `cpu`: when `rq->next_balance`
+    /// has passed, raise SCHED_SOFTIRQ and run `sched_balance_softirq` on return
+    /// from the interrupt.
+    fn sched_balance_trigger(&mut self, cpu: usize) -> Result<(), SimError> {
+        if self.lb.is_none() {
+            return Ok(());
+        }
+        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
+        if !sched_balance_trigger(now, &self.cpus[cpu].rq) {
+            return Ok(());
+        }
+        self.counters.sched_softirq_raises += 1;
+        if self.trace.is_some() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+            if let Some(w) = self.trace.as_mut() {
+                w.softirq_raise(ctx, trace::Softirq::Sched)?;
+            }
+        }
+        let ctx = self.lb_context();
+        for c in 0..self.cpus.len() {
+            self.account(c)?;
+        }
+        let Some(sds) = self.lb.as_mut() else {
+            return Ok(());
+        };
+        let report = sched_balance_softirq(
+            sds,
+            CpuId(cpu as u16),
+            &mut SimRqs(&mut self.cpus),
+            now,
+            &ctx,
+        )
+        .map_err(|e| SimError::Workload(e.to_string()))?;
+        self.counters.lb_periodic += report.lb_runs as u64;
+        self.after_balance(cpu, &report, None)
+    }
+
+    /// `nohz_balancer_kick`'s `NOHZ_BALANCE_KICK` part (load balancing on): a busy
+    /// CPU with more than one task or a misfit task, once `nohz.next_balance` has
+    /// passed, kicks the first idle CPU, which raises SCHED_SOFTIRQ and runs
+    /// `sched_balance_domains(CPU_IDLE)` for every tickless idle CPU whose
+    /// `rq->next_balance` is due (`_nohz_idle_balance`), itself last.
+    fn nohz_balance_kick(&mut self, cpu: usize) -> Result<(), SimError> {
+        if self.lb.is_none() || self.cpus[cpu].running.is_none() {
+            return Ok(());
+        }
+        let rq = &self.cpus[cpu].rq;
+        if rq.nr_running() < 2 && rq.misfit_task_load() == 0 {
+            return Ok(());
+        }
+        if self.jiffies() < self.nohz_next_balance_j {
+            return Ok(());
+        }
+        let nr = self.cpus.len();
+        // Every idle CPU counts as tickless here, also one that never ran a task
+        // (`nohz_idle` is set only on entering idle after running).
+        let Some(ilb) = (0..nr).find(|&c| c != cpu && self.cpus[c].running.is_none()) else {
+            return Ok(());
+        };
+        self.nohz_next_balance_j = self.jiffies() + 1;
+        self.counters.sched_softirq_raises += 1;
+        if self.trace.is_some() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, ilb, self.now);
+            if let Some(w) = self.trace.as_mut() {
+                w.softirq_raise(ctx, trace::Softirq::Sched)?;
+            }
+        }
+        for c in 0..nr {
+            self.account(c)?;
+        }
+        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
+        let ctx = self.lb_context();
+        let mut next = u64::MAX;
+        for k in 1..=nr {
+            let c = (ilb + k) % nr;
+            if self.cpus[c].running.is_some() {
+                continue;
+            }
+            if now >= self.cpus[c].rq.next_balance() {
+                let Some(sds) = self.lb.as_mut() else {
+                    return Ok(());
+                };
+                let report = sched_balance_domains(
+                    sds,
+                    CpuId(c as u16),
+                    &mut SimRqs(&mut self.cpus),
+                    CpuIdleType::Idle,
+                    now,
+                    &ctx,
+                )
+                .map_err(|e| SimError::Workload(e.to_string()))?;
+                self.counters.lb_nohz += report.lb_runs as u64;
+                self.after_balance(c, &report, None)?;
+            }
+            let nb = self.cpus[c]
+                .rq
+                .next_balance()
+                .0
+                .saturating_sub(RQ_CLOCK_BASE_NS);
+            next = next.min(nb / self.tick_ns);
+        }
+        if next != u64::MAX {
+            self.nohz_next_balance_j = next;
+        }
+        Ok(())
+    }
+
+    /// `sched_balance_newidle` for `cpu`, which found nothing to run. Returns whether
+    /// it now has a task.
+    fn sched_balance_newidle(&mut self, cpu: usize) -> Result<bool, SimError> {
+        let ctx = self.lb_context();
+        for c in 0..self.cpus.len() {
+            self.account(c)?;
+        }
+        let avg_idle = self.cpus[cpu].avg_idle_ns;
+        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
+        let Some(sds) = self.lb.as_mut() else {
+            return Ok(false);
+        };
+        sds.cpus[cpu].avg_idle = avg_idle;
+        let mut t = 0u64;
+        let mut clock = || {
+            t += NEWIDLE_LB_COST_NS;
+            t
+        };
+        let report = sched_balance_newidle(
+            sds,
+            CpuId(cpu as u16),
+            &mut SimRqs(&mut self.cpus),
+            now,
+            &ctx,
+            &mut clock,
+        )
+        .map_err(|e| SimError::Workload(e.to_string()))?;
+        self.counters.lb_newidle += report.lb_runs as u64;
+        self.after_balance(cpu, &report, Some(cpu))?;
+        Ok(self.cpus[cpu].rq.nr_running() > 0)
+    }
+
+    /// After a balance on `this_cpu`: record and trace the tasks that changed CPU,
+    /// kick the CPUs that received work, and carry out an active balance (the
+    /// stopper on the source CPU preempts its task and pushes one).
+    /// `caller_picks`: a CPU whose caller schedules next anyway (newidle), not kicked.
+    fn after_balance(
+        &mut self,
+        this_cpu: usize,
+        report: &BalanceReport,
+        caller_picks: Option<usize>,
+    ) -> Result<(), SimError> {
+        let misfit = report.moved[MigrationType::Misfit as usize] > 0;
+        self.sync_migrations(this_cpu, misfit, caller_picks)?;
+        let Some(req) = report.active_balance else {
+            return Ok(());
+        };
+        let (src, dst) = (req.src.index(), req.dst.index());
+        if self.cpus[src].running.is_none() {
+            return Ok(());
+        }
+        self.account(src)?;
+        self.account(dst)?;
+        self.cpus[src].rq.put_prev_task();
+        let moved = match self.lb.as_ref() {
+            Some(sds) => active_load_balance_cpu_stop(sds, &mut SimRqs(&mut self.cpus), &req)
+                .map_err(|e| SimError::Workload(e.to_string()))?,
+            None => None,
+        };
+        if moved.is_some() {
+            self.sync_migrations(
+                src,
+                req.migration_type == MigrationType::Misfit,
+                caller_picks,
+            )?;
+        }
+        self.schedule(src, PrevState::Preempted)
+    }
+
+    /// Find queued tasks whose run queue is not `task_cpu` any more (moved by the
+    /// balancer), update them and wake or preempt their new CPU.
+    fn sync_migrations(
+        &mut self,
+        ctx_cpu: usize,
+        misfit: bool,
+        caller_picks: Option<usize>,
+    ) -> Result<(), SimError> {
+        let mut moved: Vec<(usize, usize, usize)> = Vec::new();
+        for (c, sc) in self.cpus.iter().enumerate() {
+            for p in sc.rq.tasks() {
+                let t = tidx(p.id);
+                if self.tasks[t].cpu != c {
+                    moved.push((t, self.tasks[t].cpu, c));
+                }
+            }
+        }
+        for &(t, from, to) in &moved {
+            if self.trace.is_some() {
+                let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+                let tr = tref_of(&self.tasks, t);
+                if let Some(w) = self.trace.as_mut() {
+                    w.sched_migrate_task(ctx, tr, from, to)?;
+                }
+            }
+            self.tasks[t].cpu = to;
+            self.tasks[t].stats.migrations += 1;
+            if misfit {
+                self.counters.migrations_misfit += 1;
+            } else {
+                self.counters.migrations_load_balance += 1;
+            }
+            self.cpufreq_update(from);
+            self.cpufreq_update(to);
+            if Some(to) != caller_picks {
+                let preempt = self.cpus[to].running.is_none()
+                    || self.cpus[to].rq.check_preempt_wakeup(tid(t))?;
+                if preempt {
+                    self.push(self.now, Ev::Resched(to));
+                }
             }
         }
         Ok(())

@@ -49,6 +49,8 @@ pub struct RunSpec {
     pub out: Option<PathBuf>,
     /// Also write `plot.png`.
     pub plot: bool,
+    /// Load balancing on (`--lb on`).
+    pub load_balance: bool,
 }
 
 /// Longest simulated duration (about 11.6 days).
@@ -192,6 +194,7 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
         hz: spec.hz,
         record_timeline: spec.plot,
         until_all_exit,
+        load_balance: spec.load_balance,
     };
     let trace_file = match &spec.out {
         Some(dir) => {

@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 
 use asym_sim::{parse_duration, Governor, RunSpec};
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum OnOff {
     On,
     Off,
@@ -43,6 +43,10 @@ struct Cli {
     /// needs schedutil and a board with an energy model); same as --set ENERGY_AWARE=on|off.
     #[arg(long, value_enum, default_value = "off")]
     eas: OnOff,
+    /// Load balancing: periodic balance via SCHED_SOFTIRQ from the tick, newidle
+    /// balance and misfit migration (off: tasks move only at wake-up).
+    #[arg(long, value_enum, default_value = "off")]
+    lb: OnOff,
     /// cpufreq governor.
     #[arg(long, value_enum, default_value = "schedutil")]
     governor: Gov,
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
         hz: cli.hz,
         out: cli.out,
         plot: cli.plot,
+        load_balance: cli.lb == OnOff::On,
     };
     let progress = !cli.quiet && std::io::stderr().is_terminal();
     let start = Instant::now();

@@ -32,6 +32,8 @@ pub struct Report {
     pub features: Features,
     /// Governor name.
     pub governor: &'static str,
+    /// Whether load balancing ran (`--lb`).
+    pub load_balance: bool,
     /// Simulated duration.
     pub duration_ns: u64,
     /// RNG seed.
@@ -280,6 +282,7 @@ pub fn build(
         workload: workload.to_string(),
         features: Features(features.iter().map(|(f, on)| (f.name(), on)).collect()),
         governor: cfg.governor.name(),
+        load_balance: cfg.load_balance,
         duration_ns: res.end_ns,
         seed: cfg.seed,
         hz: cfg.hz,

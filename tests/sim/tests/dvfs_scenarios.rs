@@ -28,6 +28,7 @@ fn sim(board: &str, wl: &str, governor: Governor, set: &[&str]) -> SimResult {
         hz: 250,
         out: None,
         plot: true, // keeps the frequency timeline
+        load_balance: false,
     };
     run(&spec)
         .unwrap_or_else(|e| panic!("{board} {wl}: {e}"))
@@ -265,6 +266,7 @@ fn seed_000_frames_runnable_boost_off_vs_on() {
                             hz: 250,
                             out: None,
                             plot: false,
+                            load_balance: false,
                         };
                         let r = run(&spec).unwrap().result;
                         let i = r

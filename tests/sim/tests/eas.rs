@@ -28,6 +28,7 @@ fn spec(board: &str, wl: &str, set: &[&str]) -> RunSpec {
         hz: 250,
         out: None,
         plot: false,
+        load_balance: false,
     }
 }
 

@@ -27,6 +27,7 @@ fn spec(board: &str, gov: Governor, duration_ns: u64, out: Option<PathBuf>) -> R
         hz: 250,
         out,
         plot: false,
+        load_balance: false,
     }
 }
 

@@ -1,0 +1,750 @@
+//! Load balancing: sched-domain parameters, balance intervals, the seed-002
+//! `next_balance` behaviour, imbalance and misfit migration, `detach_tasks` order and
+//! rotation, and a property test that balancing conserves tasks and affinity.
+//!
+//! Oracles: interval values worked out by hand from `sd_init` and
+//! `get_sd_balance_interval` (reference §4.1/§4.2); jiffy deadlines derived by hand
+//! from `update_next_balance`; task placements reasoned from `calculate_imbalance`.
+
+use asym_sched::balance::{
+    active_load_balance_cpu_stop, detach_tasks, sched_balance_domains, sched_balance_newidle,
+    sched_balance_trigger, CpuIdleType, LbContext, MigrationType, SchedDomains, SdFlags, SdLevel,
+};
+use asym_sched::features::{Feature, SchedFeatures};
+use asym_sched::rq::{EnqueueFlags, Rq, RqConfig, Task};
+use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
+use asym_sched::types::{CpuId, CpuMask, Khz, MicroVolt, Nanos, TaskId};
+use asym_sched::uclamp::TaskUclamp;
+use proptest::prelude::*;
+
+const fn opp(mhz: u32, mv: u32) -> OppDesc {
+    OppDesc {
+        freq: Khz(mhz * 1000),
+        voltage: MicroVolt(mv * 1000),
+    }
+}
+
+const fn cpu(mpidr: u64, cluster: u16, dmips: u32) -> CpuDesc {
+    CpuDesc {
+        mpidr,
+        cluster,
+        perf_domain: cluster,
+        capacity_dmips_mhz: Some(dmips),
+        dynamic_power_coefficient: None,
+        core: "test",
+    }
+}
+
+const OPPS: &[OppDesc] = &[opp(1000, 900)];
+
+const fn pd(name: &'static str) -> PerfDomainDesc {
+    PerfDomainDesc {
+        name,
+        opps: OPPS,
+        transition_latency_ns: 1_000_000,
+    }
+}
+
+/// Juno r2 shape: 2 big (cluster 0), 4 LITTLE (cluster 1).
+const JUNO: BoardDesc = BoardDesc {
+    name: "juno-r2",
+    cpus: &[
+        cpu(0x0, 0, 1024),
+        cpu(0x1, 0, 1024),
+        cpu(0x100, 1, 485),
+        cpu(0x101, 1, 485),
+        cpu(0x102, 1, 485),
+        cpu(0x103, 1, 485),
+    ],
+    perf_domains: &[pd("big"), pd("little")],
+};
+
+/// HiKey960 shape: 4 LITTLE (cluster 0), 4 big (cluster 1).
+const HIKEY960: BoardDesc = BoardDesc {
+    name: "hikey960",
+    cpus: &[
+        cpu(0x0, 0, 592),
+        cpu(0x1, 0, 592),
+        cpu(0x2, 0, 592),
+        cpu(0x3, 0, 592),
+        cpu(0x100, 1, 1024),
+        cpu(0x101, 1, 1024),
+        cpu(0x102, 1, 1024),
+        cpu(0x103, 1, 1024),
+    ],
+    perf_domains: &[pd("little"), pd("big")],
+};
+
+/// Symmetric, one cluster of 4.
+const QUAD: BoardDesc = BoardDesc {
+    name: "quad",
+    cpus: &[
+        cpu(0x0, 0, 1024),
+        cpu(0x1, 0, 1024),
+        cpu(0x2, 0, 1024),
+        cpu(0x3, 0, 1024),
+    ],
+    perf_domains: &[pd("all")],
+};
+
+const MS: u64 = 1_000_000;
+/// TICK_NSEC at HZ=250.
+const TICK: u64 = 4 * MS;
+
+fn topo(b: &BoardDesc) -> Topology {
+    Topology::from_board(b).unwrap()
+}
+
+fn rqs_for(t: &Topology, now: Nanos) -> Vec<Rq> {
+    t.cpus()
+        .iter()
+        .map(|c| {
+            let mut cfg = RqConfig::new(c.id, t.nr_cpus() as u32);
+            cfg.capacity_orig = c.capacity_orig;
+            cfg.tick_nsec = TICK;
+            Rq::new(cfg, now)
+        })
+        .collect()
+}
+
+fn spawn(rq: &mut Rq, id: u32, nice: i32, allowed: CpuMask) {
+    let t = Task::new(TaskId(id), nice, TaskUclamp::new(), allowed).unwrap();
+    rq.enqueue_task(t, EnqueueFlags::NEW).unwrap();
+}
+
+fn ids(rq: &Rq) -> Vec<u32> {
+    let mut v: Vec<u32> = rq.tasks().map(|t| t.id.0).collect();
+    v.sort();
+    v
+}
+
+fn ctx() -> LbContext {
+    LbContext::new(SchedFeatures::default())
+}
+
+#[test]
+fn juno_r2_domains_and_intervals_at_hz_250_and_1000() {
+    let t = topo(&JUNO);
+    let sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    // max_load_balance_interval = HZ * nr_cpus / 10 = 250 * 6 / 10.
+    assert_eq!(sds.max_load_balance_interval, 150);
+    let big = &sds.cpus[0].sd;
+    let little = &sds.cpus[2].sd;
+    assert_eq!(big.len(), 2);
+    assert_eq!(little.len(), 2);
+    assert_eq!(big[0].level, SdLevel::Mc);
+    assert_eq!(big[0].span, CpuMask(0b11));
+    assert_eq!(little[0].span, CpuMask(0b11_1100));
+    assert_eq!(big[1].level, SdLevel::Pkg);
+    assert_eq!(big[1].span, CpuMask(0b11_1111));
+    assert_eq!(big[1].groups.len(), 2);
+    // sd_init: min = weight ms, max = 2 * weight, balance_interval = weight.
+    assert_eq!((big[0].min_interval, big[0].max_interval), (2, 4));
+    assert_eq!((little[0].min_interval, little[0].max_interval), (4, 8));
+    assert_eq!((big[1].min_interval, big[1].max_interval), (6, 12));
+    assert_eq!(big[0].imbalance_pct, 117);
+    assert_eq!(big[0].busy_factor, 16);
+    // Asymmetry only at PKG; it strips the child's SD_PREFER_SIBLING.
+    assert!(big[1].flags.contains(SdFlags::ASYM_CPUCAPACITY));
+    assert!(big[1].flags.contains(SdFlags::ASYM_CPUCAPACITY_FULL));
+    assert!(!big[0].flags.contains(SdFlags::ASYM_CPUCAPACITY));
+    assert!(!big[0].flags.contains(SdFlags::PREFER_SIBLING));
+    assert!(big[0].flags.contains(SdFlags::SHARE_LLC));
+    assert!(!big[1].flags.contains(SdFlags::SHARE_LLC));
+    // HZ=250: msecs_to_jiffies rounds up to 4 ms jiffies.
+    // big MC idle: 2 ms -> 1; busy: 32 ms -> 8, minus 1 -> 7.
+    assert_eq!(sds.get_sd_balance_interval(&big[0], false), 1);
+    assert_eq!(sds.get_sd_balance_interval(&big[0], true), 7);
+    // LITTLE MC idle: 4 ms -> 1; busy 64 ms -> 16 - 1 = 15.
+    assert_eq!(sds.get_sd_balance_interval(&little[0], false), 1);
+    assert_eq!(sds.get_sd_balance_interval(&little[0], true), 15);
+    // PKG idle: 6 ms -> 2 (1.5 rounded up); busy 96 ms -> 24 - 1 = 23.
+    assert_eq!(sds.get_sd_balance_interval(&big[1], false), 2);
+    assert_eq!(sds.get_sd_balance_interval(&big[1], true), 23);
+
+    let sds = SchedDomains::build(&t, 1000, Nanos(0)).unwrap();
+    assert_eq!(sds.max_load_balance_interval, 600);
+    assert_eq!(sds.get_sd_balance_interval(&sds.cpus[0].sd[0], false), 2);
+    assert_eq!(sds.get_sd_balance_interval(&sds.cpus[0].sd[0], true), 31);
+    assert_eq!(sds.get_sd_balance_interval(&sds.cpus[0].sd[1], true), 95);
+}
+
+#[test]
+fn hikey960_and_symmetric_domains() {
+    let t = topo(&HIKEY960);
+    let sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    assert_eq!(sds.max_load_balance_interval, 200);
+    let sd = &sds.cpus[5].sd;
+    assert_eq!((sd[0].min_interval, sd[0].max_interval), (4, 8));
+    assert_eq!((sd[1].min_interval, sd[1].max_interval), (8, 16));
+    // MC 4 ms -> 1 jiffy, busy 64 ms -> 15; PKG 8 ms -> 2, busy 128 ms -> 31.
+    assert_eq!(sds.get_sd_balance_interval(&sd[0], false), 1);
+    assert_eq!(sds.get_sd_balance_interval(&sd[0], true), 15);
+    assert_eq!(sds.get_sd_balance_interval(&sd[1], false), 2);
+    assert_eq!(sds.get_sd_balance_interval(&sd[1], true), 31);
+    // One symmetric cluster: PKG spans what MC spans and degenerates; no asymmetry.
+    let sds = SchedDomains::build(&topo(&QUAD), 250, Nanos(0)).unwrap();
+    assert_eq!(sds.cpus[0].sd.len(), 1);
+    assert_eq!(sds.cpus[0].sd[0].level, SdLevel::Mc);
+    assert!(sds.cpus[0].sd[0].flags.contains(SdFlags::PREFER_SIBLING));
+    assert!(!sds.asym_cpucapacity);
+    assert!(SchedDomains::build(&topo(&QUAD), 0, Nanos(0)).is_err());
+}
+
+#[test]
+fn balanced_attempts_back_off_to_max_interval_and_set_next_balance() {
+    let t = topo(&JUNO);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    // CPU 2 busy with one task, the rest idle: nothing to balance anywhere.
+    spawn(&mut rqs[2], 1, 0, CpuMask::first_n(6));
+    let now = Nanos(100 * TICK);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+    }
+    rqs[2].pick_next_task();
+    let r = sched_balance_domains(
+        &mut sds,
+        CpuId(2),
+        &mut rqs,
+        CpuIdleType::NotIdle,
+        now,
+        &ctx(),
+    )
+    .unwrap();
+    assert_eq!(r.total_moved(), 0);
+    let sd = &sds.cpus[2].sd;
+    // MC was balanced (CPU 2 is its group's only CPU): interval doubled 4 -> 8 ms.
+    assert_eq!(sd[0].balance_interval, 8);
+    assert_eq!(sd[0].last_balance, 100);
+    // PKG: CPU 3 is the LITTLE group's first idle CPU, so CPU 2 stops there, yet stamps it.
+    assert_eq!(sd[1].last_balance, 100);
+    assert_eq!(sd[1].balance_interval, 12);
+    // next_balance = min(100 + busy MC (8*16=128 ms -> 32 - 1 = 31), 100 + busy PKG
+    // (12*16=192 ms -> 48 - 1 = 47)) = 131 jiffies.
+    assert_eq!(rqs[2].next_balance(), Nanos(131 * TICK));
+    assert!(!sched_balance_trigger(Nanos(130 * TICK + 3 * MS), &rqs[2]));
+    assert!(sched_balance_trigger(Nanos(131 * TICK), &rqs[2]));
+    // Backoff stops at max_interval.
+    for j in [200u64, 300, 400] {
+        let now = Nanos(j * TICK);
+        rqs[2].update_rq_clock(now).unwrap();
+        sched_balance_domains(
+            &mut sds,
+            CpuId(2),
+            &mut rqs,
+            CpuIdleType::NotIdle,
+            now,
+            &ctx(),
+        )
+        .unwrap();
+    }
+    assert_eq!(sds.cpus[2].sd[0].balance_interval, 8);
+}
+
+/// Seed 002: newidle with a short `avg_idle` skips balancing but, in Linux, still pulls
+/// `rq->next_balance` to `sd->last_balance + idle interval` with a stale last_balance.
+#[test]
+fn seed_002_newidle_pulls_next_balance_backwards_only_without_the_fix() {
+    for aggressive in [true, false] {
+        let t = topo(&JUNO);
+        let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+        let mut rqs = rqs_for(&t, Nanos(0));
+        // A periodic balance from a busy CPU left next_balance at jiffy 100.
+        rqs[2].set_next_balance(Nanos(100 * TICK));
+        // Balancing costs more than the CPU expects to stay idle.
+        sds.cpus[2].sd[0].max_newidle_lb_cost = 600_000;
+        sds.cpus[2].avg_idle = 100_000;
+        let c = LbContext::new(
+            SchedFeatures::default().with(Feature::AGGRESSIVE_NEXT_BALANCE, aggressive),
+        );
+        let mut raised = 0;
+        let mut seen = Vec::new();
+        for j in 50..60u64 {
+            let now = Nanos(j * TICK + MS);
+            let mut clock = || 0u64;
+            sched_balance_newidle(&mut sds, CpuId(2), &mut rqs, now, &c, &mut clock).unwrap();
+            seen.push(rqs[2].next_balance());
+            // The next tick.
+            if sched_balance_trigger(Nanos((j + 1) * TICK), &rqs[2]) {
+                raised += 1;
+            }
+        }
+        if aggressive {
+            // last_balance (0) + LITTLE MC idle interval (1 jiffy) = jiffy 1: in the past.
+            assert!(seen.iter().all(|&nb| nb == Nanos(TICK)), "{seen:?}");
+            assert_eq!(raised, 10);
+        } else {
+            assert!(seen.iter().all(|&nb| nb == Nanos(100 * TICK)), "{seen:?}");
+            assert_eq!(raised, 0);
+        }
+    }
+}
+
+/// With the fix, a newidle balance that runs stamps `sd->last_balance`.
+#[test]
+fn seed_002_fix_stamps_last_balance_when_newidle_balances() {
+    for aggressive in [true, false] {
+        let t = topo(&JUNO);
+        let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+        let mut rqs = rqs_for(&t, Nanos(0));
+        // CPU 0's only task is pinned to it: the root domain is overloaded, but
+        // nothing can be pulled.
+        spawn(&mut rqs[0], 1, 0, CpuMask::of(CpuId(0)));
+        spawn(&mut rqs[0], 2, 0, CpuMask::of(CpuId(0)));
+        rqs[2].set_next_balance(Nanos(100 * TICK));
+        let now = Nanos(50 * TICK);
+        for rq in rqs.iter_mut() {
+            rq.update_rq_clock(now).unwrap();
+        }
+        let c = LbContext::new(
+            SchedFeatures::default().with(Feature::AGGRESSIVE_NEXT_BALANCE, aggressive),
+        );
+        let mut t_ns = 0u64;
+        let mut clock = || {
+            t_ns += 10_000;
+            t_ns
+        };
+        let r = sched_balance_newidle(&mut sds, CpuId(2), &mut rqs, now, &c, &mut clock).unwrap();
+        assert_eq!(r.total_moved(), 0);
+        assert_eq!(r.lb_runs, 2, "both levels tried");
+        let sd = &sds.cpus[2].sd;
+        // Each level cost one clock step of 10 us.
+        assert_eq!(sd[0].max_newidle_lb_cost, 10_000);
+        if aggressive {
+            assert_eq!(sd[0].last_balance, 0);
+            assert_eq!(rqs[2].next_balance(), Nanos(TICK));
+        } else {
+            assert_eq!(sd[0].last_balance, 50);
+            assert_eq!(sd[1].last_balance, 50);
+            // min(100, 50 + 1 (MC idle), 50 + 2 (PKG idle)) = 51.
+            assert_eq!(rqs[2].next_balance(), Nanos(51 * TICK));
+        }
+    }
+}
+
+#[test]
+fn two_tasks_on_one_little_cpu_spread_to_an_idle_sibling() {
+    let t = topo(&JUNO);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let all = CpuMask::first_n(6);
+    spawn(&mut rqs[3], 1, 0, all);
+    spawn(&mut rqs[3], 2, 0, all);
+    let now = Nanos(10 * TICK);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+    }
+    rqs[3].pick_next_task();
+    let running = rqs[3].curr().unwrap();
+    let r = sched_balance_domains(&mut sds, CpuId(2), &mut rqs, CpuIdleType::Idle, now, &ctx())
+        .unwrap();
+    assert_eq!(r.moved[MigrationType::Task as usize], 1, "{r:?}");
+    assert_eq!(rqs[2].nr_running(), 1);
+    assert_eq!(rqs[3].nr_running(), 1);
+    // The running task stays.
+    assert_eq!(ids(&rqs[3]), vec![running.0]);
+}
+
+#[test]
+fn pinned_tasks_stay() {
+    let t = topo(&JUNO);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let only3 = CpuMask::of(CpuId(3));
+    for id in 1..=3 {
+        spawn(&mut rqs[3], id, 0, only3);
+    }
+    let now = Nanos(10 * TICK);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+    }
+    rqs[3].pick_next_task();
+    for cpu in [2u16, 0] {
+        let r = sched_balance_domains(
+            &mut sds,
+            CpuId(cpu),
+            &mut rqs,
+            CpuIdleType::Idle,
+            now,
+            &ctx(),
+        )
+        .unwrap();
+        assert_eq!(r.total_moved(), 0);
+        assert_eq!(r.active_balance, None);
+    }
+    assert_eq!(ids(&rqs[3]), vec![1, 2, 3]);
+    // Pinned to CPU 3 or 4: CPU 2 may not take them; at MC its group is {2} alone, so
+    // no other destination exists there (LBF_DST_PINNED needs one in the group).
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let m = CpuMask::of(CpuId(3)).or(CpuMask::of(CpuId(4)));
+    for id in 1..=3 {
+        spawn(&mut rqs[3], id, 0, m);
+    }
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+    }
+    rqs[3].pick_next_task();
+    let r = sched_balance_domains(&mut sds, CpuId(2), &mut rqs, CpuIdleType::Idle, now, &ctx())
+        .unwrap();
+    assert_eq!(rqs[2].nr_running(), 0, "{r:?}");
+    for rq in &rqs {
+        for task in rq.tasks() {
+            assert!(task.cpus_allowed.contains(rq.cpu()));
+        }
+    }
+}
+
+fn misfit_setup(allowed: CpuMask, busy_big0: bool) -> (SchedDomains, Vec<Rq>, Nanos) {
+    let t = topo(&JUNO);
+    let sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    spawn(&mut rqs[2], 7, 0, allowed);
+    if busy_big0 {
+        spawn(&mut rqs[0], 8, 0, CpuMask::of(CpuId(0)));
+    }
+    let now = Nanos(10 * TICK);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+        rq.pick_next_task();
+    }
+    // update_misfit_status found the running task too big for the LITTLE CPU.
+    rqs[2].set_misfit_task_load(1024);
+    (sds, rqs, now)
+}
+
+#[test]
+fn misfit_task_on_little_moves_to_idle_big_by_active_balance() {
+    let (mut sds, mut rqs, now) = misfit_setup(CpuMask::first_n(6), false);
+    // EAS active and not overutilized: misfit balancing still runs.
+    let c = LbContext {
+        eas_active: true,
+        ..ctx()
+    };
+    let r =
+        sched_balance_domains(&mut sds, CpuId(0), &mut rqs, CpuIdleType::Idle, now, &c).unwrap();
+    let req = r.active_balance.expect("active balance requested");
+    assert_eq!((req.src, req.dst), (CpuId(2), CpuId(0)));
+    assert_eq!(req.migration_type, MigrationType::Misfit);
+    assert_eq!(req.level, SdLevel::Pkg);
+    // Misfit does not count as a failure nor back off.
+    assert_eq!(sds.cpus[0].sd[1].nr_balance_failed, 0);
+    assert_eq!(sds.cpus[0].sd[1].balance_interval, 6);
+    // The stopper: preempt, then push.
+    rqs[2].put_prev_task();
+    let moved = active_load_balance_cpu_stop(&sds, &mut rqs, &req).unwrap();
+    assert_eq!(moved, Some(TaskId(7)));
+    assert_eq!(ids(&rqs[0]), vec![7]);
+    assert_eq!(rqs[2].nr_running(), 0);
+}
+
+#[test]
+fn misfit_respects_affinity() {
+    // Allowed on LITTLEs and big CPU 1 only; CPU 0 busy so CPU 1 is the big group's
+    // balancing CPU.
+    let m = CpuMask(0b11_1110);
+    let (mut sds, mut rqs, now) = misfit_setup(m, true);
+    let r = sched_balance_domains(&mut sds, CpuId(1), &mut rqs, CpuIdleType::Idle, now, &ctx())
+        .unwrap();
+    let req = r.active_balance.expect("CPU 1 may take it");
+    assert_eq!((req.src, req.dst), (CpuId(2), CpuId(1)));
+    // Not allowed on big CPUs at all: no request from CPU 0 (idle, first of its group).
+    let (mut sds, mut rqs, now) = misfit_setup(CpuMask(0b11_1100), false);
+    let r = sched_balance_domains(&mut sds, CpuId(0), &mut rqs, CpuIdleType::Idle, now, &ctx())
+        .unwrap();
+    assert_eq!(r.active_balance, None);
+    assert_eq!(ids(&rqs[2]), vec![7]);
+}
+
+#[test]
+fn balanced_system_does_not_ping_pong() {
+    let t = topo(&JUNO);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let all = CpuMask::first_n(6);
+    // One task on each big CPU and on LITTLE CPUs 2 and 3; 4 and 5 idle.
+    for (cpu, id) in [(0usize, 1u32), (1, 2), (2, 3), (3, 4)] {
+        spawn(&mut rqs[cpu], id, 0, all);
+    }
+    let before: Vec<Vec<u32>> = rqs.iter().map(ids).collect();
+    let mut total = 0;
+    for j in 1..200u64 {
+        let now = Nanos(j * TICK);
+        for rq in rqs.iter_mut() {
+            rq.update_rq_clock(now).unwrap();
+            if rq.curr().is_none() {
+                rq.pick_next_task();
+            }
+            rq.task_tick();
+        }
+        for cpu in 0..6u16 {
+            if sched_balance_trigger(now, &rqs[cpu as usize]) {
+                let idle = if rqs[cpu as usize].nr_running() == 0 {
+                    CpuIdleType::Idle
+                } else {
+                    CpuIdleType::NotIdle
+                };
+                let r = sched_balance_domains(&mut sds, CpuId(cpu), &mut rqs, idle, now, &ctx())
+                    .unwrap();
+                total += r.total_moved();
+                assert_eq!(r.active_balance, None);
+            }
+        }
+    }
+    assert_eq!(total, 0);
+    let after: Vec<Vec<u32>> = rqs.iter().map(ids).collect();
+    assert_eq!(before, after);
+}
+
+/// A source rq with tasks queued (none running) in a known order.
+fn detach_setup(nices: &[i32]) -> (SchedDomains, Vec<Rq>) {
+    let t = topo(&QUAD);
+    let sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    for (i, &n) in nices.iter().enumerate() {
+        spawn(&mut rqs[1], i as u32 + 1, n, CpuMask::first_n(4));
+    }
+    (sds, rqs)
+}
+
+#[allow(clippy::too_many_arguments)] // one knob per detach_tasks input
+fn detach_ids(
+    sds: &SchedDomains,
+    rqs: &mut [Rq],
+    f: SchedFeatures,
+    idle: CpuIdleType,
+    ty: MigrationType,
+    imbalance: i64,
+    nr_migrate: u32,
+    failed: u32,
+) -> Vec<u32> {
+    let mut sd = sds.cpus[0].sd[0].clone();
+    sd.nr_balance_failed = failed;
+    let c = LbContext {
+        nr_migrate,
+        ..LbContext::new(f)
+    };
+    let out = detach_tasks(rqs, &sd, CpuId(1), CpuId(0), idle, ty, imbalance, &c);
+    let v = out.iter().map(|t| t.id.0).collect();
+    for t in out {
+        rqs[0].attach_task(t).unwrap();
+    }
+    v
+}
+
+#[test]
+fn detach_tasks_takes_least_recently_run_first() {
+    // load_avg of a new task = its weight: nice 0 -> 1024, nice 5 -> 335, -5 -> 3121.
+    let (sds, mut rqs) = detach_setup(&[0, 5, -5, 0]);
+    // Tail = first enqueued (1). Imbalance 1024 + 335: tasks 1 then 2.
+    let got = detach_ids(
+        &sds,
+        &mut rqs,
+        SchedFeatures::default(),
+        CpuIdleType::NotIdle,
+        MigrationType::Load,
+        1024 + 335,
+        32,
+        0,
+    );
+    assert_eq!(got, vec![1, 2]);
+}
+
+#[test]
+fn detach_tasks_biggest_first_under_lb_biggest_task() {
+    let (sds, mut rqs) = detach_setup(&[0, 5, -5, 0]);
+    let f = SchedFeatures::default().with(Feature::LB_BIGGEST_TASK, true);
+    let got = detach_ids(
+        &sds,
+        &mut rqs,
+        f,
+        CpuIdleType::NotIdle,
+        MigrationType::Load,
+        10_000,
+        32,
+        0,
+    );
+    // 3121 first, then the two 1024s least recently run first (1 before 4), then 335.
+    // A busy dst may take them all: the imbalance exceeds their sum.
+    assert_eq!(got, vec![3, 1, 4, 2]);
+}
+
+#[test]
+fn lb_min_skips_tiny_tasks_until_balancing_failed() {
+    // nice 19: weight 15 < 16.
+    let f = SchedFeatures::default().with(Feature::LB_MIN, true);
+    // Failed once: the tiny task goes first, and shr_bound halves the next one's load
+    // (512 <= 1024 - 15), so it follows.
+    for (failed, want) in [(0u32, vec![2u32]), (1, vec![1, 2])] {
+        let (sds, mut rqs) = detach_setup(&[19, 0, 0]);
+        let got = detach_ids(
+            &sds,
+            &mut rqs,
+            f,
+            CpuIdleType::NotIdle,
+            MigrationType::Load,
+            // Exactly one nice-0 task's load.
+            1024,
+            32,
+            failed,
+        );
+        assert_eq!(got, want, "nr_balance_failed {failed}");
+    }
+    // Without LB_MIN the tiny task at the tail goes first.
+    let (sds, mut rqs) = detach_setup(&[19, 0, 0]);
+    let got = detach_ids(
+        &sds,
+        &mut rqs,
+        SchedFeatures::default(),
+        CpuIdleType::NotIdle,
+        MigrationType::Load,
+        15,
+        32,
+        0,
+    );
+    assert_eq!(got, vec![1]);
+}
+
+#[test]
+fn rotation_lets_repeated_attempts_reach_every_task() {
+    for biggest in [false, true] {
+        // Five big tasks, then a small one (most recently enqueued: the head).
+        let (sds, mut rqs) = detach_setup(&[0, 0, 0, 0, 0, 19]);
+        let f = SchedFeatures::default().with(Feature::LB_BIGGEST_TASK, biggest);
+        let mut found = None;
+        for attempt in 1..=4 {
+            // Only the small task (load 15) fits an imbalance of 100; examine two
+            // tasks per attempt.
+            let got = detach_ids(
+                &sds,
+                &mut rqs,
+                f,
+                CpuIdleType::NotIdle,
+                MigrationType::Load,
+                100,
+                2,
+                0,
+            );
+            if !got.is_empty() {
+                assert_eq!(got, vec![6]);
+                found = Some(attempt);
+                break;
+            }
+        }
+        // Windows (tail first): {1,2}, {3,4}, {5,6}.
+        assert_eq!(found, Some(3), "LB_BIGGEST_TASK={biggest}");
+    }
+}
+
+#[test]
+fn newly_idle_detaches_one_task_and_leaves_one() {
+    let (sds, mut rqs) = detach_setup(&[0, 0, 0]);
+    let got = detach_ids(
+        &sds,
+        &mut rqs,
+        SchedFeatures::default(),
+        CpuIdleType::NewlyIdle,
+        MigrationType::Task,
+        3,
+        32,
+        0,
+    );
+    assert_eq!(got, vec![1]);
+    let got = detach_ids(
+        &sds,
+        &mut rqs,
+        SchedFeatures::default(),
+        CpuIdleType::Idle,
+        MigrationType::Task,
+        5,
+        32,
+        0,
+    );
+    // An idle dst never empties the source.
+    assert_eq!(got.len(), 1);
+    assert_eq!(rqs[1].nr_running(), 1);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Periodic { cpu: u16, idle: bool },
+    Newidle { cpu: u16 },
+    Tick,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u16..6, any::<bool>()).prop_map(|(cpu, idle)| Op::Periodic { cpu, idle }),
+        (0u16..6).prop_map(|cpu| Op::Newidle { cpu }),
+        Just(Op::Tick),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn balancing_conserves_tasks_and_affinity(
+        tasks in prop::collection::vec((1u64..64, -5i32..20, 0usize..6), 1..14),
+        ops in prop::collection::vec(op(), 1..60),
+        biggest in any::<bool>(),
+        lb_min in any::<bool>(),
+    ) {
+        let t = topo(&JUNO);
+        let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+        let mut rqs = rqs_for(&t, Nanos(0));
+        let mut expected = Vec::new();
+        for (i, &(mask, nice, start)) in tasks.iter().enumerate() {
+            let mask = CpuMask(mask);
+            let start = if mask.contains(CpuId(start as u16)) {
+                CpuId(start as u16)
+            } else {
+                mask.first().unwrap()
+            };
+            spawn(&mut rqs[start.index()], i as u32 + 1, nice, mask);
+            expected.push(i as u32 + 1);
+        }
+        let f = SchedFeatures::default()
+            .with(Feature::LB_BIGGEST_TASK, biggest)
+            .with(Feature::LB_MIN, lb_min);
+        let c = LbContext { overutilized: true, ..LbContext::new(f) };
+        let mut now = 0u64;
+        for o in ops {
+            now += TICK;
+            let n = Nanos(now);
+            for rq in rqs.iter_mut() {
+                rq.update_rq_clock(n).unwrap();
+                if rq.curr().is_none() || rq.need_resched() {
+                    rq.pick_next_task();
+                }
+                rq.task_tick();
+            }
+            let report = match o {
+                Op::Periodic { cpu, idle } => {
+                    let idle = if idle { CpuIdleType::Idle } else { CpuIdleType::NotIdle };
+                    sched_balance_domains(&mut sds, CpuId(cpu), &mut rqs, idle, n, &c).unwrap()
+                }
+                Op::Newidle { cpu } => {
+                    let mut clk = || 1_000u64;
+                    sched_balance_newidle(&mut sds, CpuId(cpu), &mut rqs, n, &c, &mut clk).unwrap()
+                }
+                Op::Tick => Default::default(),
+            };
+            if let Some(req) = report.active_balance {
+                rqs[req.src.index()].put_prev_task();
+                active_load_balance_cpu_stop(&sds, &mut rqs, &req).unwrap();
+            }
+            let mut seen: Vec<u32> = Vec::new();
+            for rq in &rqs {
+                prop_assert!(rq.check_invariants().is_ok(), "{:?}", rq.check_invariants());
+                for task in rq.tasks() {
+                    prop_assert!(task.cpus_allowed.contains(rq.cpu()),
+                        "task {} on CPU {} outside {:?}", task.id.0, rq.cpu().0, task.cpus_allowed);
+                    seen.push(task.id.0);
+                }
+            }
+            seen.sort();
+            prop_assert_eq!(&seen, &expected);
+        }
+    }
+}
