@@ -26,6 +26,8 @@
 //! - [`eas`]: energy-aware wake-up placement, overutilized and misfit status (`fair.c`).
 //! - [`balance`]: sched domains and load balancing, periodic, newidle and misfit
 //!   (`topology.c`, `fair.c`).
+//! - [`wakeup`]: wake-up and fork placement, `select_task_rq_fair` and
+//!   `select_idle_capacity` (`fair.c`).
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -48,3 +50,4 @@ pub mod topology;
 pub mod types;
 pub mod uclamp;
 pub mod util_est;
+pub mod wakeup;

@@ -52,6 +52,7 @@ pub fn measure(n: usize, duration_ns: u64) -> Result<BenchPoint, String> {
         duration_ns,
         until_all_exit: false,
         load_balance: false,
+        placement: Default::default(),
         features: Default::default(),
         governor: Governor::Schedutil,
         seed: 0,

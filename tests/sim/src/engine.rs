@@ -15,12 +15,15 @@
 //! each task still has to do, frequencies, energy and the trace.
 //!
 //! Deliberate simplifications, until later issues bring the real policy:
-//! - Placement is [`select_task_rq`]: previous CPU if idle, else the first idle
-//!   allowed CPU, else the previous CPU. `// TODO(issue EAS)`. With the
-//!   `ENERGY_AWARE` feature (`--eas on`) on a board where EAS is possible, a waking
-//!   (not a new) task is first offered to `find_energy_efficient_cpu` while the root
-//!   domain is not overutilized (`select_task_rq_fair`'s EAS branch, [`Engine`]'s
-//!   `select_task_rq_fair`); the interim rule remains the fallback.
+//! - Placement is Linux's `select_task_rq_fair` from the policy crate
+//!   ([`asym_sched::wakeup`]): with the `ENERGY_AWARE` feature (`--eas on`) on a board
+//!   where EAS is possible, `find_energy_efficient_cpu` for a waking task while the root
+//!   domain is not overutilized; otherwise the capacity-aware `select_idle_sibling`
+//!   (`select_idle_capacity`) with the previous CPU as target (no `wake_affine`); new
+//!   tasks take the simplified fork slow path (`sched_balance_find_dst_cpu`).
+//!   [`Placement::Interim`] (`--placement interim`) keeps the earlier rule,
+//!   [`select_task_rq`] (previous CPU if idle, else the first idle allowed CPU), behind
+//!   the EAS branch, for comparison.
 //! - The overutilized flag is set as Linux sets it (a CPU is `cpu_overutilized` at an
 //!   enqueue or a tick; with `ENERGY_AWARE`, not at a new task's first enqueue), but
 //!   only load balancing clears it in Linux and there is none yet: it is cleared when
@@ -65,8 +68,7 @@ use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::Governor as CpufreqGovernor;
 use asym_sched::eas::{
-    find_energy_efficient_cpu, task_max_allowed_capacity, task_util_est, update_misfit_status,
-    EasCpu, EasTask, EasView, MisfitTask,
+    task_max_allowed_capacity, task_util_est, update_misfit_status, EasCpu, EasTask, MisfitTask,
 };
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
@@ -77,6 +79,7 @@ use asym_sched::topology::arch_scale_freq_capacity;
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, TaskId};
 use asym_sched::uclamp::{uclamp_eff_range, TaskUclamp};
 use asym_sched::util_est;
+use asym_sched::wakeup::{self, WakeKind, WakeupView};
 
 use crate::board::Board;
 use crate::trace::{self, Ctx, PeltVals, PrevState, TaskRef, TraceWriter};
@@ -125,6 +128,22 @@ pub struct SimConfig {
     /// Load balancing (`--lb on`): periodic balance through SCHED_SOFTIRQ, newidle
     /// balance, misfit migration. Off by default.
     pub load_balance: bool,
+    /// Wake-up and fork placement: Linux's `select_task_rq_fair` (default) or the old
+    /// interim rule, kept for comparison (`--placement interim`).
+    pub placement: Placement,
+}
+
+/// How waking and new tasks are placed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// `asym_sched::wakeup::select_task_rq_fair`: EAS while not overutilized, else
+    /// `select_idle_sibling`'s capacity-aware scan (`select_idle_capacity`); forks take
+    /// the slow path (`sched_balance_find_dst_cpu`).
+    #[default]
+    Linux,
+    /// The interim rule used before the Linux wake-up path existed: EAS for wake-ups while not overutilized (with `--eas on`),
+    /// else [`select_task_rq`] (previous CPU if idle, else the first idle allowed CPU).
+    Interim,
 }
 
 /// Per-task results.
@@ -421,10 +440,9 @@ impl RqSet for SimRqs<'_> {
 /// systems.
 const NEWIDLE_LB_COST_NS: u64 = 5_000;
 
-/// `select_task_rq` for the simulator until EAS and the wake-up path land:
-/// previous CPU if idle and allowed, else the first idle allowed CPU, else the
-/// previous CPU if allowed, else the first allowed CPU.
-// TODO(issue EAS): replace with select_task_rq_fair / find_energy_efficient_cpu.
+/// The interim `select_task_rq` ([`Placement::Interim`], and the fallback if the
+/// policy's answer is not allowed): previous CPU if idle and allowed, else the first
+/// idle allowed CPU, else the previous CPU if allowed, else the first allowed CPU.
 pub fn select_task_rq(prev: usize, allowed: u64, idle: &[bool]) -> usize {
     let ok = |c: usize| allowed & (1 << c) != 0;
     if ok(prev) && idle[prev] {
@@ -848,11 +866,11 @@ impl<'a, W: Write> Engine<'a, W> {
             .iter()
             .map(|c| c.rq.curr().is_none() && c.rq.nr_running() == 0)
             .collect();
-        let cpu = match self.select_task_rq_fair(t, prev, new) {
+        let ctx_cpu = waker.unwrap_or(prev);
+        let cpu = match self.select_task_rq_fair(t, prev, ctx_cpu, new, &idle) {
             Some(c) => c,
             None => select_task_rq(prev, self.tasks[t].allowed, &idle),
         };
-        let ctx_cpu = waker.unwrap_or(prev);
         self.account(prev)?;
         self.account(cpu)?;
         self.account(ctx_cpu)?;
@@ -920,24 +938,35 @@ impl<'a, W: Write> Engine<'a, W> {
         self.check_overutilized(!(eas && new), !eas)
     }
 
-    /// `select_task_rq_fair`'s EAS branch: `find_energy_efficient_cpu` for a waking
-    /// task while the root domain is not overutilized. `None` when EAS is off, the task
-    /// is new (fork never uses EAS) or the answer is not an allowed CPU.
-    fn select_task_rq_fair(&self, t: usize, prev: usize, new: bool) -> Option<usize> {
-        let em = self.eas_em.as_ref()?;
-        if new || self.overutilized {
+    /// `select_task_rq_fair` ([`asym_sched::wakeup::select_task_rq_fair`]): EAS for a
+    /// waking task while the root domain is not overutilized, else the capacity-aware
+    /// `select_idle_sibling`; new tasks take the fork slow path. With
+    /// [`Placement::Interim`], only the EAS branch runs and `None` sends the caller to
+    /// [`select_task_rq`]. `None` also when the answer is not an allowed CPU.
+    fn select_task_rq_fair(
+        &self,
+        t: usize,
+        prev: usize,
+        this_cpu: usize,
+        new: bool,
+        idle: &[bool],
+    ) -> Option<usize> {
+        let interim = self.cfg.placement == Placement::Interim;
+        if interim && (self.eas_em.is_none() || new || self.overutilized) {
             return None;
         }
         let st = &self.tasks[t];
         // Decay a copy of the sleeping task's signals to prev's cfs_rq
-        // (`sync_entity_load_avg`); placement must not change the task itself.
+        // (`sync_entity_load_avg`); placement must not change the task itself. A new
+        // task has no signals to sync yet.
         let mut task = st.parked.clone()?;
-        self.cpus[prev].rq.sync_entity_load_avg(&mut task).ok()?;
+        if !new {
+            self.cpus[prev].rq.sync_entity_load_avg(&mut task).ok()?;
+        }
         let uclamp_used = self.uclamp_used || st.uclamp.is_some();
         if let Some((lo, hi)) = st.uclamp {
             let _ = task.uclamp.set_request(lo, hi);
         }
-        let f = self.cfg.features;
         let cpus: Vec<EasCpu> = self
             .cpus
             .iter()
@@ -957,14 +986,31 @@ impl<'a, W: Write> Engine<'a, W> {
             clamp: uclamp_eff_range(&task.uclamp, &sys, false),
             allowed: CpuMask(st.allowed),
         };
-        let view = EasView {
+        let view = WakeupView {
             cpus: &cpus,
             topology: &self.board.topology,
-            em,
-            features: f,
+            idle: (0..idle.len())
+                .filter(|&i| idle[i])
+                .map(|i| CpuId(i as u16))
+                .collect(),
+            em: self.eas_em.as_ref(),
+            overutilized: self.overutilized,
+            features: self.cfg.features,
             uclamp_used,
         };
-        let cpu = find_energy_efficient_cpu(&p, CpuId(prev as u16), &view).index();
+        let kind = if new {
+            WakeKind::Fork
+        } else {
+            WakeKind::Wakeup
+        };
+        let cpu = wakeup::select_task_rq_fair(
+            &p,
+            CpuId(prev as u16),
+            CpuId(this_cpu as u16),
+            kind,
+            &view,
+        )
+        .index();
         (cpu < self.cpus.len() && st.allowed & (1 << cpu) != 0).then_some(cpu)
     }
 

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use asym_sched::features::SchedFeatures;
 
-pub use engine::{Governor, SimConfig, SimResult};
+pub use engine::{Governor, Placement, SimConfig, SimResult};
 
 /// Everything one run needs.
 #[derive(Clone, Debug)]
@@ -51,6 +51,8 @@ pub struct RunSpec {
     pub plot: bool,
     /// Load balancing on (`--lb on`).
     pub load_balance: bool,
+    /// Wake-up placement (`--placement linux|interim`).
+    pub placement: Placement,
 }
 
 /// Longest simulated duration (about 11.6 days).
@@ -195,6 +197,7 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
         record_timeline: spec.plot,
         until_all_exit,
         load_balance: spec.load_balance,
+        placement: spec.placement,
     };
     let trace_file = match &spec.out {
         Some(dir) => {

@@ -15,6 +15,12 @@ enum OnOff {
     Off,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PlacementArg {
+    Linux,
+    Interim,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Gov {
     Schedutil,
@@ -47,6 +53,11 @@ struct Cli {
     /// balance and misfit migration (off: tasks move only at wake-up).
     #[arg(long, value_enum, default_value = "off")]
     lb: OnOff,
+    /// Wake-up placement: linux (select_task_rq_fair: EAS, else the capacity-aware
+    /// select_idle_sibling; forks by the slow path) or interim (the old rule: previous
+    /// CPU if idle, else the first idle allowed CPU; for comparison only).
+    #[arg(long, value_enum, default_value = "linux")]
+    placement: PlacementArg,
     /// cpufreq governor.
     #[arg(long, value_enum, default_value = "schedutil")]
     governor: Gov,
@@ -106,6 +117,10 @@ fn main() -> ExitCode {
         out: cli.out,
         plot: cli.plot,
         load_balance: cli.lb == OnOff::On,
+        placement: match cli.placement {
+            PlacementArg::Linux => asym_sim::Placement::Linux,
+            PlacementArg::Interim => asym_sim::Placement::Interim,
+        },
     };
     let progress = !cli.quiet && std::io::stderr().is_terminal();
     let start = Instant::now();

@@ -34,6 +34,8 @@ pub struct Report {
     pub governor: &'static str,
     /// Whether load balancing ran (`--lb`).
     pub load_balance: bool,
+    /// Wake-up placement (`--placement`): `linux` or `interim`.
+    pub placement: &'static str,
     /// Simulated duration.
     pub duration_ns: u64,
     /// RNG seed.
@@ -283,6 +285,10 @@ pub fn build(
         features: Features(features.iter().map(|(f, on)| (f.name(), on)).collect()),
         governor: cfg.governor.name(),
         load_balance: cfg.load_balance,
+        placement: match cfg.placement {
+            crate::engine::Placement::Linux => "linux",
+            crate::engine::Placement::Interim => "interim",
+        },
         duration_ns: res.end_ns,
         seed: cfg.seed,
         hz: cfg.hz,

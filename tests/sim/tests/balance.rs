@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use asym_sim::{run_source, run_with_options, Governor, RunOptions, RunOutput, RunSpec};
+use asym_sim::{run_source, run_with_options, Governor, Placement, RunOptions, RunOutput, RunSpec};
 
 fn workload(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -28,6 +28,7 @@ fn spec(wl: &str, set: &[&str], lb: bool) -> RunSpec {
         out: None,
         plot: false,
         load_balance: lb,
+        placement: Default::default(),
     }
 }
 
@@ -112,4 +113,30 @@ fn misfit_migration_respects_affinity() {
     let on = grow(true, r#""cpus": [2, 3, 4, 5],"#);
     assert_eq!(big_ns(&on), 0);
     assert_eq!(on.result.counters.migrations_misfit, 0);
+}
+
+/// juno-r2 `messaging --eas on --lb on`: with a placement that is not capacity-aware a
+/// misfit task pushed to a big CPU is woken back onto a LITTLE and pushed again, a
+/// ping-pong of thousands of misfit migrations per second; Linux's `select_idle_capacity`
+/// keeps it on a big CPU where it fits, so misfit migrations are rare.
+#[test]
+fn capacity_aware_wakeup_stops_misfit_ping_pong() {
+    let mut s = spec("messaging", &["ENERGY_AWARE=on"], true);
+    let linux = run_with_options(&s, RunOptions::default()).expect("simulation failed");
+    s.placement = Placement::Interim;
+    let interim = run_with_options(&s, RunOptions::default()).expect("simulation failed");
+    let per_s =
+        |o: &RunOutput| o.result.counters.migrations_misfit * 1_000_000_000 / o.result.end_ns;
+    let (l, i) = (per_s(&linux), per_s(&interim));
+    assert!(i > 1000, "interim placement: only {i} misfit migrations/s");
+    assert!(
+        l * 50 < i,
+        "Linux placement: {l} misfit migrations/s vs {i} interim"
+    );
+    assert!(
+        linux.result.counters.overutilized_ns < interim.result.counters.overutilized_ns / 10,
+        "overutilized {} ns (Linux) vs {} ns (interim)",
+        linux.result.counters.overutilized_ns,
+        interim.result.counters.overutilized_ns
+    );
 }

@@ -29,6 +29,7 @@ fn sim(board: &str, wl: &str, governor: Governor, set: &[&str]) -> SimResult {
         out: None,
         plot: true, // keeps the frequency timeline
         load_balance: false,
+        placement: Default::default(),
     };
     run(&spec)
         .unwrap_or_else(|e| panic!("{board} {wl}: {e}"))
@@ -267,6 +268,7 @@ fn seed_000_frames_runnable_boost_off_vs_on() {
                             out: None,
                             plot: false,
                             load_balance: false,
+                            placement: Default::default(),
                         };
                         let r = run(&spec).unwrap().result;
                         let i = r

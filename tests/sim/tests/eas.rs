@@ -3,7 +3,7 @@
 //! Oracles: the energy model's ordering of the clusters (a LITTLE OPP is cheaper per unit
 //! of work than the big OPP the same small task needs, `boards.md`), so small periodic
 //! tasks placed by `find_energy_efficient_cpu` must run mostly on LITTLEs and use less
-//! energy than the interim "first idle CPU" rule; the rules of `sched_is_eas_possible`
+//! energy than placement without EAS (the capacity-aware `select_idle_sibling`); the rules of `sched_is_eas_possible`
 //! (no EAS on a symmetric board: identical results); affinity; and that EAS is off unless
 //! asked for.
 
@@ -29,6 +29,7 @@ fn spec(board: &str, wl: &str, set: &[&str]) -> RunSpec {
         out: None,
         plot: false,
         load_balance: false,
+        placement: Default::default(),
     }
 }
 

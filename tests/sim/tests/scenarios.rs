@@ -28,6 +28,7 @@ fn spec(board: &str, gov: Governor, duration_ns: u64, out: Option<PathBuf>) -> R
         out,
         plot: false,
         load_balance: false,
+        placement: Default::default(),
     }
 }
 
