@@ -70,8 +70,7 @@ pub struct Cmdline {
     /// `crash=panic|fault|stack`: after the banner, fail on purpose (tests of the failure exits).
     pub crash: Option<CrashKind>,
     /// The scheduler's options, kept as written for `crate::sched` to parse and report:
-    /// `sched_features=FEAT,NO_FEAT,...` and `cpufreq.<domain>.<min_khz|max_khz|governor>=v`
-    /// (kernel-sched).
+    /// `sched_features=FEAT,NO_FEAT,...` and `cpufreq.<domain>.<min_khz|max_khz|governor>=v`.
     pub sched_args: heapless::String<SCHED_ARGS_MAX>,
 }
 

@@ -297,7 +297,7 @@ pub(crate) fn tap_stop() -> (alloc::vec::Vec<u8>, usize) {
 }
 
 /// Moves received bytes from the UART FIFO into the input buffer (the UART interrupt handler;
-/// k2's GIC code calls it for the UART INTID). Bytes beyond the buffer are dropped and
+/// the GIC code calls it for the UART INTID). Bytes beyond the buffer are dropped and
 /// counted. Like `pl011_rx_chars` it drains the FIFO until empty, so one interrupt (FIFO level
 /// or receive timeout) moves everything that has arrived, a FIFO's worth or more.
 pub fn on_rx_irq() {
@@ -328,7 +328,7 @@ pub fn rx_stats() -> RxStats {
     CONSOLE.lock().rx_stats
 }
 
-/// Unmasks the UART's receive interrupts (the GIC side is k2's `gic` enabling the INTID).
+/// Unmasks the UART's receive interrupts (the GIC side is `gic` enabling the INTID).
 pub fn enable_rx_irq() {
     if let Some(u) = CONSOLE.lock().uart.as_ref() {
         u.enable_rx_irq();

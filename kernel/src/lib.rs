@@ -11,7 +11,7 @@
 extern crate alloc;
 
 pub mod arch;
-/// kernel-sched: the DT's scheduling description (capacities, OPP tables) as a `BoardDesc`.
+/// The DT's scheduling description (capacities, OPP tables) as a `BoardDesc`.
 pub mod board_dt;
 pub mod cmdline;
 pub mod dt;
@@ -34,7 +34,7 @@ mod selftests;
 #[cfg(target_os = "none")]
 pub mod semihosting;
 
-// k2: interrupts, timer, SMP.
+// Interrupts, timer, SMP.
 #[cfg(target_os = "none")]
 pub mod gic;
 /// The GIC's pure register encodings, unit-tested on the host (on the target they are `gic::encode`).
@@ -51,7 +51,7 @@ pub mod psci;
 pub mod smp;
 #[cfg(target_os = "none")]
 pub mod timer;
-// kernel-sched: run queues, tick-driven PELT and schedutil, emulated cpufreq.
+// Run queues, tick-driven PELT and schedutil, emulated cpufreq.
 #[cfg(target_os = "none")]
 pub mod cpufreq;
 #[cfg(target_os = "none")]

@@ -8,7 +8,7 @@
 //! Deliberate differences: Linux allocates a copy of the whole `.data..percpu` section per CPU
 //! and adds a per-CPU offset kept in `TPIDR_EL1`. We have at most [`MAX_CPUS`] CPUs and no
 //! linker tricks, so a [`PerCpu<T>`] is a plain array indexed by [`CpuId`], and `TPIDR_EL1` holds
-//! the logical CPU index itself (written by k1's entry code before any Rust runs on the CPU).
+//! the logical CPU index itself (written by the entry code before any Rust runs on the CPU).
 //! `T` must be `Sync` (atomics or an `IrqSpinLock`): any CPU may read another CPU's slot, which
 //! the self tests and the IPI/cross-call code rely on.
 
@@ -56,7 +56,7 @@ impl<T> PerCpu<T> {
 }
 
 /// The calling CPU's logical id (Linux `smp_processor_id`): the index in the device tree's CPU
-/// list that k1's entry code stores in `TPIDR_EL1` before any Rust code runs on the CPU (see
+/// list that the entry code stores in `TPIDR_EL1` before any Rust code runs on the CPU (see
 /// `kernel/CONTRACTS.md`).
 pub fn current_cpu() -> CpuId {
     CpuId((crate::arch::cpu_index() % MAX_CPUS) as u16)

@@ -9,8 +9,8 @@ mod smp;
 mod stack;
 mod sync;
 mod timer;
-// kernel-sched (cpufreq before sched: sched's last test checks the run queues after both).
+// Scheduler and cpufreq (cpufreq before sched: sched's last test checks the run queues after both).
 mod cpufreq;
 mod sched;
-// uart-rx (registered to run last: it waits for the host).
+// UART receive (registered to run last: it waits for the host).
 mod uart;

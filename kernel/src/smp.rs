@@ -144,7 +144,7 @@ pub fn start_secondaries(plat: &'static Platform) -> usize {
     online_count()
 }
 
-/// A secondary CPU's Rust entry (Linux `secondary_start_kernel`), called by k1's
+/// A secondary CPU's Rust entry (Linux `secondary_start_kernel`), called by the boot code's
 /// `secondary_main` on the new CPU: GIC interface, tick, online, IRQs on, idle in `wfi`.
 pub fn secondary_init(cpu: CpuId) -> ! {
     let me = current_cpu();

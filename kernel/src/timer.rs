@@ -8,7 +8,7 @@
 //! Which timer: the EL1 *virtual* timer (`CNTV_*`, PPI 27 on QEMU virt), as Linux uses when it
 //! runs at EL1 (`ARCH_TIMER_VIRT_PPI`). It needs no `CNTHCTL_EL2` permission (the EL1 physical
 //! timer does under an EL2 entry), and the virtual count equals the physical count because
-//! `CNTVOFF_EL2` is 0 (QEMU's reset value; k1's EL2→EL1 drop writes 0), so tick times and the
+//! `CNTVOFF_EL2` is 0 (QEMU's reset value; the EL2→EL1 drop writes 0), so tick times and the
 //! counter timestamps of the console agree.
 //!
 //! Deliberate differences: no clockevents layer and no oneshot/NOHZ mode (yet); deadlines are

@@ -5,7 +5,7 @@
 //! take turns (one `run_on` per sender) and each waits for its ping's count to rise before the
 //! next, so a received interrupt can only be the one just sent.
 
-#![allow(clippy::result_large_err)] // `TestError` (k1) carries a 256-byte message by design.
+#![allow(clippy::result_large_err)] // `TestError` carries a 256-byte message by design.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

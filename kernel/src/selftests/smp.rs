@@ -6,7 +6,7 @@
 //! line's `maxcpus`, and `MPIDR_EL1` read on each CPU by a function running there; per-CPU execution counters written by the called
 //! function itself.
 
-#![allow(clippy::result_large_err)] // `TestError` (k1) carries a 256-byte message by design.
+#![allow(clippy::result_large_err)] // `TestError` carries a 256-byte message by design.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

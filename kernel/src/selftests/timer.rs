@@ -6,7 +6,7 @@
 //! (ticks taken in the window) / (counter time between the window's first and last tick), so a
 //! wrong period, a drifting re-arm or lost tick interrupts all move it.
 
-#![allow(clippy::result_large_err)] // `TestError` (k1) carries a 256-byte message by design.
+#![allow(clippy::result_large_err)] // `TestError` carries a 256-byte message by design.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

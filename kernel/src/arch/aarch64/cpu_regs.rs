@@ -1,4 +1,4 @@
-//! The EL1 system registers the timer, GIC and SMP code needs beyond k1's `arch` helpers:
+//! The EL1 system registers the timer, GIC and SMP code needs beyond the core `arch` helpers:
 //! `MPIDR_EL1` affinity, the EL1 virtual timer and counter, and barriers.
 //!
 //! Linux keeps these in `arch/arm64/include/asm/{arch_timer.h,cputype.h,barrier.h}`.
