@@ -58,6 +58,7 @@ pub fn measure(n: usize, duration_ns: u64) -> Result<BenchPoint, String> {
         seed: 0,
         hz: 250,
         record_timeline: false,
+        freq_limits: Vec::new(),
     };
     let start = Instant::now();
     let eng = Engine::<std::io::Sink>::new(&board, &wl, cfg, None).map_err(|e| e.to_string())?;

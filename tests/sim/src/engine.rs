@@ -131,6 +131,21 @@ pub struct SimConfig {
     /// Wake-up and fork placement: Linux's `select_task_rq_fair` (default) or the old
     /// interim rule, kept for comparison (`--placement interim`).
     pub placement: Placement,
+    /// cpufreq user limits applied before the workload starts (`--freq-limit`), like
+    /// writing `scaling_min_freq`/`scaling_max_freq` at boot.
+    pub freq_limits: Vec<FreqLimit>,
+}
+
+/// One `--freq-limit DOMAIN=MIN:MAX` (kHz): `scaling_min_freq`/`scaling_max_freq` of
+/// the cpufreq policy of the performance domain named `domain` in the board table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreqLimit {
+    /// Performance-domain name from the board table ("big", "little").
+    pub domain: String,
+    /// `scaling_min_freq` in kHz.
+    pub min_khz: u32,
+    /// `scaling_max_freq` in kHz.
+    pub max_khz: u32,
 }
 
 /// How waking and new tasks are placed.
@@ -157,6 +172,8 @@ pub struct TaskStats {
     pub residency_ns: Vec<u64>,
     /// Migrations (all at wake-up until load balancing exists).
     pub migrations: u64,
+    /// Of those, by load balancing (`detach_tasks`, not misfit active balance).
+    pub lb_migrations: u64,
     /// Timer periods whose work had not finished when the next period began.
     pub deadline_misses: u64,
     /// Timer activations (periods started).
@@ -185,6 +202,9 @@ pub struct Counters {
     pub migrations_wakeup: u64,
     /// Migrations by load balancing.
     pub migrations_load_balance: u64,
+    /// Sum of the migrated tasks' `load_avg` at their load-balance migrations (with
+    /// `migrations_load_balance`, the mean size of what the balancer moved).
+    pub lb_migrated_load_sum: u64,
     /// Misfit migrations.
     pub migrations_misfit: u64,
     /// Frequency changes applied, per domain.
@@ -564,6 +584,33 @@ impl<'a, W: Write> Engine<'a, W> {
             EmulatedDriver::new(p, true)
         })
         .map_err(|e| SimError::Workload(format!("cpufreq: {e}")))?;
+        let mut cpufreq = cpufreq;
+        for l in &cfg.freq_limits {
+            let Some(pd) = board.domains.iter().position(|d| d.name == l.domain) else {
+                let names: Vec<_> = board.domains.iter().map(|d| d.name).collect();
+                return Err(SimError::Workload(format!(
+                    "--freq-limit {}: no performance domain \"{}\" on {} (known: {})",
+                    l.domain,
+                    l.domain,
+                    board.desc.name,
+                    names.join(", ")
+                )));
+            };
+            let d = &board.domains[pd];
+            let lo = d.opps.first().map_or(0, |o| o.khz);
+            let hi = d.opps.last().map_or(0, |o| o.khz);
+            for (what, f) in [("min", l.min_khz), ("max", l.max_khz)] {
+                if f < lo || f > hi {
+                    return Err(SimError::Workload(format!(
+                        "--freq-limit {}: {what} {f} kHz is outside {}'s OPP table ({lo}..={hi} kHz)",
+                        l.domain, l.domain
+                    )));
+                }
+            }
+            cpufreq
+                .set_limits(pd, Khz(l.min_khz), Khz(l.max_khz), Nanos(0))
+                .map_err(|e| SimError::Workload(format!("--freq-limit {}: {e}", l.domain)))?;
+        }
         let trace = match trace {
             Some(w) => Some(TraceWriter::new(w, nr)?),
             None => None,
@@ -1753,16 +1800,16 @@ impl<'a, W: Write> Engine<'a, W> {
         misfit: bool,
         caller_picks: Option<usize>,
     ) -> Result<(), SimError> {
-        let mut moved: Vec<(usize, usize, usize)> = Vec::new();
+        let mut moved: Vec<(usize, usize, usize, u64)> = Vec::new();
         for (c, sc) in self.cpus.iter().enumerate() {
             for p in sc.rq.tasks() {
                 let t = tidx(p.id);
                 if self.tasks[t].cpu != c {
-                    moved.push((t, self.tasks[t].cpu, c));
+                    moved.push((t, self.tasks[t].cpu, c, p.avg.load_avg));
                 }
             }
         }
-        for &(t, from, to) in &moved {
+        for &(t, from, to, load) in &moved {
             if self.trace.is_some() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
                 let tr = tref_of(&self.tasks, t);
@@ -1776,6 +1823,8 @@ impl<'a, W: Write> Engine<'a, W> {
                 self.counters.migrations_misfit += 1;
             } else {
                 self.counters.migrations_load_balance += 1;
+                self.counters.lb_migrated_load_sum += load;
+                self.tasks[t].stats.lb_migrations += 1;
             }
             self.cpufreq_update(from);
             self.cpufreq_update(to);

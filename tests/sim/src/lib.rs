@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use asym_sched::features::SchedFeatures;
 
-pub use engine::{Governor, Placement, SimConfig, SimResult};
+pub use engine::{FreqLimit, Governor, Placement, SimConfig, SimResult};
 
 /// Everything one run needs.
 #[derive(Clone, Debug)]
@@ -53,6 +53,8 @@ pub struct RunSpec {
     pub load_balance: bool,
     /// Wake-up placement (`--placement linux|interim`).
     pub placement: Placement,
+    /// cpufreq user limits set before the workload starts (`--freq-limit`).
+    pub freq_limits: Vec<FreqLimit>,
 }
 
 /// Longest simulated duration (about 11.6 days).
@@ -105,6 +107,39 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         Some(ns) if ns <= MAX_DURATION_NS => Ok(ns),
         _ => Err(format!("duration \"{s}\" is too long (at most 1000000s)")),
     }
+}
+
+/// Parse `--freq-limit DOMAIN=MIN:MAX` (kHz), e.g. `big=600000:1200000`. Whether the
+/// domain exists and the values lie in its OPP table is checked when the run starts.
+pub fn parse_freq_limit(s: &str) -> Result<FreqLimit, String> {
+    let bad = |why: &str| {
+        format!("--freq-limit \"{s}\": {why} (use DOMAIN=MIN:MAX in kHz, e.g. big=600000:1200000)")
+    };
+    let (domain, range) = s.split_once('=').ok_or_else(|| bad("no '='"))?;
+    let (min, max) = range
+        .split_once(':')
+        .ok_or_else(|| bad("no ':' between MIN and MAX"))?;
+    let domain = domain.trim();
+    if domain.is_empty() {
+        return Err(bad("empty domain name"));
+    }
+    let khz = |v: &str, what: &str| {
+        v.trim()
+            .parse::<u32>()
+            .map_err(|_| bad(&format!("{what} \"{v}\" is not a frequency in kHz")))
+    };
+    let min_khz = khz(min, "MIN")?;
+    let max_khz = khz(max, "MAX")?;
+    if min_khz > max_khz {
+        return Err(bad(&format!(
+            "MIN {min_khz} kHz is above MAX {max_khz} kHz"
+        )));
+    }
+    Ok(FreqLimit {
+        domain: domain.to_string(),
+        min_khz,
+        max_khz,
+    })
 }
 
 /// Load the board model by name.
@@ -198,6 +233,7 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
         until_all_exit,
         load_balance: spec.load_balance,
         placement: spec.placement,
+        freq_limits: spec.freq_limits.clone(),
     };
     let trace_file = match &spec.out {
         Some(dir) => {

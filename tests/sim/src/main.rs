@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
 
-use asym_sim::{parse_duration, Governor, RunSpec};
+use asym_sim::{parse_duration, parse_freq_limit, FreqLimit, Governor, RunSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum OnOff {
@@ -61,6 +61,12 @@ struct Cli {
     /// cpufreq governor.
     #[arg(long, value_enum, default_value = "schedutil")]
     governor: Gov,
+    /// cpufreq user limits of a performance domain, set before the workload starts, like
+    /// writing scaling_min_freq/scaling_max_freq: DOMAIN=MIN:MAX in kHz, domain names from
+    /// the board table (juno-r2: big, little), both inside the domain's OPP table
+    /// (repeatable), e.g. --freq-limit big=600000:1200000.
+    #[arg(long = "freq-limit", value_name = "DOMAIN=MIN:MAX", value_parser = parse_freq_limit)]
+    freq_limit: Vec<FreqLimit>,
     /// Seed for pseudo-random choices (recorded in the report).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -121,6 +127,7 @@ fn main() -> ExitCode {
             PlacementArg::Linux => asym_sim::Placement::Linux,
             PlacementArg::Interim => asym_sim::Placement::Interim,
         },
+        freq_limits: cli.freq_limit,
     };
     let progress = !cli.quiet && std::io::stderr().is_terminal();
     let start = Instant::now();

@@ -42,12 +42,25 @@ pub struct Report {
     pub seed: u64,
     /// Tick rate.
     pub hz: u32,
+    /// cpufreq user limits set at start (`--freq-limit`), as given.
+    pub freq_limits: Vec<FreqLimitReport>,
     /// Energy.
     pub energy: Energy,
     /// Per task.
     pub tasks: Vec<TaskReport>,
     /// Counters.
     pub counters: CountersReport,
+}
+
+/// One `--freq-limit`.
+#[derive(DeriveSerialize, Debug)]
+pub struct FreqLimitReport {
+    /// Performance-domain name.
+    pub domain: String,
+    /// `scaling_min_freq` (kHz).
+    pub min_khz: u32,
+    /// `scaling_max_freq` (kHz).
+    pub max_khz: u32,
 }
 
 /// Features as an ordered JSON object.
@@ -139,6 +152,8 @@ pub struct TaskReport {
     pub residency_ns: Vec<u64>,
     /// Migrations.
     pub migrations: u64,
+    /// Of those, by load balancing (`detach_tasks`; not misfit).
+    pub lb_migrations: u64,
     /// Timer periods started.
     pub timer_activations: u64,
     /// Timer periods whose work overran into the next period.
@@ -178,6 +193,8 @@ pub struct CountersReport {
     pub load_balance: Named,
     /// Migrations by reason.
     pub migrations: Named,
+    /// Sum of the tasks' `load_avg` at their load-balance migrations.
+    pub load_balance_migrated_load_sum: u64,
     /// Applied frequency changes per domain.
     pub frequency_changes: Named,
     /// Time overutilized.
@@ -268,6 +285,7 @@ pub fn build(
                 runtime_ns: t.runtime_ns,
                 residency_ns: t.residency_ns.clone(),
                 migrations: t.migrations,
+                lb_migrations: t.lb_migrations,
                 timer_activations: t.timer_activations,
                 deadline_misses: t.deadline_misses,
                 wakeup_latency_ns: percentiles(&mut lat),
@@ -292,6 +310,15 @@ pub fn build(
         duration_ns: res.end_ns,
         seed: cfg.seed,
         hz: cfg.hz,
+        freq_limits: cfg
+            .freq_limits
+            .iter()
+            .map(|l| FreqLimitReport {
+                domain: l.domain.clone(),
+                min_khz: l.min_khz,
+                max_khz: l.max_khz,
+            })
+            .collect(),
         energy: Energy {
             model_available: board.has_energy_model,
             total_uj: fj_to_uj(total),
@@ -310,6 +337,7 @@ pub fn build(
                 ("load_balance".into(), c.migrations_load_balance),
                 ("misfit".into(), c.migrations_misfit),
             ]),
+            load_balance_migrated_load_sum: c.lb_migrated_load_sum,
             frequency_changes: Named(
                 board
                     .domains

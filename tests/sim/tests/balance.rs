@@ -29,6 +29,7 @@ fn spec(wl: &str, set: &[&str], lb: bool) -> RunSpec {
         plot: false,
         load_balance: lb,
         placement: Default::default(),
+        freq_limits: Vec::new(),
     }
 }
 

@@ -30,6 +30,7 @@ fn sim(board: &str, wl: &str, governor: Governor, set: &[&str]) -> SimResult {
         plot: true, // keeps the frequency timeline
         load_balance: false,
         placement: Default::default(),
+        freq_limits: Vec::new(),
     };
     run(&spec)
         .unwrap_or_else(|e| panic!("{board} {wl}: {e}"))
@@ -269,6 +270,7 @@ fn seed_000_frames_runnable_boost_off_vs_on() {
                             plot: false,
                             load_balance: false,
                             placement: Default::default(),
+                            freq_limits: Vec::new(),
                         };
                         let r = run(&spec).unwrap().result;
                         let i = r

@@ -30,6 +30,7 @@ fn spec(board: &str, wl: &str, set: &[&str]) -> RunSpec {
         plot: false,
         load_balance: false,
         placement: Default::default(),
+        freq_limits: Vec::new(),
     }
 }
 

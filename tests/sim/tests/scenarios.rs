@@ -29,6 +29,7 @@ fn spec(board: &str, gov: Governor, duration_ns: u64, out: Option<PathBuf>) -> R
         plot: false,
         load_balance: false,
         placement: Default::default(),
+        freq_limits: Vec::new(),
     }
 }
 

@@ -30,6 +30,7 @@ fn run(board: &str, tristate: bool) -> RunOutput {
         plot: false,
         load_balance: true,
         placement: Default::default(),
+        freq_limits: Vec::new(),
     };
     run_with_options(&spec, RunOptions::default()).expect("simulation failed")
 }
