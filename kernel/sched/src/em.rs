@@ -361,8 +361,8 @@ impl EnergyModel {
         Ok(EnergyModel { pds })
     }
 
-    /// Every domain's model, with `capacity_orig` from `topology` (p1's
-    /// `topology_normalize_cpu_scale`).
+    /// Every domain's model, with `capacity_orig` from `topology` (normalised
+    /// as Linux's `topology_normalize_cpu_scale`).
     pub fn from_topology(board: &BoardDesc, topology: &Topology) -> Result<EnergyModel, EmError> {
         let mut caps = [Capacity(0); MAX_CPUS];
         for c in topology.cpus() {

@@ -524,7 +524,7 @@ fn other_governors_and_foreign_cpus_are_ignored() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Closed loop at policy level: PELT (p1's `pelt`) → schedutil → cpufreq → emulated driver,
+// Closed loop at policy level: PELT (`pelt`) → schedutil → cpufreq → emulated driver,
 // one always-running task on HiKey (one 8-CPU policy, OPPs 208/432/729/960/1200 MHz, 208
 // inefficient, 500 µs latency → 750 µs rate limit). Seed 001: "time to reach max OPP when
 // starting from a null utilization decreases from 223 ms with [contribution scaling] down

@@ -50,9 +50,9 @@
 //!   averages of every idle CPU that still has blocked load (`update_nohz_stats`);
 //!   a CPU entering idle with `avg_idle` ≥ `sysctl_sched_migration_cost` does the
 //!   same without an IPI (`nohz_newidle_balance` → `nohz_run_idle_balance`). The
-//!   next update is due `LOAD_AVG_PERIOD` (32 ms) later. Only the `NOHZ_STATS_KICK`
-//!   part is modelled: `NOHZ_BALANCE_KICK` needs the load balancer. When every CPU
-//!   is idle nothing ticks and blocked load stays as it is, as on Linux.
+//!   next update is due `LOAD_AVG_PERIOD` (32 ms) later. Without `--lb on` only this
+//!   `NOHZ_STATS_KICK` part runs; with it, `NOHZ_BALANCE_KICK` too (above). When every
+//!   CPU is idle nothing ticks and blocked load stays as it is, as on Linux.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -79,7 +79,7 @@ fn eas_saves_energy_on_juno_periodic_small() {
     assert!(residency_share(&on, 2..6) > residency_share(&off, 2..6));
     assert!(
         energy_uj(&on) < 0.95 * energy_uj(&off),
-        "EAS {} uJ vs interim {} uJ",
+        "EAS on {} uJ vs off {} uJ",
         energy_uj(&on),
         energy_uj(&off)
     );
@@ -92,7 +92,7 @@ fn eas_saves_energy_on_juno_camera() {
     let on = run("juno-r2", "camera", true);
     assert!(
         energy_uj(&on) < energy_uj(&off),
-        "EAS {} uJ vs interim {} uJ",
+        "EAS on {} uJ vs off {} uJ",
         energy_uj(&on),
         energy_uj(&off)
     );
