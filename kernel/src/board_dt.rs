@@ -36,6 +36,8 @@ pub struct BoardDtError {
     pub node: String,
     pub property: &'static str,
     pub problem: &'static str,
+    /// Byte offset in the blob of a structural error found by `crate::dt::validate_fdt`.
+    pub offset: Option<usize>,
 }
 
 impl fmt::Display for BoardDtError {
@@ -44,7 +46,11 @@ impl fmt::Display for BoardDtError {
             f,
             "dt: {}: `{}`: {}",
             self.node, self.property, self.problem
-        )
+        )?;
+        match self.offset {
+            Some(off) => write!(f, " (at byte offset {off:#x})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -53,6 +59,7 @@ fn bad(node: &str, property: &'static str, problem: &'static str) -> BoardDtErro
         node: String::from(node),
         property,
         problem,
+        offset: None,
     }
 }
 
@@ -61,6 +68,12 @@ fn bad(node: &str, property: &'static str, problem: &'static str) -> BoardDtErro
 /// `capacity-dmips-mhz` says otherwise, which `plat` already covers). `Err`: a description
 /// that is present but unusable (partial or malformed).
 pub fn parse_board(dtb: &[u8], plat: &Platform) -> Result<Option<BoardDesc>, BoardDtError> {
+    crate::dt::validate_fdt(dtb).map_err(|e| BoardDtError {
+        node: String::from(e.node),
+        property: e.property,
+        problem: e.problem,
+        offset: e.offset,
+    })?;
     let fdt = Fdt::new(dtb).map_err(|_| bad("/", "header", "not a valid FDT"))?;
     // The root's children, as crate::dt does: `find_node("/cpus")` does not find it in every
     // blob (seen with QEMU's DTB rewritten by vm-fdt).

@@ -17,6 +17,9 @@ use asym_sched::types::{Capacity, CpuId, SCHED_CAPACITY_SCALE};
 use flat_device_tree::node::FdtNode;
 use flat_device_tree::Fdt;
 
+mod validate;
+pub use validate::{validate_fdt, MAX_DEPTH, MAX_FDT_SIZE};
+
 /// The most CPUs the kernel brings up: boot stacks, per-CPU arrays and [`Platform::cpus`] are
 /// sized by it. The one place this number lives.
 pub const MAX_CPUS: usize = 8;
@@ -165,7 +168,10 @@ pub struct Platform {
 impl Platform {
     /// Parses a flattened device tree held in `dtb`, which was found at physical address
     /// `dtb_pa` (only recorded, so the heap can avoid it).
+    /// The blob is checked by [`validate_fdt`] first: the crate would panic on some malformed
+    /// structure blocks.
     pub fn from_fdt(dtb: &[u8], dtb_pa: usize) -> Result<Platform, DtError> {
+        validate_fdt(dtb)?;
         let fdt = Fdt::new(dtb).map_err(|_| {
             DtError::new(
                 "/",
@@ -236,6 +242,13 @@ impl Platform {
             ));
         }
         let total = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
+        if !(40..=MAX_FDT_SIZE).contains(&total) {
+            return Err(DtError::at(
+                4,
+                "totalsize",
+                "below the header size or over 2 MiB",
+            ));
+        }
         // SAFETY: the header says the blob is `total` bytes long; the caller guarantees it is readable.
         let blob = unsafe { core::slice::from_raw_parts(dtb_pa as *const u8, total) };
         Platform::from_fdt(blob, dtb_pa)
@@ -276,6 +289,9 @@ pub struct DtError {
     pub node: &'static str,
     pub property: &'static str,
     pub problem: &'static str,
+    /// Byte offset in the blob, for errors found by [`validate_fdt`] (then `node` is "FDT" and
+    /// `property` the header field or "struct" for the structure block).
+    pub offset: Option<usize>,
 }
 
 impl DtError {
@@ -284,6 +300,17 @@ impl DtError {
             node,
             property,
             problem,
+            offset: None,
+        }
+    }
+
+    /// A structural error at byte `offset` of the blob.
+    pub const fn at(offset: usize, property: &'static str, problem: &'static str) -> Self {
+        DtError {
+            node: "FDT",
+            property,
+            problem,
+            offset: Some(offset),
         }
     }
 }
@@ -294,7 +321,11 @@ impl fmt::Display for DtError {
             f,
             "device tree: {} property `{}`: {}",
             self.node, self.property, self.problem
-        )
+        )?;
+        match self.offset {
+            Some(off) => write!(f, " (at byte offset {off:#x})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -734,7 +765,7 @@ mod tests {
     #[test]
     fn garbage_is_an_error_naming_the_header() {
         let e = Platform::from_fdt(&[0u8; 64], 0).unwrap_err();
-        assert_eq!(e.property, "header");
+        assert_eq!((e.property, e.offset), ("magic", Some(0)));
         let mut blob = load("juno-r2-like.dtb");
         blob.truncate(100);
         assert!(Platform::from_fdt(&blob, 0).is_err());
