@@ -106,6 +106,14 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
         boot_cpu.0,
         arch::current_el()
     );
+    if let Some(len) = plat.bootargs_truncated_from {
+        crate::println!(
+            "cmdline: /chosen/bootargs is {} bytes, longer than {}: kept the first {} bytes (whole options)",
+            len,
+            crate::dt::BOOTARGS_MAX,
+            plat.bootargs.len()
+        );
+    }
     let parsed = Cmdline::parse(&plat.bootargs);
     for e in &parsed.errors {
         crate::println!("{}", e);

@@ -163,6 +163,9 @@ pub struct Platform {
     pub cpus_ignored: usize,
     /// `/chosen/bootargs` (empty when absent).
     pub bootargs: heapless::String<BOOTARGS_MAX>,
+    /// The length of `/chosen/bootargs` when it was longer than [`BOOTARGS_MAX`] and was cut
+    /// (at the last whole option that fits, as Linux truncates `COMMAND_LINE_SIZE`).
+    pub bootargs_truncated_from: Option<usize>,
 }
 
 impl Platform {
@@ -187,20 +190,19 @@ impl Platform {
         let psci = parse_psci(found.psci)?;
         let (cpus, cpus_ignored) = parse_cpus(found.cpus)?;
         let mut bootargs = heapless::String::new();
+        let mut bootargs_truncated_from = None;
         let args = found
             .chosen
             .and_then(|c| c.property("bootargs"))
             .and_then(|p| p.as_str());
         if let Some(args) = args {
-            bootargs
-                .push_str(args.trim_end_matches('\0'))
-                .map_err(|_| {
-                    DtError::new(
-                        "/chosen",
-                        "bootargs",
-                        "longer than BOOTARGS_MAX (512) bytes",
-                    )
-                })?;
+            let args = args.trim_end_matches('\0');
+            let kept = truncate_bootargs(args, BOOTARGS_MAX);
+            // Cannot fail: `kept` is at most BOOTARGS_MAX bytes.
+            let _ = bootargs.push_str(kept);
+            if kept.len() < args.len() {
+                bootargs_truncated_from = Some(args.len());
+            }
         }
         Ok(Platform {
             memory,
@@ -215,6 +217,7 @@ impl Platform {
             cpus,
             cpus_ignored,
             bootargs,
+            bootargs_truncated_from,
         })
     }
 
@@ -657,12 +660,41 @@ fn walk_cpu_map(
     }
 }
 
+/// The longest prefix of `args` of at most `max` bytes that ends between two options, so no
+/// option is cut in half.
+fn truncate_bootargs(args: &str, max: usize) -> &str {
+    if args.len() <= max {
+        return args;
+    }
+    let mut end = max;
+    while !args.is_char_boundary(end) {
+        end -= 1;
+    }
+    if args.as_bytes().get(end) == Some(&b' ') {
+        return args[..end].trim_end();
+    }
+    args[..end].rfind(' ').map_or("", |i| args[..i].trim_end())
+}
+
 #[cfg(test)]
 mod tests {
     //! Oracles: the QEMU DTBs were dumped by QEMU itself (`-M virt,dumpdtb=...`, see
     //! `kernel/tests/dtb/README.md`); expected addresses and interrupts are QEMU's
     //! `hw/arm/virt.c` memory map and IRQ numbers, and Juno r2's from boards.md.
     use super::*;
+
+    #[test]
+    fn long_bootargs_are_cut_between_options() {
+        let long = "selftest hz=100 loglevel=debug";
+        assert_eq!(truncate_bootargs(long, 100), long);
+        assert_eq!(truncate_bootargs(long, 15), "selftest hz=100");
+        assert_eq!(truncate_bootargs(long, 14), "selftest");
+        assert_eq!(truncate_bootargs(long, 16), "selftest hz=100");
+        assert_eq!(truncate_bootargs("averyveryverylongoption", 5), "");
+        let many = "x=1 ".repeat(300);
+        let kept = truncate_bootargs(&many, BOOTARGS_MAX);
+        assert!(kept.len() <= BOOTARGS_MAX && kept.ends_with("x=1"));
+    }
 
     fn load(name: &str) -> Vec<u8> {
         let path = format!("{}/tests/dtb/{}", env!("CARGO_MANIFEST_DIR"), name);
