@@ -859,12 +859,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 tl.utils.push((t, self.now, v.util_avg as u32));
             }
             if self.trace.is_some() {
-                let vals = PeltVals {
-                    load: v.load_avg,
-                    runnable: v.runnable_avg,
-                    util: v.util_avg,
-                    update_time: v.last_update_time,
-                };
+                let vals = PeltVals::from(&v);
                 let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
                 let tr = tref_of(&self.tasks, t);
                 if let Some(w) = self.trace.as_mut() {
@@ -874,12 +869,7 @@ impl<'a, W: Write> Engine<'a, W> {
         }
         if self.trace.is_some() {
             let v = *self.cpus[cpu].rq.cfs_avg();
-            let vals = PeltVals {
-                load: v.load_avg,
-                runnable: v.runnable_avg,
-                util: v.util_avg,
-                update_time: v.last_update_time,
-            };
+            let vals = PeltVals::from(&v);
             let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
             if let Some(w) = self.trace.as_mut() {
                 w.sched_pelt_cfs(ctx, cpu, vals)?;
@@ -1530,12 +1520,7 @@ impl<'a, W: Write> Engine<'a, W> {
         if decayed {
             self.cpufreq_update(cpu);
             if self.trace.is_some() {
-                let vals = PeltVals {
-                    load: avg.load_avg,
-                    runnable: avg.runnable_avg,
-                    util: avg.util_avg,
-                    update_time: avg.last_update_time,
-                };
+                let vals = PeltVals::from(&avg);
                 let ctx = ctx_of(&self.tasks, &self.cpus, this_cpu, self.now);
                 if let Some(w) = self.trace.as_mut() {
                     w.sched_pelt_cfs(ctx, cpu, vals)?;

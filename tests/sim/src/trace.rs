@@ -89,6 +89,17 @@ pub struct PeltVals {
     pub update_time: u64,
 }
 
+impl From<&asym_sched::pelt::SchedAvg> for PeltVals {
+    fn from(v: &asym_sched::pelt::SchedAvg) -> Self {
+        PeltVals {
+            load: v.load_avg,
+            runnable: v.runnable_avg,
+            util: v.util_avg,
+            update_time: v.last_update_time,
+        }
+    }
+}
+
 /// Buffered writer of ftrace text.
 pub struct TraceWriter<W: Write> {
     out: W,
