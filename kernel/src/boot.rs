@@ -8,9 +8,6 @@
 //! map covers exactly the DT's RAM; there is no init task: the boot CPU runs the self tests or
 //! prints ticks.
 
-use core::panic::PanicInfo;
-use core::sync::atomic::{AtomicBool, Ordering};
-
 use asym_sched::types::CpuId;
 
 use crate::cmdline::{Cmdline, SelfTestMode};
@@ -36,8 +33,6 @@ unsafe extern "Rust" {
 
 static PLATFORM: InitOnce<Platform> = InitOnce::new();
 static CMDLINE: InitOnce<Cmdline> = InitOnce::new();
-/// Whether a fatal error ends the QEMU run through semihosting.
-static SEMIHOSTING: AtomicBool = AtomicBool::new(false);
 
 /// The platform parsed from the DT (after boot).
 pub fn platform() -> Option<&'static Platform> {
@@ -124,7 +119,7 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     let Ok(cmd) = CMDLINE.set(parsed.cmdline) else {
         arch::park()
     };
-    SEMIHOSTING.store(cmd.use_semihosting(), Ordering::Relaxed);
+    crate::panic::set_semihosting(cmd.use_semihosting());
     crate::log::set_level(cmd.loglevel);
     if plat.cpus_ignored > 0 {
         crate::println!(
@@ -148,13 +143,11 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
 
     if let Err(e) = crate::gic::init(plat) {
         crate::println!("asym: GIC init failed: {}", e);
-        fatal_error_exit();
-        arch::park();
+        crate::panic::end_fatal(1);
     }
     if let Err(e) = crate::timer::init(plat, cmd.hz) {
         crate::println!("asym: timer init failed: {}", e);
-        fatal_error_exit();
-        arch::park();
+        crate::panic::end_fatal(1);
     }
     init_console_rx(plat);
     if let Some(n) = cmd.maxcpus {
@@ -193,14 +186,6 @@ pub extern "C" fn secondary_main(cpu: usize) -> ! {
 /// The IRQ vector's Rust side.
 pub fn irq_entry() {
     crate::gic::handle_irq();
-}
-
-/// Ends the run with a failure status if the command line enabled semihosting (a fault
-/// outside a test or a panic); otherwise returns so the caller can park the CPU.
-pub fn fatal_error_exit() {
-    if SEMIHOSTING.load(Ordering::Relaxed) {
-        semihosting::exit(1);
-    }
 }
 
 fn init_heap(plat: &Platform) {
@@ -291,13 +276,15 @@ fn banner(plat: &Platform, cmd: &Cmdline) {
 /// `crash=`: fails on purpose on the highest online CPU (in its call-function IPI handler, so
 /// also from interrupt context), to show a failure there ends the run with a non-zero status.
 fn crash(kind: crate::cmdline::CrashKind) {
+    use crate::cmdline::CrashKind;
+    /// An address the identity map leaves unmapped (see selftests/fault.rs).
+    const UNMAPPED: usize = 0x40_0000_0000;
     fn do_panic(cpu: CpuId) {
         panic!("deliberate panic (crash=panic) on cpu {}", cpu.0);
     }
     fn do_fault(_cpu: CpuId) {
-        // An address the identity map leaves unmapped (see selftests/fault.rs).
-        // SAFETY: the load faults; the fault handler reports it and halts this CPU.
-        let _ = unsafe { core::ptr::read_volatile(0x40_0000_0000 as *const u64) };
+        // SAFETY: none needed for soundness: the load faults and the fault ends the run.
+        let _ = unsafe { core::ptr::read_volatile(UNMAPPED as *const u64) };
     }
     fn do_stack_overflow(cpu: CpuId) {
         /// Recurses until the stack guard page stops it; `black_box` keeps the frames real.
@@ -308,13 +295,47 @@ fn crash(kind: crate::cmdline::CrashKind) {
         }
         let _ = core::hint::black_box(recurse(u64::from(cpu.0)));
     }
+    fn do_nested(cpu: CpuId) {
+        arch::aarch64::exceptions::inject_fault_in_reports();
+        do_fault(cpu);
+    }
+    fn do_locked(_cpu: CpuId) {
+        /// Faults while `println!` formats it, that is with the console lock held.
+        struct FaultsWhenShown;
+        impl core::fmt::Display for FaultsWhenShown {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                // SAFETY: none needed for soundness: the load faults and the fault ends the run.
+                let v = unsafe { core::ptr::read_volatile(UNMAPPED as *const u64) };
+                write!(f, "{v}")
+            }
+        }
+        crate::println!("crash: value {}", FaultsWhenShown);
+    }
+    fn do_park(cpu: CpuId) {
+        crate::smp::park_this_cpu(cpu);
+    }
     let target = crate::smp::online_cpus().last().unwrap_or(CpuId(0));
-    crate::println!("crash: {:?} on cpu {}", kind, target.0);
+    crate::println!(
+        "crash: {:?} on cpu {} at {} us",
+        kind,
+        target.0,
+        arch::uptime_us()
+    );
     let f: fn(CpuId) = match kind {
-        crate::cmdline::CrashKind::Panic => do_panic,
-        crate::cmdline::CrashKind::Fault => do_fault,
-        crate::cmdline::CrashKind::Stack => do_stack_overflow,
+        CrashKind::Panic => do_panic,
+        CrashKind::Fault => do_fault,
+        CrashKind::Stack => do_stack_overflow,
+        CrashKind::Nested => do_nested,
+        CrashKind::Locked => do_locked,
+        CrashKind::Park => do_park,
     };
+    if kind == CrashKind::Park {
+        // The target parks inside the call and never reports it done: post it, do not wait.
+        if let Err(e) = crate::smp::run_on_nowait(target, f) {
+            crate::println!("crash: cpu {} could not be parked: {}", target.0, e);
+        }
+        return;
+    }
     if let Err(e) = crate::smp::run_on(target, f) {
         crate::println!("crash: cpu {} did not finish: {:?}", target.0, e);
     }
@@ -338,7 +359,7 @@ fn tick_loop(plat: &Platform, cmd: &Cmdline) -> ! {
         if let Some(limit) = cmd.ticks {
             if t >= limit {
                 print_ticks(nr);
-                if SEMIHOSTING.load(Ordering::Relaxed) {
+                if cmd.use_semihosting() {
                     semihosting::exit(0);
                 }
                 let _ = crate::psci::system_off(plat.psci.conduit);
@@ -360,49 +381,4 @@ fn print_ticks(nr: usize) {
         );
     }
     crate::println!("ticks:{} at {} us", line, arch::uptime_us());
-}
-
-/// Per-CPU "this CPU is panicking" flags: a panic while printing a panic goes straight to the
-/// exit instead of recursing.
-static PANICKING: [AtomicBool; crate::dt::MAX_CPUS] =
-    [const { AtomicBool::new(false) }; crate::dt::MAX_CPUS];
-
-/// Linux `panic()`: IRQs off, the message and location on the console (without waiting for a
-/// console lock a dead CPU may hold), then the run ends with status 101 under semihosting;
-/// otherwise the other CPUs are stopped (`smp_send_stop`) and this one parks.
-#[panic_handler]
-fn panic(info: &PanicInfo<'_>) -> ! {
-    let _ = arch::irq_save_disable();
-    let cpu = arch::cpu_index();
-    if PANICKING[cpu % crate::dt::MAX_CPUS].swap(true, Ordering::Relaxed) {
-        console::write_fmt_force(format_args!("panic on cpu {} while panicking\n", cpu));
-        if SEMIHOSTING.load(Ordering::Relaxed) {
-            semihosting::exit(101);
-        }
-        arch::park();
-    }
-    let report_lock = console::lock_report();
-    match info.location() {
-        Some(l) => console::write_fmt_force(format_args!(
-            "panic on cpu {} at {}:{}: {}\n",
-            cpu,
-            l.file(),
-            l.line(),
-            info.message()
-        )),
-        None => {
-            console::write_fmt_force(format_args!("panic on cpu {}: {}\n", cpu, info.message()))
-        }
-    }
-    if SEMIHOSTING.load(Ordering::Relaxed) {
-        semihosting::exit(101);
-    }
-    drop(report_lock);
-    if crate::gic::version().is_some() {
-        let left = crate::smp::stop_other_cpus(100_000);
-        if left > 0 {
-            console::write_fmt_force(format_args!("panic: {} other CPUs did not stop\n", left));
-        }
-    }
-    arch::park()
 }

@@ -49,6 +49,14 @@ pub enum CrashKind {
     Fault,
     /// `crash=stack`: unbounded recursion on the highest online CPU (stack guard page).
     Stack,
+    /// `crash=nested`: a data abort on the highest online CPU whose fault report itself faults
+    /// (a test of the fatal path's re-entrancy).
+    Nested,
+    /// `crash=locked`: a data abort on the highest online CPU while it holds the console lock.
+    Locked,
+    /// `crash=park`: the highest online CPU parks (as a CPU whose bring-up failed does) and
+    /// the rest of the system carries on.
+    Park,
 }
 
 /// The parsed command line.
@@ -67,7 +75,8 @@ pub struct Cmdline {
     pub semihosting: bool,
     /// `bench`: print the boot benchmark lines.
     pub bench: bool,
-    /// `crash=panic|fault|stack`: after the banner, fail on purpose (tests of the failure exits).
+    /// `crash=panic|fault|stack|nested|locked|park`: after the banner, fail on purpose (tests of
+    /// the failure paths).
     pub crash: Option<CrashKind>,
     /// The scheduler's options, kept as written for `crate::sched` to parse and report:
     /// `sched_features=FEAT,NO_FEAT,...` and `cpufreq.<domain>.<min_khz|max_khz|governor>=v`.
@@ -279,7 +288,7 @@ impl Cmdline {
                 }
             }
             "crash" => {
-                const EXP: &str = "`panic`, `fault` or `stack`";
+                const EXP: &str = "`panic`, `fault`, `stack`, `nested`, `locked` or `park`";
                 let v = value.ok_or(CmdlineError::MissingValue {
                     option: "crash",
                     expected: EXP,
@@ -288,6 +297,9 @@ impl Cmdline {
                     "panic" => CrashKind::Panic,
                     "fault" => CrashKind::Fault,
                     "stack" => CrashKind::Stack,
+                    "nested" => CrashKind::Nested,
+                    "locked" => CrashKind::Locked,
+                    "park" => CrashKind::Park,
                     _ => {
                         return Err(CmdlineError::BadValue {
                             option: "crash",
@@ -387,6 +399,14 @@ mod tests {
             Cmdline::parse("crash=panic").cmdline.crash,
             Some(CrashKind::Panic)
         );
+        for (v, k) in [
+            ("stack", CrashKind::Stack),
+            ("nested", CrashKind::Nested),
+            ("locked", CrashKind::Locked),
+            ("park", CrashKind::Park),
+        ] {
+            assert_eq!(Cmdline::parse(&format!("crash={v}")).cmdline.crash, Some(k));
+        }
         assert!(matches!(
             Cmdline::parse("crash=boom").errors[0],
             CmdlineError::BadValue {

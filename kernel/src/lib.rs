@@ -28,6 +28,8 @@ pub mod heap;
 #[cfg(target_os = "none")]
 pub mod log;
 #[cfg(target_os = "none")]
+pub mod panic;
+#[cfg(target_os = "none")]
 pub mod selftest;
 #[cfg(target_os = "none")]
 mod selftests;

@@ -226,6 +226,12 @@ pub fn run_on(cpu: CpuId, f: fn(CpuId)) -> Result<(), SmpError> {
     wait_call(cpu, seq)
 }
 
+/// Queues `f(cpu)` to run on `cpu` (another CPU) in its call-function IPI handler and returns
+/// without waiting for it (Linux `smp_call_function_single` with `wait = 0`).
+pub fn run_on_nowait(cpu: CpuId, f: fn(CpuId)) -> Result<(), SmpError> {
+    post_call(cpu, f).map(|_| ())
+}
+
 /// Runs `f` once on every online CPU, the caller included (Linux `on_each_cpu` with `wait = 1`):
 /// the others start together, the caller runs its own while they do. Returns the first error;
 /// CPUs that could be reached still ran `f`.
@@ -319,9 +325,16 @@ fn mark_online(cpu: CpuId) {
     ONLINE.of(cpu).store(true, Ordering::Release);
 }
 
-/// Marks `cpu` offline (the stop IPI).
+/// Marks `cpu` offline (the stop IPI, a fatal error).
 pub(crate) fn mark_offline(cpu: CpuId) {
     ONLINE.of(cpu).store(false, Ordering::Release);
+}
+
+/// Takes the calling CPU `cpu` offline for good (Linux `ipi_cpu_stop`): marked offline, then
+/// parked with interrupts masked.
+pub fn park_this_cpu(cpu: CpuId) -> ! {
+    mark_offline(cpu);
+    crate::arch::park()
 }
 
 /// Queues `f` in `cpu`'s call slot and sends the call-function IPI; returns the call's sequence.

@@ -3,10 +3,12 @@
 //! Modelled on Hubris' `build/xtask`: every command it spawns is echoed, QEMU is killed on drop
 //! and each QEMU run has a timeout. See `cargo xtask --help` and README.md.
 
+mod batch;
 mod bench;
 mod cmd;
 mod console;
 mod dtb;
+mod faults;
 mod image;
 mod kernel;
 mod qemu;

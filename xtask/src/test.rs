@@ -20,11 +20,11 @@ use crate::qemu::{self, Boot, Machine, RunOpts};
 use crate::{cmd, dtb, TestArgs};
 
 #[derive(Debug)]
-struct StageResult {
-    name: String,
-    ok: bool,
-    detail: String,
-    time: Duration,
+pub(crate) struct StageResult {
+    pub(crate) name: String,
+    pub(crate) ok: bool,
+    pub(crate) detail: String,
+    pub(crate) time: Duration,
 }
 
 /// Host crates for clippy and tests: the default members plus the kernel library, which
@@ -333,6 +333,68 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     let mut done = done.into_inner().unwrap();
     done.sort_by_key(|(i, _)| *i);
     results.extend(done.into_iter().map(|(_, r)| r));
+
+    let stage = Stage {
+        board: args.board,
+        base: &base,
+        dir: &dir,
+        log_dir: &log_dir,
+        jobs: args.jobs,
+        defmt: defmt.as_ref(),
+    };
+    batch_stage(results, "fault injection", &stage, |s| {
+        crate::faults::cases(s.board, s.base, s.dir)
+    });
+}
+
+/// What the batch stages (fault injection, DT fuzz, machine shapes) need from the QEMU stages.
+struct Stage<'a> {
+    board: crate::dtb::Board,
+    /// The self-test machine (board DTB added by each stage as it needs).
+    base: &'a Machine,
+    /// Where the Image and the generated DTBs live.
+    dir: &'a Path,
+    log_dir: &'a Path,
+    jobs: usize,
+    defmt: Option<&'a Defmt>,
+}
+
+/// Runs one batch stage: each case becomes a result line, and the stage prints its counts.
+fn batch_stage(
+    results: &mut Vec<StageResult>,
+    name: &str,
+    stage: &Stage<'_>,
+    cases: impl FnOnce(&Stage<'_>) -> Result<Vec<crate::batch::Case>>,
+) {
+    println!("\n== {name} ({} at a time)", stage.jobs.max(1));
+    let t = Instant::now();
+    let cases = match cases(stage) {
+        Ok(c) => c,
+        Err(e) => {
+            results.push(StageResult {
+                name: name.into(),
+                ok: false,
+                detail: format!("{e:#}"),
+                time: t.elapsed(),
+            });
+            return;
+        }
+    };
+    let n = cases.len();
+    let (done, tally) = crate::batch::run(
+        cases,
+        stage.jobs,
+        stage.defmt,
+        &stage.log_dir.join(name.replace(' ', "-")),
+    );
+    println!(
+        "== {name}: {n} runs, {} as expected, {} not ({} hung) in {:.1?}",
+        tally.passed,
+        tally.failed,
+        tally.timed_out,
+        t.elapsed()
+    );
+    results.extend(done);
 }
 
 fn qemu_run(

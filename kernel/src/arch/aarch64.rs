@@ -34,6 +34,15 @@ pub fn irq_restore(state: IrqState) {
     unsafe { asm!("msr daif, {}", in(reg) state.0, options(nostack, preserves_flags)) };
 }
 
+/// Masks every exception that can be masked (DAIF: debug, SError, IRQ, FIQ) on this CPU, for
+/// good: the fatal paths call it first.
+#[inline]
+pub fn mask_all_exceptions() {
+    // SAFETY: masking exceptions only delays their delivery on this CPU. Not `nomem`: a
+    // compiler barrier, so no memory access moves before it.
+    unsafe { asm!("msr daifset, #0xf", options(nostack, preserves_flags)) };
+}
+
 /// Unmasks IRQs on this CPU.
 #[inline]
 pub fn irq_enable() {

@@ -13,7 +13,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use asym_sched::types::CpuId;
 
-use crate::arch::aarch64::entry::{stack_guard_page, stack_slot_of, STACK_GUARD_SIZE};
+use crate::arch::aarch64::entry::{
+    overflow_guard_page, stack_guard_page, stack_slot_of, OVERFLOW_STACK_SIZE, STACK_GUARD_SIZE,
+};
 use crate::arch::expect_fault;
 use crate::dt::MAX_CPUS;
 use crate::selftest::{TestError, TestResult};
@@ -36,13 +38,15 @@ static GUARD_RESULT: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_C
 /// Per CPU: the value that went wrong (slot, FAR or DFSC) for the failure message.
 static GUARD_DETAIL: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 
-const GUARD_FAILURES: [&str; 6] = [
+const GUARD_FAILURES: [&str; 8] = [
     "",
     "",
     "runs on a stack slot other than its own (detail: the slot)",
     "reading its guard page did not fault",
     "the guard page fault is not a level-3 translation fault at that address (detail: FAR)",
     "the lowest usable stack page above the guard faulted (detail: FAR)",
+    "reading its overflow stack's guard page did not fault (detail: the address)",
+    "the lowest usable page of its overflow stack faulted (detail: FAR)",
 ];
 
 fn sp() -> u64 {
@@ -84,6 +88,22 @@ fn check_own_guard(cpu: CpuId) {
     }) {
         return fail(5, r.far);
     }
+    // The overflow stack (indexed by TPIDR_EL1, i.e. the logical CPU) has its own guard page.
+    let ovf_guard = overflow_guard_page(cpu.index()) as u64 + 0x20;
+    match expect_fault(|| {
+        // SAFETY: reads this CPU's overflow stack guard page, which must fault.
+        let _ = unsafe { core::ptr::read_volatile(ovf_guard as *const u64) };
+    }) {
+        Some(r) if r.far == ovf_guard && r.iss() & 0x3f == FSC_TRANSLATION_L3 => {}
+        _ => return fail(6, ovf_guard),
+    }
+    let ovf_usable = overflow_guard_page(cpu.index()) as u64 + STACK_GUARD_SIZE as u64;
+    if let Some(r) = expect_fault(|| {
+        // SAFETY: reads the lowest usable word of this CPU's overflow stack (mapped, unused).
+        let _ = unsafe { core::ptr::read_volatile(ovf_usable as *const u64) };
+    }) {
+        return fail(7, r.far);
+    }
     GUARD_RESULT[i].store(1, Ordering::Release);
 }
 
@@ -116,6 +136,7 @@ selftest!(name = "stack_guard_page_every_cpu", guard_pages_all_cpus);
 
 /// Takes a data abort (a load from [`UNMAPPED`]) with SP moved to `new_sp`, IRQs masked, and
 /// returns what the vectors reported; SP is restored by the instruction after the load.
+/// `new_sp` must lie in this CPU's own boot stack slot or overflow stack.
 fn fault_with_sp(new_sp: u64) -> Option<crate::arch::FaultReport> {
     let irq = crate::arch::irq_save_disable();
     let r = expect_fault(|| {
@@ -172,4 +193,31 @@ fn overflow_detected_at_the_boundary() -> TestResult {
 selftest!(
     name = "stack_overflow_detected_at_guard",
     overflow_detected_at_the_boundary
+);
+
+/// An exception frame that would land in the guard page of the CPU's overflow stack (a fatal
+/// report that used the whole overflow stack) is detected too: the vectors restart the
+/// overflow stack and report it, instead of writing the frame into the guard page (faulting
+/// forever) or, without a guard, into whatever lies below (BSS and its page tables).
+fn overflow_stack_overflow_detected() -> TestResult {
+    let me = crate::percpu::current_cpu().index();
+    let base = overflow_guard_page(me) as u64;
+    let usable_start = base + STACK_GUARD_SIZE as u64;
+    let low = usable_start + FRAME_BYTES - 16;
+    let Some(r) = fault_with_sp(low) else {
+        return Err(TestError::new(format_args!("the load did not fault")));
+    };
+    test_eq!(r.overflow_sp, Some(low));
+    test_eq!(r.far, UNMAPPED);
+    // Room for the frame on the overflow stack: no alarm.
+    let fits = usable_start + (OVERFLOW_STACK_SIZE - STACK_GUARD_SIZE) as u64 / 2;
+    let Some(r) = fault_with_sp(fits) else {
+        return Err(TestError::new(format_args!("the load did not fault")));
+    };
+    test_eq!(r.overflow_sp, None);
+    Ok(())
+}
+selftest!(
+    name = "stack_overflow_stack_guard_detected",
+    overflow_stack_overflow_detected
 );

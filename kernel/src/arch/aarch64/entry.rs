@@ -48,29 +48,40 @@ unsafe impl Sync for BootStacks {}
 /// The boot stacks, in their own NOLOAD section (linker/kernel.ld `.stacks`) after BSS: not
 /// zeroed at boot (zeroing 576 KiB took 2.3 ms of guest time), not in the Image file.
 #[unsafe(no_mangle)]
-#[unsafe(link_section = ".stacks")]
+#[unsafe(link_section = ".stacks.boot")]
 pub static BOOT_STACKS: BootStacks = BootStacks(UnsafeCell::new([0; STACKS_LEN]));
 
-/// Bytes of the per-CPU stack the exception vectors switch to when a CPU's own stack
-/// overflowed (enough for the fatal report's formatting).
-pub const OVERFLOW_STACK_SIZE: usize = 8 * 1024;
+/// Bytes of each per-CPU overflow stack, its own guard page included: the stack the exception
+/// vectors switch to when a CPU's stack overflowed (enough for the fatal report's formatting,
+/// which [`crate::panic`] bounds: a fault while reporting prints one line and stops).
+pub const OVERFLOW_STACK_SIZE: usize = 16 * 1024;
 
-/// Per-CPU emergency stacks for reporting a stack overflow (Linux `overflow_stack`).
-#[repr(C, align(16))]
+/// Per-CPU emergency stacks for reporting a stack overflow (Linux `overflow_stack`). Slot `i`
+/// (indexed by TPIDR_EL1) starts with a guard page like every other stack; the vectors treat a
+/// frame that would land there as the end of the line (`__asym_overflow_stack_overflow`).
+/// They lie right after BSS (linker/kernel.ld), so slot 0's guard page also separates BSS,
+/// which holds the page tables, from every stack.
+#[repr(C, align(4096))]
 pub struct OverflowStacks(UnsafeCell<[[u8; OVERFLOW_STACK_SIZE]; MAX_CPUS]>);
 
 // SAFETY: slot `i` is used only by CPU `i` (indexed by TPIDR_EL1), and only on its way to halt.
 unsafe impl Sync for OverflowStacks {}
 
-/// The overflow stacks (NOLOAD, like the boot stacks).
+/// The overflow stacks (NOLOAD, like the boot stacks; placed first in `.stacks`).
 #[unsafe(no_mangle)]
-#[unsafe(link_section = ".stacks")]
+#[unsafe(link_section = ".stacks.overflow")]
 pub static OVERFLOW_STACKS: OverflowStacks =
     OverflowStacks(UnsafeCell::new([[0; OVERFLOW_STACK_SIZE]; MAX_CPUS]));
 
 const _: () = assert!(STACK_SIZE.is_power_of_two() && STACK_GUARD_SIZE < STACK_SIZE);
 const _: () = assert!(BOOT_STACK_SIZE.is_multiple_of(1 << 16) && STACKS_LEN >> 16 <= 0xffff);
 const _: () = assert!(MAX_CPUS.is_power_of_two() && OVERFLOW_STACK_SIZE.is_power_of_two());
+const _: () = assert!(OVERFLOW_STACK_SIZE > STACK_GUARD_SIZE);
+
+/// The base of CPU `cpu`'s overflow stack guard page.
+pub fn overflow_guard_page(cpu: usize) -> usize {
+    OVERFLOW_STACKS.0.get() as usize + (cpu % MAX_CPUS) * OVERFLOW_STACK_SIZE
+}
 
 /// The base of stack slot `slot`'s guard page (slot `MAX_CPUS` is the boot CPU's).
 pub fn stack_guard_page(slot: usize) -> usize {

@@ -180,6 +180,8 @@ const KIND_NAMES: [&str; 16] = [
 
 /// The `kind` the vectors pass when the exception frame would have overflowed the stack.
 const KIND_STACK_OVERFLOW: u64 = 16;
+/// The `kind` the vectors pass when a fatal report ran out of its overflow stack.
+const KIND_OVERFLOW_STACK_OVERFLOW: u64 = 17;
 
 /// Rust side of every vector: `kind` is the entry index 0..16, or [`KIND_STACK_OVERFLOW`].
 /// `above` is the address just above the frame: the SP the exception was taken with, except
@@ -203,6 +205,16 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64, above: *const u
             // guard page; it resumes (on its real stack, which it restores itself).
             if !catch_expected(frame, &report) {
                 stack_overflow(frame, report)
+            }
+        }
+        KIND_OVERFLOW_STACK_OVERFLOW => {
+            // SAFETY: as for KIND_STACK_OVERFLOW.
+            let sp = unsafe { above.read() };
+            let mut report = current_report(frame);
+            report.overflow_sp = Some(sp);
+            // Only a self test provokes this outside a fatal report (see KIND_STACK_OVERFLOW).
+            if !catch_expected(frame, &report) {
+                fatal(frame, kind as usize, sp, Some(report))
             }
         }
         _ => fatal(frame, kind as usize, above as u64, None),
@@ -284,28 +296,60 @@ fn catch_expected(frame: &mut TrapFrame, report: &FaultReport) -> bool {
     true
 }
 
+/// Set by `crash=nested` (a test of the fatal path itself): every fatal report faults after its
+/// first line, as a reporter with a bug would.
+static FAULT_IN_REPORT: AtomicBool = AtomicBool::new(false);
+
+/// Makes every later fatal report fault after its first line (`crash=nested`).
+pub fn inject_fault_in_reports() {
+    FAULT_IN_REPORT.store(true, Ordering::SeqCst);
+}
+
+/// Reports a fatal exception and ends the run ([`crate::panic::end_fatal`]). Re-entrancy safe:
+/// a fault while reporting (this function faulting, or anything it calls) lands here again
+/// nested, prints one line and ends; deeper nesting stops the CPU without printing.
 fn fatal(frame: &TrapFrame, kind: usize, sp: u64, report: Option<FaultReport>) -> ! {
     use crate::console::write_fmt_force as out;
+    use crate::panic::Nesting;
     let cpu = super::cpu_index();
+    let esr: u64;
+    // SAFETY: ESR_EL1 is readable at EL1 (also valid for an SError: its ISS says what kind).
+    unsafe { asm!("mrs {}, esr_el1", out(reg) esr, options(nomem, nostack)) };
+    match crate::panic::enter_fatal() {
+        Nesting::First => {}
+        Nesting::Nested => {
+            // Integers only: whatever broke the full report is not used again.
+            out(format_args!(
+                "cpu {} faulted while handling a fatal error: {}, ESR {:#010x}, FAR {:#018x}, \
+                 ELR {:#018x}; report abandoned\n",
+                cpu,
+                KIND_NAMES.get(kind).copied().unwrap_or("stack overflow"),
+                esr,
+                report.map_or(0, |r| r.far),
+                frame.elr
+            ));
+            crate::panic::end_fatal(1)
+        }
+        Nesting::Deep => crate::panic::stop_this_cpu(),
+    }
     let report_lock = crate::console::lock_report();
     // The fault may have hit while this CPU held the console lock: print with the forcing
     // writer, which gives up on the lock after a bounded wait.
     match report {
         Some(r) => out(format_args!("{}\n", r)),
-        None => {
-            // ESR_EL1 is also valid for an SError (its ISS says what kind); print it always.
-            let esr: u64;
-            // SAFETY: ESR_EL1 is readable at EL1.
-            unsafe { asm!("mrs {}, esr_el1", out(reg) esr, options(nomem, nostack)) };
-            out(format_args!(
-                "unexpected exception on cpu {}: {}, ESR {:#010x}, ELR {:#018x}, SPSR {:#010x}\n",
-                cpu,
-                KIND_NAMES[kind & 15],
-                esr,
-                frame.elr,
-                frame.spsr
-            ))
-        }
+        None => out(format_args!(
+            "unexpected exception on cpu {}: {}, ESR {:#010x}, ELR {:#018x}, SPSR {:#010x}\n",
+            cpu,
+            KIND_NAMES[kind & 15],
+            esr,
+            frame.elr,
+            frame.spsr
+        )),
+    }
+    if FAULT_IN_REPORT.load(Ordering::Relaxed) {
+        // SAFETY: none needed for soundness: the load faults (unmapped, see crash=fault) and
+        // the nested fault ends the run; it never returns here.
+        let _ = unsafe { core::ptr::read_volatile(0x40_0000_0000 as *const u64) };
     }
     out(format_args!("  sp  {:#018x}\n", sp));
     for (i, pair) in frame.x.chunks(2).enumerate() {
@@ -322,9 +366,8 @@ fn fatal(frame: &TrapFrame, kind: usize, sp: u64, report: Option<FaultReport>) -
         }
     }
     out(format_args!("cpu {} halted\n", cpu));
-    crate::boot::fatal_error_exit();
     drop(report_lock);
-    super::park()
+    crate::panic::end_fatal(1)
 }
 
 // 16 entries of 0x80 bytes; each reserves the frame, checks that it does not lie in a stack
@@ -332,37 +375,74 @@ fn fatal(frame: &TrapFrame, kind: usize, sp: u64, report: Option<FaultReport>) -
 // rest, calls `handle_exception(frame, kind, above)`, restores and returns with eret.
 //
 // The guard check (Linux `kernel_ventry`'s overflow check, done differently: our stacks are
-// slots of one array, not THREAD_SIZE-aligned vmap areas): x0/x1 are parked in TPIDRRO_EL0 and
-// TPIDR_EL0 (EL0 never runs, so they are free scratch registers), and if the new SP is inside
-// BOOT_STACKS less than STACK_GUARD_SIZE above the start of a secondary's slot or of the boot
-// CPU's stack, the frame would be written to an unmapped guard page (faulting again, forever):
-// `__asym_stack_overflow` takes over instead.
-// The scratch registers are live only between two instructions that cannot fault.
+// slots of two arrays, not THREAD_SIZE-aligned vmap areas): x0/x1 are parked in TPIDRRO_EL0 and
+// TPIDR_EL0 (EL0 never runs, so they are free scratch registers). If the new SP is less than
+// STACK_GUARD_SIZE above the start of a secondary's slot or of the boot CPU's stack, the frame
+// would be written to an unmapped guard page (faulting again, forever): `__asym_stack_overflow`
+// switches to the CPU's overflow stack instead. If it is in the guard page of an overflow stack
+// (a fatal report ran out of its overflow stack), `__asym_overflow_stack_overflow` starts that
+// stack afresh and reports the nested failure. Offsets are unsigned, so an SP below an array
+// wraps to a huge offset and fails every "inside" test.
+// The scratch registers are live only between instructions that cannot fault.
 global_asm!(
     r#"
     .macro ASYM_VENTRY kind
     .balign 0x80
+9:
     sub     sp, sp, #(34 * 8)
     msr     tpidrro_el0, x0
     msr     tpidr_el0, x1
+    mov     x1, sp
     adrp    x0, {boot_stacks}
     add     x0, x0, :lo12:{boot_stacks}
-    mov     x1, sp
-    sub     x0, x1, x0
+    subs    x0, x1, x0
+    b.lo    4f
     movz    x1, #({secondary_len} >> 16), lsl #16
     cmp     x0, x1
-    b.lo    2f
-    sub     x0, x0, x1
-    movz    x1, #({boot_len} >> 16), lsl #16
-    cmp     x0, x1
-    b.hs    1f
+    b.hs    2f
+    and     x0, x0, #({stack_size} - 1)
     b       3f
 2:
-    and     x0, x0, #({stack_size} - 1)
+    sub     x0, x0, x1                  // from the boot CPU's stack (its guard page first)
 3:
     cmp     x0, #{guard_size}
     b.lo    __asym_stack_overflow
+    b       1f
+4:
+    adrp    x0, {overflow_stacks}       // below the boot stacks: an overflow stack?
+    add     x0, x0, :lo12:{overflow_stacks}
+    sub     x0, x1, x0
+    cmp     x0, #{overflow_len}
+    b.hs    1f
+    and     x0, x0, #({overflow_size} - 1)
+    cmp     x0, #{guard_size}
+    b.lo    __asym_overflow_stack_overflow
 1:
+    mrs     x0, tpidrro_el0
+    mrs     x1, tpidr_el0
+    stp     x0, x1, [sp, #(0 * 8)]
+    mov     x0, #\kind
+    b       __asym_exception_common
+    .org    9b + 0x80                   // the assembler refuses to move backwards: an
+                                        // entry longer than 0x80 bytes fails the build
+    .endm
+
+// Switches to the top of this CPU's overflow stack (TPIDR_EL1 is the logical index, 0 on the
+// boot CPU before the DT is parsed, when no other CPU runs), pushes the SP the exception was
+// taken with just above a fresh frame, and reports with `kind`.
+    .macro ASYM_OVERFLOW_SWITCH kind
+    mrs     x0, tpidr_el1
+    and     x0, x0, #({max_cpus} - 1)
+    add     x0, x0, #1
+    lsl     x0, x0, #{overflow_shift}
+    adrp    x1, {overflow_stacks}
+    add     x1, x1, :lo12:{overflow_stacks}
+    add     x1, x1, x0
+    mov     x0, sp
+    add     x0, x0, #(34 * 8)
+    mov     sp, x1
+    sub     sp, sp, #(34 * 8 + 16)
+    str     x0, [sp, #(34 * 8)]
     mrs     x0, tpidrro_el0
     mrs     x1, tpidr_el0
     stp     x0, x1, [sp, #(0 * 8)]
@@ -391,28 +471,16 @@ __asym_vectors:
     ASYM_VENTRY 14
     ASYM_VENTRY 15
 
-// The frame would land in a guard page: switch to this CPU's overflow stack (TPIDR_EL1 is the
-// logical index, 0 on the boot CPU before the DT is parsed, when no other CPU runs), push the
-// SP the exception was taken with just above a fresh frame, and report (kind {overflow_kind},
-// fatal: the CPU halts).
+// The frame would land in a boot stack's guard page: report on the overflow stack (kind
+// {overflow_kind}, fatal).
 __asym_stack_overflow:
-    mrs     x0, tpidr_el1
-    and     x0, x0, #({max_cpus} - 1)
-    add     x0, x0, #1
-    lsl     x0, x0, #{overflow_shift}
-    adrp    x1, {overflow_stacks}
-    add     x1, x1, :lo12:{overflow_stacks}
-    add     x1, x1, x0
-    mov     x0, sp
-    add     x0, x0, #(34 * 8)
-    mov     sp, x1
-    sub     sp, sp, #(34 * 8 + 16)
-    str     x0, [sp, #(34 * 8)]
-    mrs     x0, tpidrro_el0
-    mrs     x1, tpidr_el0
-    stp     x0, x1, [sp, #(0 * 8)]
-    mov     x0, #{overflow_kind}
-    b       __asym_exception_common
+    ASYM_OVERFLOW_SWITCH {overflow_kind}
+
+// The frame would land in the guard page of this CPU's overflow stack: a report running there
+// used it up. Start it afresh (what was on it is abandoned with the report) and end (kind
+// {overflow_overflow_kind}, which the fatal path sees as nested).
+__asym_overflow_stack_overflow:
+    ASYM_OVERFLOW_SWITCH {overflow_overflow_kind}
 
 __asym_exception_common:
     stp     x2, x3, [sp, #(2 * 8)]
@@ -463,12 +531,18 @@ __asym_exception_common:
     boot_stacks = sym super::entry::BOOT_STACKS,
     overflow_stacks = sym super::entry::OVERFLOW_STACKS,
     secondary_len = const STACK_SIZE * MAX_CPUS,
-    boot_len = const BOOT_STACK_SIZE,
     stack_size = const STACK_SIZE,
     guard_size = const STACK_GUARD_SIZE,
     max_cpus = const MAX_CPUS,
     overflow_shift = const OVERFLOW_STACK_SIZE.trailing_zeros(),
+    overflow_size = const OVERFLOW_STACK_SIZE,
+    overflow_len = const OVERFLOW_STACK_SIZE * MAX_CPUS,
     overflow_kind = const KIND_STACK_OVERFLOW,
+    overflow_overflow_kind = const KIND_OVERFLOW_STACK_OVERFLOW,
 );
 
 const _: () = assert!((STACK_SIZE * MAX_CPUS).is_multiple_of(1 << 16) && STACK_SIZE >= 1 << 16);
+// `cmp x0, #imm` takes a 12-bit immediate shifted left by 12: a multiple of 4 KiB below 16 MiB.
+const _: () = assert!((OVERFLOW_STACK_SIZE * MAX_CPUS).is_multiple_of(1 << 12));
+const _: () = assert!(STACK_GUARD_SIZE.is_multiple_of(1 << 12));
+const _: () = assert!(OVERFLOW_STACK_SIZE * MAX_CPUS < 1 << 24 && STACK_GUARD_SIZE < 1 << 24);

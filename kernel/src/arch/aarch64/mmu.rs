@@ -293,7 +293,7 @@ pub unsafe fn init_boot_cpu(plat: &Platform) {
     unsafe { asm!("dc cvac, {}", "dsb sy", in(reg) MMU_CONFIG.0.get() as u64, options(nostack)) };
 }
 
-/// Maps the kernel image in 4 KiB pages (text RX, rodata RO, the rest RW) and leaves the boot
+/// Maps the kernel image in 4 KiB pages (text RX, rodata RO, the rest RW) and leaves the
 /// stacks' guard pages invalid. Identical in the early and the final map.
 fn map_kernel_image(b: &mut Builder<'_>) -> bool {
     let (k_start, text_end, ro_end, k_end) = kernel_bounds();
@@ -310,10 +310,16 @@ fn map_kernel_image(b: &mut Builder<'_>) -> bool {
         ok &= b.set(page, 3, attrs, false).is_ok();
         page += 1 << L3_SHIFT;
     }
-    // Guard pages below every boot stack (arch::aarch64::entry::STACK_GUARD_SIZE).
+    // Guard pages below every boot stack and every overflow stack
+    // (arch::aarch64::entry::STACK_GUARD_SIZE, OVERFLOW_STACK_SIZE).
     for slot in 0..=crate::dt::MAX_CPUS {
         ok &= b
             .unmap_page(super::entry::stack_guard_page(slot) as u64)
+            .is_ok();
+    }
+    for cpu in 0..crate::dt::MAX_CPUS {
+        ok &= b
+            .unmap_page(super::entry::overflow_guard_page(cpu) as u64)
             .is_ok();
     }
     ok

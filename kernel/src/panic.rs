@@ -1,0 +1,117 @@
+//! Fatal errors: the panic handler, the common end of every fatal path (a panic, a fatal
+//! exception, a failed boot step), and how a run ends.
+//!
+//! Re-derives Linux's `kernel/panic.c` (`panic()`: one report, then the other CPUs are stopped,
+//! then `panic_timeout` decides between halting and rebooting) and arm64's `die()`
+//! (`arch/arm64/kernel/traps.c`). Deliberate differences: under QEMU the run ends through
+//! semihosting with a status (101 for a panic, 1 for a fatal exception), so test runners see a
+//! failure instead of a hang.
+//!
+//! Every fatal path first calls [`enter_fatal`], which counts how deeply the calling CPU is
+//! nested inside fatal paths. Only the outermost one prints a full report; a fault (or panic)
+//! while reporting prints one line and goes straight to the end; anything deeper stops the CPU
+//! without printing. So a reporter that faults can never recurse, whatever it faults on.
+
+use core::panic::PanicInfo;
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use crate::dt::MAX_CPUS;
+use crate::{arch, console, semihosting};
+
+/// How deeply the calling CPU is nested in fatal paths, from [`enter_fatal`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nesting {
+    /// The first fatal error on this CPU: print the full report.
+    First,
+    /// A fatal error while handling one: print one line, then end.
+    Nested,
+    /// Deeper still (printing the one line failed too): stop without printing.
+    Deep,
+}
+
+/// Per CPU: how many fatal paths the CPU is inside. Written only by its own CPU, with a plain
+/// load and store: a fatal path may run before the MMU is on, where load/store-exclusive is not
+/// guaranteed to work.
+static DEPTH: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(0) }; MAX_CPUS];
+
+/// Whether the command line asked for a semihosting exit (`semihosting`, `selftest`).
+static SEMIHOSTING: AtomicBool = AtomicBool::new(false);
+
+/// Records whether the run should end through semihosting (boot, after the command line).
+pub fn set_semihosting(on: bool) {
+    SEMIHOSTING.store(on, Ordering::Relaxed);
+}
+
+/// Marks the calling CPU as inside one more fatal path (interrupts masked) and says how deep
+/// it now is. Call first thing in every fatal path.
+pub fn enter_fatal() -> Nesting {
+    arch::mask_all_exceptions();
+    let slot = &DEPTH[arch::cpu_index() % MAX_CPUS];
+    let depth = slot.load(Ordering::Relaxed);
+    slot.store(depth.saturating_add(1), Ordering::Relaxed);
+    match depth {
+        0 => Nesting::First,
+        1 => Nesting::Nested,
+        _ => Nesting::Deep,
+    }
+}
+
+/// Ends the run after a fatal error whose report is on the console: with semihosting on, the
+/// run exits with `status`; otherwise this CPU stops.
+pub fn end_fatal(status: u32) -> ! {
+    console::write_fmt_force(format_args!(
+        "asym: fatal error on cpu {}, ending the run at {} us\n",
+        arch::cpu_index(),
+        arch::uptime_us()
+    ));
+    if SEMIHOSTING.load(Ordering::Relaxed) {
+        semihosting::exit(status);
+    }
+    stop_this_cpu()
+}
+
+/// Stops the calling CPU for good, printing nothing.
+pub fn stop_this_cpu() -> ! {
+    arch::park()
+}
+
+/// Linux `panic()`: IRQs off, the message and location on the console (without waiting for a
+/// console lock a dead CPU may hold), then [`end_fatal`] with status 101. A panic while
+/// handling a fatal error prints one line and ends.
+#[panic_handler]
+fn panic(info: &PanicInfo<'_>) -> ! {
+    let cpu = arch::cpu_index();
+    match enter_fatal() {
+        Nesting::First => {}
+        Nesting::Nested => {
+            console::write_fmt_force(format_args!(
+                "panic on cpu {} while handling a fatal error: {}\n",
+                cpu,
+                info.message()
+            ));
+            end_fatal(101)
+        }
+        Nesting::Deep => stop_this_cpu(),
+    }
+    let report_lock = console::lock_report();
+    match info.location() {
+        Some(l) => console::write_fmt_force(format_args!(
+            "panic on cpu {} at {}:{}: {}\n",
+            cpu,
+            l.file(),
+            l.line(),
+            info.message()
+        )),
+        None => {
+            console::write_fmt_force(format_args!("panic on cpu {}: {}\n", cpu, info.message()))
+        }
+    }
+    drop(report_lock);
+    if crate::gic::version().is_some() {
+        let left = crate::smp::stop_other_cpus(100_000);
+        if left > 0 {
+            console::write_fmt_force(format_args!("panic: {} other CPUs did not stop\n", left));
+        }
+    }
+    end_fatal(101)
+}

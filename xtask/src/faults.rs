@@ -1,0 +1,186 @@
+//! The fault-injection stage of `cargo xtask test`: the kernel's fatal paths under deliberate
+//! failures (`crash=` on the kernel command line, kernel/src/boot.rs) and on machines without
+//! semihosting. Each run must end — never hang — with the report on the console, within 2 s of
+//! guest time of the failure, and with the expected exit: a non-zero semihosting status, or
+//! QEMU's own exit after a PSCI `SYSTEM_OFF`/`SYSTEM_RESET` (what a board does).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::batch::{self, Case};
+use crate::dtb;
+use crate::qemu::{Machine, Outcome};
+
+/// Longest a failure may take to end the run, in guest microseconds.
+pub const END_WITHIN_US: u64 = 2_000_000;
+
+/// Wall-clock limit per run: far above what a run that ends needs (well under a second under
+/// `-icount`), so a timeout means a hang.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a run must end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// A semihosting exit with this status.
+    Status(i32),
+}
+
+/// One deliberate failure.
+#[derive(Clone, Debug)]
+pub struct Injection {
+    pub name: &'static str,
+    /// Kernel command line.
+    pub append: &'static str,
+    /// Whether QEMU offers semihosting (`-semihosting-config`), as a debugger would.
+    pub semihosting: bool,
+    /// Lines (substrings) the console must show, each with how many times (`None`: at least
+    /// once).
+    pub expect: Vec<(String, Option<usize>)>,
+    pub end: End,
+}
+
+/// The injections, for a machine whose highest CPU is `last`.
+pub fn injections(last: u32) -> Vec<Injection> {
+    let once = |s: &str| (s.to_string(), Some(1));
+    vec![
+        // Finding 1 of the robustness review: a fault inside the fault reporter.
+        Injection {
+            name: "fault in the fault reporter",
+            append: "semihosting crash=nested",
+            semihosting: true,
+            expect: vec![
+                once(&format!("synchronous exception on cpu {last}")),
+                once(&format!("cpu {last} faulted while handling a fatal error")),
+            ],
+            end: End::Status(1),
+        },
+        // Every stack has a guard page; a frame that would land in one is reported from the
+        // CPU's overflow stack.
+        Injection {
+            name: "kernel stack overflow",
+            append: "semihosting crash=stack",
+            semihosting: true,
+            expect: vec![
+                once(&format!("kernel stack overflow on cpu {last}")),
+                once(&format!("cpu {last} halted")),
+            ],
+            end: End::Status(1),
+        },
+    ]
+}
+
+/// The stage's runs on `base` (the self-test machine: board DTB, `-icount`).
+pub fn cases(board: dtb::Board, base: &Machine, dir: &Path) -> Result<Vec<Case>> {
+    let mut machine = base.clone();
+    if let Some(path) = dtb::board_dtb(board, &machine, dir)? {
+        machine.extra.push("-dtb".into());
+        machine.extra.push(path.display().to_string());
+    }
+    let last = machine.smp.saturating_sub(1);
+    Ok(injections(last)
+        .into_iter()
+        .map(|inj| {
+            let m = Machine {
+                append: inj.append.to_string(),
+                ..machine.clone()
+            };
+            let mut command = m.command();
+            if !inj.semihosting {
+                command = batch::without_arg(&command, "-semihosting-config");
+            }
+            let name = format!("fault injection: {}", inj.name);
+            Case {
+                name,
+                command,
+                timeout: TIMEOUT,
+                check: Box::new(move |o| verdict(&inj, o)),
+            }
+        })
+        .collect())
+}
+
+/// Whether a run did what `inj` expects.
+pub fn verdict(inj: &Injection, o: &Outcome) -> Result<String, String> {
+    let code = o.status.and_then(|s| s.code());
+    match (inj.end, code) {
+        (End::Status(want), Some(got)) if got == want => {}
+        (want, got) => return Err(format!("QEMU exit {got:?}, expected {want:?}")),
+    }
+    for (want, count) in &inj.expect {
+        let n = o.lines.iter().filter(|l| l.contains(want.as_str())).count();
+        match count {
+            Some(c) if n != *c => {
+                return Err(format!("{n} lines {want:?}, expected exactly {c}"));
+            }
+            None if n == 0 => return Err(format!("no line {want:?}")),
+            _ => {}
+        }
+    }
+    let start = o
+        .lines
+        .iter()
+        .find(|l| l.starts_with("crash: "))
+        .and_then(|l| batch::guest_us(l))
+        .unwrap_or(0);
+    let Some(end) = o
+        .lines
+        .iter()
+        .rev()
+        .filter(|l| l.starts_with("asym: "))
+        .find_map(|l| batch::guest_us(l))
+    else {
+        return Err("no closing `asym: ... at <t> us` line".into());
+    };
+    let took = end.saturating_sub(start);
+    if took > END_WITHIN_US {
+        return Err(format!(
+            "ended {took} us of guest time after the failure (limit {END_WITHIN_US})"
+        ));
+    }
+    Ok(format!(
+        "ended {took} us (guest) after the failure, {:?}",
+        inj.end
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    fn outcome(lines: &[&str], code: i32) -> Outcome {
+        Outcome {
+            status: Some(ExitStatus::from_raw(code << 8)),
+            timed_out: false,
+            stopped: false,
+            lines: lines.iter().map(|l| l.to_string()).collect(),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_run_must_end_as_told_with_its_lines_in_time() {
+        let inj = &injections(5)[0];
+        let good = [
+            "crash: Nested on cpu 5 at 1000 us",
+            "synchronous exception on cpu 5 at EL1: ...",
+            "cpu 5 faulted while handling a fatal error: ...",
+            "asym: fatal error on cpu 5, ending the run at 2000 us",
+        ];
+        assert!(verdict(inj, &outcome(&good, 1)).is_ok());
+        assert!(verdict(inj, &outcome(&good, 0)).is_err(), "wrong status");
+        let mut twice = good.to_vec();
+        twice.insert(2, "synchronous exception on cpu 5 at EL1: again");
+        assert!(verdict(inj, &outcome(&twice, 1)).is_err(), "printed twice");
+        let mut late = good.to_vec();
+        late[3] = "asym: fatal error on cpu 5, ending the run at 3000000 us";
+        assert!(verdict(inj, &outcome(&late, 1)).is_err(), "too late");
+        assert!(
+            verdict(inj, &outcome(&good[..3], 1)).is_err(),
+            "no end line"
+        );
+    }
+}
