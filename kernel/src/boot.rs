@@ -13,7 +13,7 @@ use asym_sched::types::CpuId;
 use crate::cmdline::{Cmdline, SelfTestMode};
 use crate::dt::Platform;
 use crate::sync::InitOnce;
-use crate::{arch, console, heap, semihosting};
+use crate::{arch, console, heap};
 
 pub use crate::arch::aarch64::entry::secondary_entry_pa;
 
@@ -171,7 +171,7 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
                 _ => None,
             };
             let summary = crate::selftest::run(filter);
-            semihosting::exit(if summary.failed == 0 { 0 } else { 1 });
+            crate::panic::end_run(if summary.failed == 0 { 0 } else { 1 });
         }
     }
     tick_loop(plat, cmd)
@@ -359,11 +359,7 @@ fn tick_loop(plat: &Platform, cmd: &Cmdline) -> ! {
         if let Some(limit) = cmd.ticks {
             if t >= limit {
                 print_ticks(nr);
-                if cmd.use_semihosting() {
-                    semihosting::exit(0);
-                }
-                let _ = crate::psci::system_off(plat.psci.conduit);
-                arch::park();
+                crate::panic::end_run(0);
             }
         } else if t >= next_report {
             print_ticks(nr);

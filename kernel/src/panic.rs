@@ -2,10 +2,12 @@
 //! exception, a failed boot step), and how a run ends.
 //!
 //! Re-derives Linux's `kernel/panic.c` (`panic()`: one report, then the other CPUs are stopped,
-//! then `panic_timeout` decides between halting and rebooting) and arm64's `die()`
-//! (`arch/arm64/kernel/traps.c`). Deliberate differences: under QEMU the run ends through
-//! semihosting with a status (101 for a panic, 1 for a fatal exception), so test runners see a
-//! failure instead of a hang.
+//! then `panic_timeout` decides between halting and rebooting), arm64's `die()`
+//! (`arch/arm64/kernel/traps.c`) and `kernel/reboot.c`'s `kernel_power_off`. Deliberate
+//! differences: a run that asked to end (`semihosting`, implied by `selftest`) ends through
+//! semihosting with a status (101 for a panic, 1 for a fatal exception) so test runners see a
+//! failure instead of a hang; where no semihosting host answers (every board on its own), it
+//! says so on the console and powers off with PSCI `SYSTEM_OFF`, as a board's firmware would.
 //!
 //! Every fatal path first calls [`enter_fatal`], which counts how deeply the calling CPU is
 //! nested inside fatal paths. Only the outermost one prints a full report; a fault (or panic)
@@ -13,7 +15,7 @@
 //! without printing. So a reporter that faults can never recurse, whatever it faults on.
 
 use core::panic::PanicInfo;
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::dt::MAX_CPUS;
 use crate::{arch, console, semihosting};
@@ -34,12 +36,20 @@ pub enum Nesting {
 /// guaranteed to work.
 static DEPTH: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(0) }; MAX_CPUS];
 
-/// Whether the command line asked for a semihosting exit (`semihosting`, `selftest`).
-static SEMIHOSTING: AtomicBool = AtomicBool::new(false);
+/// Whether the run ends (semihosting exit, else power-off) rather than halting: unknown
+/// until the command line is parsed; `semihosting`, implied by `selftest`, says yes.
+static END_POLICY: AtomicU8 = AtomicU8::new(POLICY_UNKNOWN);
+/// Before the command line is known: try semihosting, then halt.
+const POLICY_UNKNOWN: u8 = 0;
+/// `semihosting`: exit through semihosting, else PSCI `SYSTEM_OFF`.
+const POLICY_END: u8 = 1;
+/// No `semihosting`: a fatal error halts the system (Linux's default, `panic=0`).
+const POLICY_HALT: u8 = 2;
 
 /// Records whether the run should end through semihosting (boot, after the command line).
 pub fn set_semihosting(on: bool) {
-    SEMIHOSTING.store(on, Ordering::Relaxed);
+    let policy = if on { POLICY_END } else { POLICY_HALT };
+    END_POLICY.store(policy, Ordering::Relaxed);
 }
 
 /// Marks the calling CPU as inside one more fatal path (interrupts masked) and says how deep
@@ -56,17 +66,59 @@ pub fn enter_fatal() -> Nesting {
     }
 }
 
-/// Ends the run after a fatal error whose report is on the console: with semihosting on, the
-/// run exits with `status`; otherwise this CPU stops.
+/// Ends the run after a fatal error whose report is on the console: with `semihosting`, the
+/// run exits with `status` (or, without a semihosting host, powers off); otherwise the system
+/// halts. Before the command line is known, semihosting is tried, then the system halts.
 pub fn end_fatal(status: u32) -> ! {
     console::write_fmt_force(format_args!(
         "asym: fatal error on cpu {}, ending the run at {} us\n",
         arch::cpu_index(),
         arch::uptime_us()
     ));
-    if SEMIHOSTING.load(Ordering::Relaxed) {
-        semihosting::exit(status);
+    match END_POLICY.load(Ordering::Relaxed) {
+        POLICY_END => end_run(status),
+        POLICY_UNKNOWN => {
+            semihosting::try_exit(status);
+            halt()
+        }
+        _ => halt(),
     }
+}
+
+/// Ends a run that is meant to end (self tests done, `ticks=` reached, or a fatal error under
+/// `semihosting`): a semihosting exit with `status` when `semihosting` is on and a host
+/// answers; else PSCI `SYSTEM_OFF`, said on the console first; else the system halts.
+pub fn end_run(status: u32) -> ! {
+    if END_POLICY.load(Ordering::Relaxed) != POLICY_HALT {
+        semihosting::try_exit(status);
+        console::write_fmt_force(format_args!(
+            "asym: no semihosting host to take exit status {}\n",
+            status
+        ));
+    }
+    power_off()
+}
+
+/// PSCI `SYSTEM_OFF` through the DT's conduit (after the DT is parsed), else halt.
+fn power_off() -> ! {
+    let Some(plat) = crate::boot::platform() else {
+        halt()
+    };
+    console::write_fmt_force(format_args!(
+        "asym: powering off (PSCI SYSTEM_OFF) at {} us\n",
+        arch::uptime_us()
+    ));
+    let e = crate::psci::system_off(plat.psci.conduit);
+    console::write_fmt_force(format_args!("asym: PSCI SYSTEM_OFF failed: {:?}\n", e));
+    halt()
+}
+
+/// Stops the system for good: says so and parks this CPU.
+fn halt() -> ! {
+    console::write_fmt_force(format_args!(
+        "asym: system halted at {} us\n",
+        arch::uptime_us()
+    ));
     stop_this_cpu()
 }
 
