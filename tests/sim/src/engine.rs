@@ -82,7 +82,11 @@ use asym_sched::util_est;
 use asym_sched::wakeup::{self, WakeKind, WakeupView};
 
 use crate::board::Board;
-use crate::trace::{self, Ctx, PeltVals, PrevState, TaskRef, TraceWriter};
+use crate::signals::{ns_to_us, signed_ns_to_us, RtAppLoop, RtAppTotals, StepSignal};
+use crate::trace::{
+    self, Comm, CpuMaskHex, Ctx, Event as TraceEvent, PeltVals, PrevState, RtApp, TaskRef,
+    TraceWriter,
+};
 use crate::workload::{Event, Workload};
 
 /// The frequency governor.
@@ -185,6 +189,47 @@ pub struct TaskStats {
     pub period_completion_ns: Vec<u64>,
     /// Whether the task finished its loops.
     pub exited: bool,
+    /// Its rt-app `rtapp_stats` lines, summed.
+    pub rtapp: RtAppTotals,
+    /// Its traced signals ([`TaskSignal`]).
+    pub signals: [StepSignal; TaskSignal::COUNT],
+}
+
+/// The per-task signals of [`TaskStats::signals`], as LISA's `df_task_signal` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskSignal {
+    /// `sched_pelt_se` `util`.
+    Util,
+    /// `sched_pelt_se` `load`.
+    Load,
+    /// `sched_util_est_se` `ewma`.
+    Ewma,
+    /// `sched_util_est_se` `enqueued`.
+    Enqueued,
+}
+
+impl TaskSignal {
+    /// Number of signals.
+    pub const COUNT: usize = 4;
+}
+
+/// The per-CPU signals of [`SimResult::cpu_signals`], as LISA's `df_cpus_signal` names
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuSignal {
+    /// `sched_pelt_cfs` `util` (root cfs_rq).
+    Util,
+    /// `sched_pelt_cfs` `load`.
+    Load,
+    /// `sched_util_est_cfs` `enqueued`.
+    Enqueued,
+    /// `sched_cpu_capacity` `capacity_curr`.
+    CapacityCurr,
+}
+
+impl CpuSignal {
+    /// Number of signals.
+    pub const COUNT: usize = 4;
 }
 
 /// Counters for the report.
@@ -234,6 +279,12 @@ pub struct SimResult {
     pub names: Vec<(String, u32)>,
     /// Lines written to the trace.
     pub trace_lines: u64,
+    /// Per CPU, its traced signals ([`CpuSignal`]).
+    pub cpu_signals: Vec<[StepSignal; CpuSignal::COUNT]>,
+    /// Per domain, ns spent at each OPP (busy or idle).
+    pub freq_time_ns: Vec<Vec<u64>>,
+    /// The largest shift of a trace line's timestamp from its simulated time (ns).
+    pub trace_max_skew_ns: u64,
 }
 
 /// Plot data.
@@ -321,6 +372,12 @@ struct SimTask {
     phase_loop: u64,
     event: usize,
     stats: TaskStats,
+    /// Has called `pthread_setname_np` (before that the trace names it `rt-app`).
+    renamed: bool,
+    /// Pre-v6.9 `util_est.enqueued`: util_avg at the last dequeue to sleep.
+    ue_enqueued: u32,
+    /// The rt-app phase iteration in progress, if one is.
+    rta: Option<RtAppLoop>,
 }
 
 struct SimCpu {
@@ -363,6 +420,8 @@ struct Nohz {
 struct Domain {
     cur_khz: u32,
     cur_opp: usize,
+    /// Since when `cur_opp` holds (frequency residency).
+    since: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -431,6 +490,12 @@ pub struct Engine<'a, W: Write> {
     lb: Option<SchedDomains>,
     /// `nohz.next_balance` (jiffies).
     nohz_next_balance_j: u64,
+    /// Per CPU, the traced signals ([`CpuSignal`]).
+    cpu_signals: Vec<[StepSignal; CpuSignal::COUNT]>,
+    /// Per domain, ns at each OPP.
+    freq_time_ns: Vec<Vec<u64>>,
+    /// rt-app markers produced by [`Self::next_event`], written by its caller.
+    rta_marks: Vec<RtApp>,
 }
 
 /// The simulated CPUs' run queues as the balancer's [`RqSet`].
@@ -535,6 +600,9 @@ impl<'a, W: Write> Engine<'a, W> {
                     residency_ns: vec![0; nr],
                     ..TaskStats::default()
                 },
+                renamed: false,
+                ue_enqueued: 0,
+                rta: None,
             });
         }
         let uclamp_used = tasks.iter().any(|t| t.uclamp.is_some());
@@ -568,6 +636,7 @@ impl<'a, W: Write> Engine<'a, W> {
             .map(|d| Domain {
                 cur_khz: d.fmax_khz,
                 cur_opp: d.opps.len() - 1,
+                since: 0,
             })
             .collect();
         let caps: Vec<Capacity> = board
@@ -639,6 +708,13 @@ impl<'a, W: Write> Engine<'a, W> {
         Ok(Engine {
             lb,
             nohz_next_balance_j: 0,
+            cpu_signals: vec![Default::default(); nr],
+            freq_time_ns: board
+                .domains
+                .iter()
+                .map(|d| vec![0; d.opps.len()])
+                .collect(),
+            rta_marks: Vec::new(),
             board,
             wl,
             now: 0,
@@ -697,9 +773,11 @@ impl<'a, W: Write> Engine<'a, W> {
         while let Some((pd, khz)) = self.cpufreq.poll(Nanos(settle)) {
             initial[pd] = khz.0;
         }
+        self.trace_initial_idle_and_pelt()?;
         for (d, khz) in initial.into_iter().enumerate() {
             self.set_freq_now(d, khz)?;
         }
+        self.trace_initial_overutilized()?;
         for i in 0..self.tasks.len() {
             self.push(self.wl.tasks[i].delay_ns, Ev::Start(i));
         }
@@ -758,12 +836,15 @@ impl<'a, W: Write> Engine<'a, W> {
         if self.overutilized {
             self.counters.overutilized_ns += end - self.overutilized_since;
         }
-        let (sink, trace_lines) = match self.trace.take() {
+        for (d, dom) in self.domains.iter().enumerate() {
+            self.freq_time_ns[d][dom.cur_opp] += end - dom.since;
+        }
+        let (sink, trace_lines, trace_max_skew_ns) = match self.trace.take() {
             Some(t) => {
-                let lines = t.lines;
-                (Some(t.finish()?), lines)
+                let (lines, skew) = (t.lines, t.max_skew_ns());
+                (Some(t.finish()?), lines, skew)
             }
-            None => (None, 0),
+            None => (None, 0, 0),
         };
         let names = self.tasks.iter().map(|t| (t.comm.clone(), t.pid)).collect();
         Ok((
@@ -776,6 +857,9 @@ impl<'a, W: Write> Engine<'a, W> {
                 timeline: self.timeline,
                 names,
                 trace_lines,
+                cpu_signals: self.cpu_signals,
+                freq_time_ns: self.freq_time_ns,
+                trace_max_skew_ns,
             },
             sink,
         ))
@@ -853,42 +937,148 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// LISA's `sched_pelt_se` for `t` and `sched_pelt_cfs` for `cpu`, after a PELT update.
     fn trace_pelt(&mut self, cpu: usize, t: Option<usize>) -> Result<(), SimError> {
+        self.trace_pelt_on(cpu, cpu, t)
+    }
+
+    /// [`Self::trace_pelt`] written on `ctx_cpu` (the CPU doing the update).
+    fn trace_pelt_on(
+        &mut self,
+        ctx_cpu: usize,
+        cpu: usize,
+        t: Option<usize>,
+    ) -> Result<(), SimError> {
         if let Some(t) = t {
             let v = self.task_avg(t);
             if let Some(tl) = self.timeline.as_mut() {
                 tl.utils.push((t, self.now, v.util_avg as u32));
             }
-            if self.trace.is_some() {
-                let vals = PeltVals::from(&v);
-                let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-                let tr = tref_of(&self.tasks, t);
-                if let Some(w) = self.trace.as_mut() {
-                    w.sched_pelt_se(ctx, cpu, tr, vals)?;
-                }
+            let sig = &mut self.tasks[t].stats.signals;
+            sig[TaskSignal::Util as usize].update(self.now, v.util_avg);
+            sig[TaskSignal::Load as usize].update(self.now, v.load_avg);
+            if let Some(w) = self.trace.as_mut() {
+                let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+                let task = tref_of(&self.tasks, t);
+                let pelt = PeltVals::from(&v);
+                w.emit(ctx, TraceEvent::SchedPeltSe { cpu, task, pelt })?;
             }
         }
-        if self.trace.is_some() {
-            let v = *self.cpus[cpu].rq.cfs_avg();
-            let vals = PeltVals::from(&v);
-            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-            if let Some(w) = self.trace.as_mut() {
-                w.sched_pelt_cfs(ctx, cpu, vals)?;
-            }
+        self.trace_pelt_cfs(ctx_cpu, cpu)
+    }
+
+    /// LISA's `sched_pelt_cfs` for `cpu`'s root cfs_rq, written on `ctx_cpu`.
+    fn trace_pelt_cfs(&mut self, ctx_cpu: usize, cpu: usize) -> Result<(), SimError> {
+        let v = *self.cpus[cpu].rq.cfs_avg();
+        let sig = &mut self.cpu_signals[cpu];
+        sig[CpuSignal::Util as usize].update(self.now, v.util_avg);
+        sig[CpuSignal::Load as usize].update(self.now, v.load_avg);
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+            let pelt = PeltVals::from(&v);
+            w.emit(ctx, TraceEvent::SchedPeltCfs { cpu, pelt })?;
         }
         Ok(())
     }
 
-    fn trace_util_est(&mut self, cpu: usize, t: usize) -> Result<(), SimError> {
-        if self.trace.is_some() {
-            let avg = self.task_avg(t);
-            let ue = util_est::task_util_est_raw(&avg).0;
-            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-            let tr = tref_of(&self.tasks, t);
-            if let Some(w) = self.trace.as_mut() {
-                w.sched_util_est_se(ctx, cpu, tr, ue, avg.util_avg)?;
-            }
+    /// LISA's `sched_util_est_se` for `t` and `sched_util_est_cfs` for `cpu` after `t`
+    /// was enqueued on or dequeued from `cpu`, written on `ctx_cpu`.
+    fn trace_util_est_on(&mut self, ctx_cpu: usize, cpu: usize, t: usize) -> Result<(), SimError> {
+        let avg = self.task_avg(t);
+        let ewma = util_est::task_util_est_raw(&avg).0;
+        let enqueued = self.tasks[t].ue_enqueued;
+        let sig = &mut self.tasks[t].stats.signals;
+        sig[TaskSignal::Ewma as usize].update(self.now, ewma as u64);
+        sig[TaskSignal::Enqueued as usize].update(self.now, enqueued as u64);
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+            let task = tref_of(&self.tasks, t);
+            w.emit(
+                ctx,
+                TraceEvent::SchedUtilEstSe {
+                    cpu,
+                    task,
+                    enqueued,
+                    ewma,
+                    util: avg.util_avg,
+                },
+            )?;
+        }
+        self.trace_util_est_cfs(ctx_cpu, cpu)
+    }
+
+    /// LISA's `sched_util_est_cfs` for `cpu`'s root cfs_rq, written on `ctx_cpu`.
+    fn trace_util_est_cfs(&mut self, ctx_cpu: usize, cpu: usize) -> Result<(), SimError> {
+        let v = *self.cpus[cpu].rq.cfs_avg();
+        self.cpu_signals[cpu][CpuSignal::Enqueued as usize].update(self.now, v.util_est as u64);
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+            w.emit(
+                ctx,
+                TraceEvent::SchedUtilEstCfs {
+                    cpu,
+                    enqueued: v.util_est,
+                    ewma: 0,
+                    util: v.util_avg,
+                },
+            )?;
         }
         Ok(())
+    }
+
+    /// The state every CPU starts in, written at time 0 so that trace analyses know it
+    /// from the start (idle, and empty root cfs_rq signals). Linux has no such lines:
+    /// its traces begin wherever recording began.
+    fn trace_initial_idle_and_pelt(&mut self) -> Result<(), SimError> {
+        for cpu in 0..self.cpus.len() {
+            if let Some(w) = self.trace.as_mut() {
+                let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+                w.emit(ctx, TraceEvent::CpuIdle { state: 0, cpu })?;
+            }
+            self.trace_pelt_cfs(cpu, cpu)?;
+            self.trace_util_est_cfs(cpu, cpu)?;
+        }
+        Ok(())
+    }
+
+    /// The initial `sched_overutilized: overutilized=0` where the flag exists.
+    fn trace_initial_overutilized(&mut self) -> Result<(), SimError> {
+        if !self.overutilized_tracked() {
+            return Ok(());
+        }
+        let span = self.rd_span();
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
+            w.emit(
+                ctx,
+                TraceEvent::SchedOverutilized {
+                    overutilized: false,
+                    span,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Whether the root domain's overutilized flag is maintained: an energy model on
+    /// asymmetric CPUs (EAS).
+    fn overutilized_tracked(&self) -> bool {
+        let topo = &self.board.topology;
+        self.board.has_energy_model && topo.eas_possible() && topo.asym_cpucapacity()
+    }
+
+    /// The root domain's span, as `sched_overutilized` prints it.
+    fn rd_span(&self) -> CpuMaskHex {
+        let nr = self.cpus.len();
+        CpuMaskHex {
+            mask: if nr == 64 { u64::MAX } else { (1u64 << nr) - 1 },
+            nr_bits: nr,
+        }
+    }
+
+    /// Whether two CPUs share their last-level cache (on the modelled boards, each
+    /// cluster has its own L2).
+    fn shares_cache(&self, a: usize, b: usize) -> bool {
+        let cpus = self.board.topology.cpus();
+        cpus[a].cluster == cpus[b].cluster
     }
 
     /// `try_to_wake_up` / `wake_up_new_task`.
@@ -911,8 +1101,38 @@ impl<'a, W: Write> Engine<'a, W> {
         self.account(prev)?;
         self.account(cpu)?;
         self.account(ctx_cpu)?;
+        // The CPU running try_to_wake_up: the waker's, or for a timer the CPU the task
+        // slept on (where its hrtimer fires). A new task has no parent task here, so
+        // its wake-up is written on its own CPU.
+        let waker_cpu = if new { cpu } else { ctx_cpu };
         // An idle CPU handling the wake-up (its timer interrupt) leaves idle first.
-        let ctx_left_idle = self.cpus[ctx_cpu].running.is_none() && self.idle_exit(ctx_cpu)?;
+        let waker_left_idle =
+            self.cpus[waker_cpu].running.is_none() && self.idle_exit(waker_cpu)?;
+        if !new {
+            if let Some(w) = self.trace.as_mut() {
+                let task = tref_of(&self.tasks, t);
+                let ctx = ctx_of(&self.tasks, &self.cpus, waker_cpu, self.now);
+                w.emit(
+                    ctx,
+                    TraceEvent::SchedWaking {
+                        task,
+                        target_cpu: prev,
+                    },
+                )?;
+            }
+        }
+        // ttwu_queue: the target CPU activates the task itself (IPI, ttwu_queue_wakelist)
+        // when it does not share the waker's cache or is idle; else the waker does.
+        let act_cpu = if cpu != waker_cpu
+            && (!self.shares_cache(waker_cpu, cpu) || self.cpus[cpu].running.is_none())
+        {
+            cpu
+        } else {
+            waker_cpu
+        };
+        let act_left_idle = act_cpu != waker_cpu
+            && self.cpus[act_cpu].running.is_none()
+            && self.idle_exit(act_cpu)?;
         let Some(mut task) = self.tasks[t].parked.take() else {
             return Err(SimError::Workload(format!(
                 "task {} woken while queued",
@@ -938,37 +1158,52 @@ impl<'a, W: Write> Engine<'a, W> {
         if !new && cpu != prev {
             self.cpus[prev].rq.migrate_task_rq_fair(&mut task)?;
             flags = flags | EnqueueFlags::MIGRATED;
-            if self.trace.is_some() {
-                let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
-                let tr = tref_of(&self.tasks, t);
-                if let Some(w) = self.trace.as_mut() {
-                    w.sched_migrate_task(ctx, tr, prev, cpu)?;
-                }
+            if let Some(w) = self.trace.as_mut() {
+                let ctx = ctx_of(&self.tasks, &self.cpus, waker_cpu, self.now);
+                let task = tref_of(&self.tasks, t);
+                w.emit(
+                    ctx,
+                    TraceEvent::SchedMigrateTask {
+                        task,
+                        orig_cpu: prev,
+                        dest_cpu: cpu,
+                    },
+                )?;
             }
             self.tasks[t].stats.migrations += 1;
             self.counters.migrations_wakeup += 1;
         }
         self.tasks[t].cpu = cpu;
         self.update_avg_idle(cpu);
-        if self.trace.is_some() {
-            let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
-            let tr = tref_of(&self.tasks, t);
-            if let Some(w) = self.trace.as_mut() {
-                w.sched_wakeup(ctx, tr, cpu, new)?;
-            }
-        }
         self.cpus[cpu]
             .rq
             .enqueue_task(task, flags)
             .map_err(|e| SimError::from(e.reason))?;
         self.cpufreq_update(cpu);
-        self.trace_pelt(cpu, Some(t))?;
-        self.trace_util_est(cpu, t)?;
-        if self.cpus[cpu].rq.check_preempt_wakeup(tid(t))? {
+        self.trace_pelt_on(act_cpu, cpu, Some(t))?;
+        self.trace_util_est_on(act_cpu, cpu, t)?;
+        let preempt = self.cpus[cpu].rq.check_preempt_wakeup(tid(t))?;
+        // ttwu_do_activate → ttwu_do_wakeup: after the enqueue and wakeup_preempt.
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, act_cpu, self.now);
+            let task = tref_of(&self.tasks, t);
+            let target_cpu = cpu;
+            w.emit(
+                ctx,
+                if new {
+                    TraceEvent::SchedWakeupNew { task, target_cpu }
+                } else {
+                    TraceEvent::SchedWakeup { task, target_cpu }
+                },
+            )?;
+        }
+        if preempt {
             self.push(self.now, Ev::Resched(cpu));
         }
-        if ctx_left_idle && ctx_cpu != cpu {
-            self.idle_enter(ctx_cpu)?;
+        for (left, c) in [(waker_left_idle, waker_cpu), (act_left_idle, act_cpu)] {
+            if left && c != cpu {
+                self.idle_enter(c)?;
+            }
         }
         let eas = self.eas_em.is_some();
         // Linux ignores a new task's first enqueue (its util is not settled yet).
@@ -1057,11 +1292,10 @@ impl<'a, W: Write> Engine<'a, W> {
             return Ok(false);
         }
         self.cpus[cpu].in_idle_state = false;
-        if self.trace.is_some() {
+        if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-            if let Some(w) = self.trace.as_mut() {
-                w.cpu_idle(ctx, trace::PWR_EVENT_EXIT, cpu)?;
-            }
+            let state = trace::PWR_EVENT_EXIT;
+            w.emit(ctx, TraceEvent::CpuIdle { state, cpu })?;
         }
         Ok(true)
     }
@@ -1072,11 +1306,9 @@ impl<'a, W: Write> Engine<'a, W> {
             return Ok(());
         }
         self.cpus[cpu].in_idle_state = true;
-        if self.trace.is_some() {
+        if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-            if let Some(w) = self.trace.as_mut() {
-                w.cpu_idle(ctx, 0, cpu)?;
-            }
+            w.emit(ctx, TraceEvent::CpuIdle { state: 0, cpu })?;
         }
         Ok(())
     }
@@ -1097,6 +1329,10 @@ impl<'a, W: Write> Engine<'a, W> {
             }
         }
         if prev == next {
+            if prev.is_none() {
+                // Left idle to activate a task that is gone again (pulled away).
+                self.idle_enter(cpu)?;
+            }
             return Ok(());
         }
         self.counters.context_switches += 1;
@@ -1111,24 +1347,25 @@ impl<'a, W: Write> Engine<'a, W> {
         if prev.is_none() {
             self.idle_exit(cpu)?;
         }
-        if self.trace.is_some() {
+        if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-            let idle = TaskRef {
-                comm: "<idle>",
-                pid: 0,
-                prio: 120,
-            };
-            let p = prev.map_or(idle, |p| tref_of(&self.tasks, p));
-            let n = next.map_or(idle, |n| tref_of(&self.tasks, n));
-            let st = match prev.map(|p| self.tasks[p].state) {
+            let idle = TaskRef::idle(cpu);
+            let prev_task = prev.map_or(idle, |p| tref_of(&self.tasks, p));
+            let next_task = next.map_or(idle, |n| tref_of(&self.tasks, n));
+            let prev_state = match prev.map(|p| self.tasks[p].state) {
                 None => PrevState::Running,
                 Some(TState::Dead) => PrevState::Dead,
                 Some(TState::Sleeping | TState::Suspended) => PrevState::Sleeping,
                 Some(_) => prev_state,
             };
-            if let Some(w) = self.trace.as_mut() {
-                w.sched_switch(ctx, p, st, n)?;
-            }
+            w.emit(
+                ctx,
+                TraceEvent::SchedSwitch {
+                    prev: prev_task,
+                    prev_state,
+                    next: next_task,
+                },
+            )?;
         }
         let c = &mut self.cpus[cpu];
         c.running = next;
@@ -1176,9 +1413,13 @@ impl<'a, W: Write> Engine<'a, W> {
             .rq
             .dequeue_task(tid(t), DequeueFlags::SLEEP)?;
         self.cpufreq_update(cpu);
+        if self.cfg.features.enabled(Feature::UTIL_EST) {
+            // Pre-v6.9 util_est_update: `enqueued` takes the util at each sleep.
+            self.tasks[t].ue_enqueued = task.avg.util_avg as u32;
+        }
         self.tasks[t].parked = Some(task);
         self.tasks[t].state = state;
-        self.trace_util_est(cpu, t)?;
+        self.trace_util_est_on(cpu, cpu, t)?;
         self.schedule(cpu, PrevState::Sleeping)
     }
 
@@ -1188,6 +1429,9 @@ impl<'a, W: Write> Engine<'a, W> {
         let Some(t) = self.cpus[cpu].running else {
             return Ok(());
         };
+        if !self.tasks[t].renamed {
+            self.rtapp_thread_start(cpu, t)?;
+        }
         let mut steps = 0u32;
         loop {
             steps += 1;
@@ -1198,7 +1442,10 @@ impl<'a, W: Write> Engine<'a, W> {
                 )));
             }
             let old_nice = self.tasks[t].nice;
-            let Some(ev) = self.next_event(t) else {
+            let ev = self.next_event(t);
+            self.emit_rtapp_marks(cpu)?;
+            let Some(ev) = ev else {
+                self.trace_marker(cpu, RtApp::TaskEnd)?;
                 self.tasks[t].stats.exited = true;
                 self.nr_exited += 1;
                 self.block(cpu, t, TState::Dead)?;
@@ -1221,6 +1468,10 @@ impl<'a, W: Write> Engine<'a, W> {
                         continue;
                     }
                     let task = &mut self.tasks[t];
+                    if let Some(l) = task.rta.as_mut() {
+                        l.run_since = Some(self.now);
+                        l.c_run_us += ns_to_us(work_ns);
+                    }
                     task.invariant = matches!(ev, Event::Runtime { .. });
                     task.remaining_fp = work_ns << 20;
                     self.arm_segment(cpu);
@@ -1245,6 +1496,15 @@ impl<'a, W: Write> Engine<'a, W> {
                     let ts = &mut self.timers[timer];
                     let base = *ts.t_ref.get_or_insert(t_first);
                     let next = base + period_ns;
+                    if let Some(l) = self.tasks[t].rta.as_mut() {
+                        l.c_period_us += ns_to_us(period_ns);
+                        l.slack_us = signed_ns_to_us(next as i64 - self.now as i64);
+                        if self.now < next {
+                            l.timer_wait = Some(next);
+                        } else {
+                            l.wu_lat_us = 0;
+                        }
+                    }
                     self.tasks[t].stats.timer_activations += 1;
                     self.tasks[t]
                         .stats
@@ -1291,13 +1551,69 @@ impl<'a, W: Write> Engine<'a, W> {
         }
     }
 
+    /// What an rt-app thread does first when it runs (rt-app's `thread_body`): it renames
+    /// itself (`task_rename`), the first thread writes the clock reference, then
+    /// `rtapp_task: event=start`.
+    fn rtapp_thread_start(&mut self, cpu: usize, t: usize) -> Result<(), SimError> {
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+            w.emit(
+                ctx,
+                TraceEvent::TaskRename {
+                    pid: self.tasks[t].pid,
+                    oldcomm: Comm::Task(trace::RTAPP_COMM),
+                    newcomm: Comm::Task(&self.tasks[t].comm),
+                },
+            )?;
+        }
+        self.tasks[t].renamed = true;
+        if t == 0 {
+            self.trace_marker(
+                cpu,
+                RtApp::ClockRef {
+                    data_us: self.now / 1000,
+                },
+            )?;
+        }
+        self.trace_marker(cpu, RtApp::TaskStart)
+    }
+
+    /// A `trace_marker` write by the task running on `cpu`.
+    fn trace_marker(&mut self, cpu: usize, m: RtApp) -> Result<(), SimError> {
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
+            w.emit(ctx, TraceEvent::TracingMarkWrite(m))?;
+        }
+        Ok(())
+    }
+
+    /// Write the markers [`Self::next_event`] produced.
+    fn emit_rtapp_marks(&mut self, cpu: usize) -> Result<(), SimError> {
+        let mut marks = std::mem::take(&mut self.rta_marks);
+        for m in marks.drain(..) {
+            self.trace_marker(cpu, m)?;
+        }
+        self.rta_marks = marks;
+        Ok(())
+    }
+
     /// Advance task `t`'s cursor and return the event to execute, or `None` when
     /// the task has finished all its loops. Phase properties (affinity, nice,
     /// clamps) are picked up when a phase starts.
     fn next_event(&mut self, t: usize) -> Option<Event> {
         let spec = &self.wl.tasks[t];
         let nr = self.cpus.len();
+        let now = self.now;
         let task = &mut self.tasks[t];
+        if let Some(l) = task.rta.as_mut() {
+            // What the previous event measured, now that it is over.
+            if let Some(since) = l.run_since.take() {
+                l.run_us += ns_to_us(now - since);
+            }
+            if let Some(expiry) = l.timer_wait.take() {
+                l.wu_lat_us += ns_to_us(now.saturating_sub(expiry));
+            }
+        }
         loop {
             if let Some(n) = spec.loops {
                 if task.loops_done >= n {
@@ -1305,6 +1621,18 @@ impl<'a, W: Write> Engine<'a, W> {
                 }
             }
             let phase = &spec.phases[task.phase];
+            if task.event == 0 && task.rta.is_none() {
+                self.rta_marks.push(RtApp::Loop {
+                    start: true,
+                    thread_loop: task.loops_done,
+                    phase: task.phase,
+                    phase_loop: task.phase_loop,
+                });
+                task.rta = Some(RtAppLoop {
+                    start_ns: now,
+                    ..RtAppLoop::default()
+                });
+            }
             if task.event == 0 && task.phase_loop == 0 {
                 let all = if nr == 64 { u64::MAX } else { (1u64 << nr) - 1 };
                 task.allowed = mask_of(phase.cpus.as_ref().or(spec.cpus.as_ref()), all);
@@ -1323,6 +1651,23 @@ impl<'a, W: Write> Engine<'a, W> {
             if task.event < phase.events.len() {
                 task.event += 1;
                 return Some(phase.events[task.event - 1].clone());
+            }
+            if let Some(l) = task.rta.take() {
+                self.rta_marks.push(RtApp::Loop {
+                    start: false,
+                    thread_loop: task.loops_done,
+                    phase: task.phase,
+                    phase_loop: task.phase_loop,
+                });
+                self.rta_marks.push(RtApp::Stats {
+                    period: ns_to_us(now - l.start_ns),
+                    run: l.run_us,
+                    wu_lat: l.wu_lat_us,
+                    slack: l.slack_us,
+                    c_period: l.c_period_us,
+                    c_run: l.c_run_us,
+                });
+                task.stats.rtapp.add(l.slack_us, l.c_period_us, l.c_run_us);
             }
             task.event = 0;
             task.phase_loop += 1;
@@ -1380,8 +1725,7 @@ impl<'a, W: Write> Engine<'a, W> {
     /// counting as fitting) and `may_set`; cleared when none is and `may_clear` (see the
     /// module docs). Only with an energy model on asymmetric CPUs (EAS).
     fn check_overutilized(&mut self, may_set: bool, may_clear: bool) -> Result<(), SimError> {
-        let topo = &self.board.topology;
-        if !self.board.has_energy_model || !topo.eas_possible() || !topo.asym_cpucapacity() {
+        if !self.overutilized_tracked() {
             return Ok(());
         }
         let f = self.cfg.features;
@@ -1397,14 +1741,11 @@ impl<'a, W: Write> Engine<'a, W> {
             }
             self.overutilized = over;
             self.overutilized_since = self.now;
-            let span = if self.cpus.len() == 64 {
-                u64::MAX
-            } else {
-                (1u64 << self.cpus.len()) - 1
-            };
-            let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
+            let span = self.rd_span();
             if let Some(w) = self.trace.as_mut() {
-                w.sched_overutilized(ctx, over, span, self.cpus.len())?;
+                let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
+                let overutilized = over;
+                w.emit(ctx, TraceEvent::SchedOverutilized { overutilized, span })?;
             }
         }
         Ok(())
@@ -1464,11 +1805,9 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         self.counters.sched_softirq_raises += 1;
         let left_idle = self.idle_exit(ilb)?;
-        if self.trace.is_some() {
+        if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, ilb, self.now);
-            if let Some(w) = self.trace.as_mut() {
-                w.softirq_raise(ctx, trace::Softirq::Sched)?;
-            }
+            w.emit(ctx, TraceEvent::SoftirqRaise(trace::Softirq::Sched))?;
         }
         self.nohz_stats_update(ilb)?;
         if left_idle {
@@ -1519,13 +1858,7 @@ impl<'a, W: Write> Engine<'a, W> {
         let still = c.has_blocked_load;
         if decayed {
             self.cpufreq_update(cpu);
-            if self.trace.is_some() {
-                let vals = PeltVals::from(&avg);
-                let ctx = ctx_of(&self.tasks, &self.cpus, this_cpu, self.now);
-                if let Some(w) = self.trace.as_mut() {
-                    w.sched_pelt_cfs(ctx, cpu, vals)?;
-                }
-            }
+            self.trace_pelt_cfs(this_cpu, cpu)?;
         }
         Ok(still)
     }
@@ -1537,6 +1870,9 @@ impl<'a, W: Write> Engine<'a, W> {
             self.account(c)?;
         }
         let changed = self.domains[d].cur_khz != khz || self.now == 0;
+        let dom = &mut self.domains[d];
+        self.freq_time_ns[d][dom.cur_opp] += self.now - dom.since;
+        dom.since = self.now;
         self.domains[d].cur_khz = khz;
         self.domains[d].cur_opp = self.board.opp_index(d, khz);
         let scale = arch_scale_freq_capacity(Khz(khz), Khz(self.board.domains[d].fmax_khz));
@@ -1553,11 +1889,24 @@ impl<'a, W: Write> Engine<'a, W> {
             tl.freqs.push((d, self.now, khz));
         }
         for &c in &cpus {
-            if self.trace.is_some() {
+            // LISA's sched_cpu_capacity: Linux fires it from update_cpu_capacity (load
+            // balance statistics); written here at each frequency change so that
+            // capacity_curr is exact at every instant.
+            let orig = self.board.cpus[c].capacity_orig;
+            let curr = ((orig as u64 * scale as u64) >> 10) as u32;
+            self.cpu_signals[c][CpuSignal::CapacityCurr as usize].update(self.now, curr as u64);
+            if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, c, self.now);
-                if let Some(w) = self.trace.as_mut() {
-                    w.cpu_frequency(ctx, khz, c)?;
-                }
+                w.emit(ctx, TraceEvent::CpuFrequency { khz, cpu: c })?;
+                w.emit(
+                    ctx,
+                    TraceEvent::SchedCpuCapacity {
+                        cpu: c,
+                        capacity: orig,
+                        capacity_orig: orig,
+                        capacity_curr: curr,
+                    },
+                )?;
             }
             if self.cpus[c].running.is_some() && self.now > 0 {
                 self.arm_segment(c);
@@ -1613,11 +1962,9 @@ impl<'a, W: Write> Engine<'a, W> {
             return Ok(());
         }
         self.counters.sched_softirq_raises += 1;
-        if self.trace.is_some() {
+        if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
-            if let Some(w) = self.trace.as_mut() {
-                w.softirq_raise(ctx, trace::Softirq::Sched)?;
-            }
+            w.emit(ctx, TraceEvent::SoftirqRaise(trace::Softirq::Sched))?;
         }
         let ctx = self.lb_context();
         for c in 0..self.cpus.len() {
@@ -1662,11 +2009,9 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         self.nohz_next_balance_j = self.jiffies() + 1;
         self.counters.sched_softirq_raises += 1;
-        if self.trace.is_some() {
+        if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, ilb, self.now);
-            if let Some(w) = self.trace.as_mut() {
-                w.softirq_raise(ctx, trace::Softirq::Sched)?;
-            }
+            w.emit(ctx, TraceEvent::SoftirqRaise(trace::Softirq::Sched))?;
         }
         for c in 0..nr {
             self.account(c)?;
@@ -1795,12 +2140,17 @@ impl<'a, W: Write> Engine<'a, W> {
             }
         }
         for &(t, from, to, load) in &moved {
-            if self.trace.is_some() {
+            if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
-                let tr = tref_of(&self.tasks, t);
-                if let Some(w) = self.trace.as_mut() {
-                    w.sched_migrate_task(ctx, tr, from, to)?;
-                }
+                let task = tref_of(&self.tasks, t);
+                w.emit(
+                    ctx,
+                    TraceEvent::SchedMigrateTask {
+                        task,
+                        orig_cpu: from,
+                        dest_cpu: to,
+                    },
+                )?;
             }
             self.tasks[t].cpu = to;
             self.tasks[t].stats.migrations += 1;
@@ -1864,16 +2214,18 @@ impl<'a, W: Write> Engine<'a, W> {
     }
 }
 
+/// The context column of a line written on `cpu`. As in `trace-cmd report`, it names a
+/// task by its last name (from the saved cmdlines), also before it renamed itself.
 fn ctx_of<'t>(tasks: &'t [SimTask], cpus: &[SimCpu], cpu: usize, ns: u64) -> Ctx<'t> {
     match cpus[cpu].running {
         Some(t) => Ctx {
-            comm: &tasks[t].comm,
+            comm: Comm::Task(&tasks[t].comm),
             pid: tasks[t].pid,
             cpu,
             ns,
         },
         None => Ctx {
-            comm: "<idle>",
+            comm: Comm::Idle,
             pid: 0,
             cpu,
             ns,
@@ -1881,9 +2233,14 @@ fn ctx_of<'t>(tasks: &'t [SimTask], cpus: &[SimCpu], cpu: usize, ns: u64) -> Ctx
     }
 }
 
+/// Task `t` as an event's fields name it at the time: `rt-app` until it renames itself.
 fn tref_of(tasks: &[SimTask], t: usize) -> TaskRef<'_> {
     TaskRef {
-        comm: &tasks[t].comm,
+        comm: Comm::Task(if tasks[t].renamed {
+            &tasks[t].comm
+        } else {
+            trace::RTAPP_COMM
+        }),
         pid: tasks[t].pid,
         prio: 120 + tasks[t].nice,
     }

@@ -2,8 +2,8 @@
 //!
 //! Runs the policy crate (`asym-sched`) against a modelled board ([`board`]) in
 //! simulated time ([`engine`]), driven by rt-app workload files ([`workload`]), and
-//! writes a JSON report ([`report`]), a Linux ftrace text trace ([`trace`]) and
-//! optionally a PNG plot ([`plot`]). Usage, the report schema and the trace format
+//! writes a JSON report ([`report`]), a Linux ftrace text trace ([`trace`]), the board
+//! as LISA's platform description ([`platinfo`]) and optionally a PNG plot ([`plot`]). Usage, the report schema and the trace format
 //! are in `docs/sim.md`.
 //!
 //! Determinism: the same board, workload, options and seed give byte-identical
@@ -14,8 +14,10 @@ pub mod bench;
 pub mod board;
 pub mod engine;
 pub mod json;
+pub mod platinfo;
 pub mod plot;
 pub mod report;
+pub mod signals;
 pub mod trace;
 pub mod workload;
 
@@ -288,6 +290,9 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
         json.push('\n');
         let p = dir.join("report.json");
         fs::write(&p, json).map_err(|e| format!("{}: {e}", p.display()))?;
+        let p = dir.join("platform_info.yml");
+        fs::write(&p, platinfo::platform_info_yaml(&board))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
         if spec.plot {
             let p = dir.join("plot.png");
             plot::draw(&p, &board, &result).map_err(|e| format!("{}: {e}", p.display()))?;

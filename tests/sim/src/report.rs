@@ -14,7 +14,8 @@ use serde::Serialize as DeriveSerialize;
 use asym_sched::features::SchedFeatures;
 
 use crate::board::Board;
-use crate::engine::{SimConfig, SimResult};
+use crate::engine::{CpuSignal, SimConfig, SimResult, TaskSignal};
+use crate::signals::{RtAppTotals, SignalSummary, StepSignal};
 
 /// Schema identifier written in every report.
 pub const SCHEMA: &str = "asym-sim-report/1";
@@ -48,6 +49,8 @@ pub struct Report {
     pub energy: Energy,
     /// Per task.
     pub tasks: Vec<TaskReport>,
+    /// Per CPU: capacity and the root cfs_rq's traced signals.
+    pub cpus: Vec<CpuReport>,
     /// Counters.
     pub counters: CountersReport,
 }
@@ -113,6 +116,88 @@ pub struct DomainEnergy {
     pub energy_uj: f64,
     /// Busy residency per CPU of the domain.
     pub residency: Vec<CpuResidency>,
+    /// Time at each OPP, busy or idle (ascending frequency).
+    pub frequency_residency: Vec<FreqResidency>,
+}
+
+/// Time a domain spent at one OPP.
+#[derive(DeriveSerialize, Debug)]
+pub struct FreqResidency {
+    /// Frequency.
+    pub khz: u32,
+    /// Time at it.
+    pub time_ns: u64,
+}
+
+/// One CPU.
+#[derive(DeriveSerialize, Debug)]
+pub struct CpuReport {
+    /// CPU number.
+    pub cpu: usize,
+    /// `capacity_orig` (`arch_scale_cpu_capacity`).
+    pub capacity_orig: u32,
+    /// The signals the trace carries for the CPU.
+    pub signals: CpuSignals,
+}
+
+/// A CPU's traced signals (`null` if never written).
+#[derive(DeriveSerialize, Debug)]
+pub struct CpuSignals {
+    /// Root cfs_rq `util_avg` (`sched_pelt_cfs`).
+    pub util: Option<SignalSummary>,
+    /// Root cfs_rq `load_avg`.
+    pub load: Option<SignalSummary>,
+    /// Root cfs_rq util_est, the sum of its queued tasks' (`sched_util_est_cfs` `enqueued`).
+    pub util_est_enqueued: Option<SignalSummary>,
+    /// `capacity_curr` (`sched_cpu_capacity`).
+    pub capacity_curr: Option<SignalSummary>,
+}
+
+/// A task's traced signals (`null` if never written).
+#[derive(DeriveSerialize, Debug)]
+pub struct TaskSignals {
+    /// `util_avg` (`sched_pelt_se`).
+    pub util: Option<SignalSummary>,
+    /// `load_avg`.
+    pub load: Option<SignalSummary>,
+    /// util_est ewma (`sched_util_est_se` `ewma`).
+    pub util_est_ewma: Option<SignalSummary>,
+    /// util at the last dequeue to sleep (`sched_util_est_se` `enqueued`).
+    pub util_est_enqueued: Option<SignalSummary>,
+}
+
+/// A task's rt-app statistics, from the `rtapp_stats` lines rt-app would write.
+#[derive(DeriveSerialize, Debug)]
+pub struct RtAppReport {
+    /// Finished phase iterations (`rtapp_stats` lines).
+    pub loops: u64,
+    /// Mean slack (µs; 0 without loops).
+    pub slack_us_mean: f64,
+    /// Mean of LISA's performance index `slack / (c_period - c_run)` over the loops
+    /// where it is defined (0 without).
+    pub perf_index_mean: f64,
+    /// Loops where it is defined.
+    pub perf_index_samples: u64,
+}
+
+impl RtAppReport {
+    fn from_totals(t: &RtAppTotals) -> Self {
+        let round = |v: f64| (v * 1e6).round() / 1e6;
+        RtAppReport {
+            loops: t.loops,
+            slack_us_mean: if t.loops == 0 {
+                0.0
+            } else {
+                round(t.slack_us_sum as f64 / t.loops as f64)
+            },
+            perf_index_mean: if t.perf_index_samples == 0 {
+                0.0
+            } else {
+                round(t.perf_index_sum / t.perf_index_samples as f64)
+            },
+            perf_index_samples: t.perf_index_samples,
+        }
+    }
 }
 
 /// One CPU's busy time per OPP.
@@ -167,6 +252,10 @@ pub struct TaskReport {
     pub period_completion_mean_ns: u64,
     /// Whether the task finished all its loops.
     pub exited: bool,
+    /// rt-app's per-loop statistics.
+    pub rtapp: RtAppReport,
+    /// The signals the trace carries for the task.
+    pub signals: TaskSignals,
 }
 
 /// Nearest-rank percentiles.
@@ -259,13 +348,24 @@ pub fn build(
             residency.push(CpuResidency { cpu: c, opps });
         }
         total += dom;
+        let d = pds.len();
         pds.push(DomainEnergy {
             name: dm.name,
             cpus: dm.cpus.clone(),
             energy_uj: fj_to_uj(dom),
             residency,
+            frequency_residency: dm
+                .opps
+                .iter()
+                .zip(&res.freq_time_ns[d])
+                .map(|(o, &time_ns)| FreqResidency {
+                    khz: o.khz,
+                    time_ns,
+                })
+                .collect(),
         });
     }
+    let sig = |s: &StepSignal| s.summary(res.end_ns);
     let tasks = res
         .tasks
         .iter()
@@ -292,7 +392,29 @@ pub fn build(
                 period_completion_ns: percentiles(&mut frames),
                 period_completion_mean_ns: mean,
                 exited: t.exited,
+                rtapp: RtAppReport::from_totals(&t.rtapp),
+                signals: TaskSignals {
+                    util: sig(&t.signals[TaskSignal::Util as usize]),
+                    load: sig(&t.signals[TaskSignal::Load as usize]),
+                    util_est_ewma: sig(&t.signals[TaskSignal::Ewma as usize]),
+                    util_est_enqueued: sig(&t.signals[TaskSignal::Enqueued as usize]),
+                },
             }
+        })
+        .collect();
+    let cpus = res
+        .cpu_signals
+        .iter()
+        .enumerate()
+        .map(|(cpu, s)| CpuReport {
+            cpu,
+            capacity_orig: board.cpus[cpu].capacity_orig,
+            signals: CpuSignals {
+                util: sig(&s[CpuSignal::Util as usize]),
+                load: sig(&s[CpuSignal::Load as usize]),
+                util_est_enqueued: sig(&s[CpuSignal::Enqueued as usize]),
+                capacity_curr: sig(&s[CpuSignal::CapacityCurr as usize]),
+            },
         })
         .collect();
     let c = &res.counters;
@@ -325,6 +447,7 @@ pub fn build(
             perf_domains: pds,
         },
         tasks,
+        cpus,
         counters: CountersReport {
             sched_softirq_raises: c.sched_softirq_raises,
             load_balance: Named(vec![

@@ -1,23 +1,49 @@
-//! Linux ftrace text output.
+//! Linux ftrace text output: what Linux plus LISA's `sched_tp` module write, as
+//! `trace-cmd report -t` prints it.
 //!
-//! Each line is `comm-pid [cpu] secs.usecs: event: fields`, after the `# tracer: nop`
-//! header that `/sys/kernel/tracing/trace` prints with the `irq-info` option off, so
-//! trace-cmd, LISA and Perfetto's text importer read it unchanged. The field formats
-//! are the `TP_printk` strings of:
-//! - `include/trace/events/sched.h`: `sched_switch`, `sched_wakeup`,
+//! Each line is `comm-pid [cpu] secs.nsecs: event: fields` after the `# tracer: nop`
+//! header of `/sys/kernel/tracing/trace` (the `irq-info` flags column left out), so
+//! trace-cmd, LISA and Perfetto's text importer read it unchanged. The field formats are
+//! the `TP_printk` strings of:
+//! - `include/trace/events/sched.h`: `sched_switch`, `sched_waking`, `sched_wakeup`,
 //!   `sched_wakeup_new`, `sched_migrate_task`;
+//! - `include/trace/events/task.h`: `task_rename` (with the `pid=` field kernels up to
+//!   v6.12 print);
 //! - `include/trace/events/power.h`: `cpu_frequency`, `cpu_idle`;
 //! - `include/trace/events/irq.h`: `softirq_raise` (`vec=7 [action=SCHED]`);
-//! - LISA's `lisa/_assets/kmodules/sched_tp/ftrace_events.h`: `sched_pelt_se`,
-//!   `sched_pelt_cfs`, `sched_util_est_se`, `sched_overutilized`.
+//! - `kernel/trace/trace_output.c` `trace_print_print`: a `trace_marker` write, shown as
+//!   `tracing_mark_write: BUF` (the rt-app markers, [`RtApp`]);
+//! - LISA 3.1's `lisa/_assets/kmodules/sched_tp/ftrace_events.h`: `sched_pelt_se`,
+//!   `sched_pelt_cfs`, `sched_util_est_se`, `sched_util_est_cfs`, `sched_overutilized`,
+//!   `sched_cpu_capacity`.
 //!
-//! Differences: `sched_util_est_se` prints the v6.9+ single util_est word (flag
-//! masked) as both `enqueued` and `ewma`, since the two fields were merged upstream.
+//! util_est is written in the pre-v6.9 form (`enqueued=` and `ewma=`), the one
+//! `lisa-linux` 3.1.0 (the registry's LISA) reads; `enqueued` is the task's `util_avg`
+//! at its last dequeue to sleep, `ewma` the estimate (the policy's v6.9 single word,
+//! flag masked), which is what pre-v6.9's `max(enqueued, ewma)` equals after each update.
+//!
+//! **Timestamps** are unique and increasing, at ns resolution: the trace clock is the
+//! simulated time, except that a line that would share (or precede) the previous line's
+//! time is written 1 ns after it. The simulator has no cost for a wake-up, a switch or a
+//! PELT update, so many lines happen at one simulated instant; spreading them by 1 ns in
+//! the order the engine emits them (which is causal: waking before wakeup before switch)
+//! keeps that order for tools that sort by time (LISA, Perfetto) and moves each line by
+//! at most the number of lines of its instant, in ns ([`TraceWriter::max_skew_ns`]).
+//! `report.json` keeps exact simulated times.
+//!
+//! The formatting half ([`Record`], [`Event`] and their `Display`) uses only `core` and
+//! plain `Copy` values, so the kernel can write the same text through the same code;
+//! [`TraceWriter`] is the simulator's `std` sink.
 
+use core::fmt;
 use std::io::{self, Write};
 
 /// `PWR_EVENT_EXIT`: the `cpu_idle` state reported when a CPU leaves idle ((u32)-1).
 pub const PWR_EVENT_EXIT: u32 = u32::MAX;
+
+/// The name every thread has before it renames itself: rt-app's threads are created by
+/// the `rt-app` process and call `pthread_setname_np` first thing.
+pub const RTAPP_COMM: &str = "rt-app";
 
 /// Softirq vector numbers (`include/linux/interrupt.h`) and their names (`softirq_to_name`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,11 +65,42 @@ impl Softirq {
     }
 }
 
+/// A task's name as the trace prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Comm<'a> {
+    /// A thread's `comm` (already truncated to `TASK_COMM_LEN - 1`).
+    Task(&'a str),
+    /// CPU N's idle task, `swapper/N` (`init_idle`).
+    Swapper(usize),
+    /// The context column of an idle CPU: `trace_find_cmdline` maps pid 0 to `<idle>`.
+    Idle,
+}
+
+impl fmt::Display for Comm<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Comm::Task(s) => f.pad(s),
+            Comm::Idle => f.pad("<idle>"),
+            Comm::Swapper(cpu) => {
+                // Through a small buffer so that `f.pad` can align it.
+                let mut buf = [0u8; 32];
+                let mut w = SliceWriter {
+                    buf: &mut buf,
+                    len: 0,
+                };
+                fmt::write(&mut w, format_args!("swapper/{cpu}"))?;
+                let len = w.len;
+                f.pad(core::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)
+            }
+        }
+    }
+}
+
 /// Who a trace line is attributed to (the task running on the CPU, or idle).
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx<'a> {
-    /// Task name (`<idle>` for the idle task).
-    pub comm: &'a str,
+    /// Task name ([`Comm::Idle`] for the idle task).
+    pub comm: Comm<'a>,
     /// pid (0 for idle).
     pub pid: u32,
     /// CPU the event happened on.
@@ -55,12 +112,23 @@ pub struct Ctx<'a> {
 /// Task fields shared by several events.
 #[derive(Clone, Copy, Debug)]
 pub struct TaskRef<'a> {
-    /// `comm` (already truncated to `TASK_COMM_LEN - 1`).
-    pub comm: &'a str,
+    /// `comm`.
+    pub comm: Comm<'a>,
     /// pid.
     pub pid: u32,
     /// Kernel priority (`120 + nice` for fair tasks).
     pub prio: i32,
+}
+
+impl TaskRef<'_> {
+    /// CPU `cpu`'s idle task as `sched_switch` names it (`swapper/N`, pid 0, prio 120).
+    pub fn idle(cpu: usize) -> TaskRef<'static> {
+        TaskRef {
+            comm: Comm::Swapper(cpu),
+            pid: 0,
+            prio: 120,
+        }
+    }
 }
 
 /// `prev_state` of `sched_switch`.
@@ -74,6 +142,17 @@ pub enum PrevState {
     Sleeping,
     /// Exited: `X`.
     Dead,
+}
+
+impl PrevState {
+    fn as_str(self) -> &'static str {
+        match self {
+            PrevState::Preempted => "R+",
+            PrevState::Running => "R",
+            PrevState::Sleeping => "S",
+            PrevState::Dead => "X",
+        }
+    }
 }
 
 /// PELT signal values for the LISA events.
@@ -100,9 +179,430 @@ impl From<&asym_sched::pelt::SchedAvg> for PeltVals {
     }
 }
 
+/// A CPU mask as the kernel's `%*pb` prints it for `nr_bits` CPUs (`bitmap_string`):
+/// lower-case hex, 32-bit chunks separated by `,`, most significant first, each chunk
+/// zero-padded to its width (the first one to `ceil(leftover bits / 4)` digits).
+/// `cpumap_print_to_pagebuf` also appends a newline, which would split the trace line;
+/// it is left out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuMaskHex {
+    /// The mask.
+    pub mask: u64,
+    /// Number of CPUs (1..=64).
+    pub nr_bits: usize,
+}
+
+impl fmt::Display for CpuMaskHex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nr_bits = self.nr_bits.clamp(1, 64);
+        let mut chunksz = match nr_bits % 32 {
+            0 => 32,
+            r => r,
+        };
+        let mut lo = nr_bits.div_ceil(32) * 32 - 32;
+        let mut first = true;
+        loop {
+            let chunkmask = if chunksz == 32 {
+                u32::MAX as u64
+            } else {
+                (1u64 << chunksz) - 1
+            };
+            let val = (self.mask >> lo) & chunkmask;
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            write!(f, "{:0w$x}", val, w = chunksz.div_ceil(4))?;
+            if lo == 0 {
+                return Ok(());
+            }
+            lo -= 32;
+            chunksz = 32;
+        }
+    }
+}
+
+/// An rt-app `trace_marker` write (rt-app `src/rt-app.c`, `log_ftrace` calls), for the
+/// categories `task`, `loop` and `stats` (and `rtapp_main: event=clock_ref`, which rt-app
+/// logs under `task` from its first thread). Times are µs, as rt-app prints them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtApp {
+    /// `rtapp_main: event=clock_ref data=%llu`: the first thread's `t_zero` (µs of
+    /// `CLOCK_MONOTONIC`).
+    ClockRef {
+        /// `t_zero` in µs.
+        data_us: u64,
+    },
+    /// `rtapp_task: event=start`.
+    TaskStart,
+    /// `rtapp_task: event=end`.
+    TaskEnd,
+    /// `rtapp_loop: event=start|end thread_loop=%d phase=%d phase_loop=%d`.
+    Loop {
+        /// `start` (true) or `end`.
+        start: bool,
+        /// Iteration of the task's phase list.
+        thread_loop: u64,
+        /// Phase index.
+        phase: usize,
+        /// Iteration of the phase.
+        phase_loop: u64,
+    },
+    /// `rtapp_stats: period=%d run=%d wu_lat=%d slack=%d c_period=%d c_run=%d` after each
+    /// phase iteration (see `thread_body` and `run_event` in rt-app).
+    Stats {
+        /// Wall time of the iteration (µs).
+        period: i64,
+        /// Wall time of its `run`/`runtime` events (µs).
+        run: i64,
+        /// Timer wake-up latency (µs).
+        wu_lat: i64,
+        /// Time left to the timer's next period when it was reached (µs; negative if
+        /// late).
+        slack: i64,
+        /// Configured timer period(s) (µs).
+        c_period: i64,
+        /// Configured run time (µs).
+        c_run: i64,
+    },
+}
+
+impl fmt::Display for RtApp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            RtApp::ClockRef { data_us } => write!(f, "rtapp_main: event=clock_ref data={data_us}"),
+            RtApp::TaskStart => f.write_str("rtapp_task: event=start"),
+            RtApp::TaskEnd => f.write_str("rtapp_task: event=end"),
+            RtApp::Loop {
+                start,
+                thread_loop,
+                phase,
+                phase_loop,
+            } => write!(
+                f,
+                "rtapp_loop: event={} thread_loop={thread_loop} phase={phase} phase_loop={phase_loop}",
+                if start { "start" } else { "end" }
+            ),
+            RtApp::Stats {
+                period,
+                run,
+                wu_lat,
+                slack,
+                c_period,
+                c_run,
+            } => write!(
+                f,
+                "rtapp_stats: period={period} run={run} wu_lat={wu_lat} slack={slack} c_period={c_period} c_run={c_run}"
+            ),
+        }
+    }
+}
+
+/// One trace event, a plain value.
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'a> {
+    /// `sched_switch`.
+    SchedSwitch {
+        /// Outgoing task.
+        prev: TaskRef<'a>,
+        /// Its state.
+        prev_state: PrevState,
+        /// Incoming task.
+        next: TaskRef<'a>,
+    },
+    /// `sched_waking` (start of `try_to_wake_up`, on the waker's CPU).
+    SchedWaking {
+        /// The woken task.
+        task: TaskRef<'a>,
+        /// `task_cpu(p)` at that moment.
+        target_cpu: usize,
+    },
+    /// `sched_wakeup` (`ttwu_do_activate`, on the CPU that enqueues the task).
+    SchedWakeup {
+        /// The woken task.
+        task: TaskRef<'a>,
+        /// Its CPU.
+        target_cpu: usize,
+    },
+    /// `sched_wakeup_new`.
+    SchedWakeupNew {
+        /// The new task.
+        task: TaskRef<'a>,
+        /// Its CPU.
+        target_cpu: usize,
+    },
+    /// `sched_migrate_task`.
+    SchedMigrateTask {
+        /// The task.
+        task: TaskRef<'a>,
+        /// From.
+        orig_cpu: usize,
+        /// To.
+        dest_cpu: usize,
+    },
+    /// `task_rename`.
+    TaskRename {
+        /// pid.
+        pid: u32,
+        /// Old name.
+        oldcomm: Comm<'a>,
+        /// New name.
+        newcomm: Comm<'a>,
+    },
+    /// `cpu_frequency` (kHz).
+    CpuFrequency {
+        /// kHz.
+        khz: u32,
+        /// CPU.
+        cpu: usize,
+    },
+    /// `cpu_idle` (state index, or [`PWR_EVENT_EXIT`]).
+    CpuIdle {
+        /// State.
+        state: u32,
+        /// CPU.
+        cpu: usize,
+    },
+    /// `softirq_raise`.
+    SoftirqRaise(Softirq),
+    /// LISA `sched_pelt_se` for a task (path `(null)`, as LISA prints task entities).
+    SchedPeltSe {
+        /// CPU of the task's cfs_rq.
+        cpu: usize,
+        /// The task.
+        task: TaskRef<'a>,
+        /// Signals.
+        pelt: PeltVals,
+    },
+    /// LISA `sched_pelt_cfs` for the root cfs_rq (path `/`, as `cgroup_path` names
+    /// the root task group).
+    SchedPeltCfs {
+        /// CPU.
+        cpu: usize,
+        /// Signals.
+        pelt: PeltVals,
+    },
+    /// LISA `sched_util_est_se` (pre-v6.9 form).
+    SchedUtilEstSe {
+        /// CPU.
+        cpu: usize,
+        /// The task.
+        task: TaskRef<'a>,
+        /// `util_est.enqueued` (flag masked).
+        enqueued: u32,
+        /// `util_est.ewma`.
+        ewma: u32,
+        /// `util_avg`.
+        util: u64,
+    },
+    /// LISA `sched_util_est_cfs` (pre-v6.9 form) for the root cfs_rq.
+    SchedUtilEstCfs {
+        /// CPU.
+        cpu: usize,
+        /// `util_est.enqueued`: the sum of the queued tasks' estimates.
+        enqueued: u32,
+        /// `util_est.ewma` (never updated for a cfs_rq by pre-v6.9 kernels: 0).
+        ewma: u32,
+        /// `util_avg`.
+        util: u64,
+    },
+    /// LISA `sched_overutilized`: `span=0x%s` with the root domain's span.
+    SchedOverutilized {
+        /// Flag.
+        overutilized: bool,
+        /// Root-domain span.
+        span: CpuMaskHex,
+    },
+    /// LISA `sched_cpu_capacity`.
+    SchedCpuCapacity {
+        /// CPU.
+        cpu: usize,
+        /// `rq->cpu_capacity` (`capacity_of`).
+        capacity: u32,
+        /// `arch_scale_cpu_capacity`.
+        capacity_orig: u32,
+        /// `capacity_orig × arch_scale_freq_capacity >> 10`.
+        capacity_curr: u32,
+    },
+    /// A `trace_marker` write by rt-app.
+    TracingMarkWrite(RtApp),
+}
+
+impl Event<'_> {
+    /// The event's name as the trace prints it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::SchedSwitch { .. } => "sched_switch",
+            Event::SchedWaking { .. } => "sched_waking",
+            Event::SchedWakeup { .. } => "sched_wakeup",
+            Event::SchedWakeupNew { .. } => "sched_wakeup_new",
+            Event::SchedMigrateTask { .. } => "sched_migrate_task",
+            Event::TaskRename { .. } => "task_rename",
+            Event::CpuFrequency { .. } => "cpu_frequency",
+            Event::CpuIdle { .. } => "cpu_idle",
+            Event::SoftirqRaise(_) => "softirq_raise",
+            Event::SchedPeltSe { .. } => "sched_pelt_se",
+            Event::SchedPeltCfs { .. } => "sched_pelt_cfs",
+            Event::SchedUtilEstSe { .. } => "sched_util_est_se",
+            Event::SchedUtilEstCfs { .. } => "sched_util_est_cfs",
+            Event::SchedOverutilized { .. } => "sched_overutilized",
+            Event::SchedCpuCapacity { .. } => "sched_cpu_capacity",
+            // `trace_print_print` prints the caller's symbol, not an event name.
+            Event::TracingMarkWrite(_) => "tracing_mark_write",
+        }
+    }
+}
+
+/// `name: fields`.
+impl fmt::Display for Event<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.name())?;
+        match *self {
+            Event::SchedSwitch {
+                prev,
+                prev_state,
+                next,
+            } => write!(
+                f,
+                "prev_comm={} prev_pid={} prev_prio={} prev_state={} ==> next_comm={} next_pid={} next_prio={}",
+                prev.comm,
+                prev.pid,
+                prev.prio,
+                prev_state.as_str(),
+                next.comm,
+                next.pid,
+                next.prio
+            ),
+            Event::SchedWaking { task, target_cpu }
+            | Event::SchedWakeup { task, target_cpu }
+            | Event::SchedWakeupNew { task, target_cpu } => write!(
+                f,
+                "comm={} pid={} prio={} target_cpu={:03}",
+                task.comm, task.pid, task.prio, target_cpu
+            ),
+            Event::SchedMigrateTask {
+                task,
+                orig_cpu,
+                dest_cpu,
+            } => write!(
+                f,
+                "comm={} pid={} prio={} orig_cpu={orig_cpu} dest_cpu={dest_cpu}",
+                task.comm, task.pid, task.prio
+            ),
+            Event::TaskRename {
+                pid,
+                oldcomm,
+                newcomm,
+            } => write!(
+                f,
+                "pid={pid} oldcomm={oldcomm} newcomm={newcomm} oom_score_adj=0"
+            ),
+            Event::CpuFrequency { khz, cpu } => write!(f, "state={khz} cpu_id={cpu}"),
+            Event::CpuIdle { state, cpu } => write!(f, "state={state} cpu_id={cpu}"),
+            Event::SoftirqRaise(irq) => write!(f, "vec={} [action={}]", irq.vec(), irq.name()),
+            Event::SchedPeltSe { cpu, task, pelt } => write!(
+                f,
+                "cpu={cpu} path=(null) comm={} pid={} load={} runnable={} util={} update_time={}",
+                task.comm, task.pid, pelt.load, pelt.runnable, pelt.util, pelt.update_time
+            ),
+            Event::SchedPeltCfs { cpu, pelt } => write!(
+                f,
+                "cpu={cpu} path=/ load={} runnable={} util={} update_time={}",
+                pelt.load, pelt.runnable, pelt.util, pelt.update_time
+            ),
+            Event::SchedUtilEstSe {
+                cpu,
+                task,
+                enqueued,
+                ewma,
+                util,
+            } => write!(
+                f,
+                "cpu={cpu} path=(null) comm={} pid={} enqueued={enqueued} ewma={ewma} util={util}",
+                task.comm, task.pid
+            ),
+            Event::SchedUtilEstCfs {
+                cpu,
+                enqueued,
+                ewma,
+                util,
+            } => write!(
+                f,
+                "cpu={cpu} path=/ enqueued={enqueued} ewma={ewma} util={util}"
+            ),
+            Event::SchedOverutilized { overutilized, span } => {
+                write!(f, "overutilized={} span=0x{span}", overutilized as u8)
+            }
+            Event::SchedCpuCapacity {
+                cpu,
+                capacity,
+                capacity_orig,
+                capacity_curr,
+            } => write!(
+                f,
+                "cpu={cpu} capacity={capacity} capacity_orig={capacity_orig} capacity_curr={capacity_curr}"
+            ),
+            Event::TracingMarkWrite(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// One trace line: the context prefix, the timestamp the line is written at, the event.
+#[derive(Clone, Copy, Debug)]
+pub struct Record<'a> {
+    /// Who and where.
+    pub ctx: Ctx<'a>,
+    /// Trace-clock time (ns); see the module docs for how it relates to `ctx.ns`.
+    pub ts_ns: u64,
+    /// What.
+    pub event: Event<'a>,
+}
+
+/// `"%16s-%-7d [%03d] %5llu.%09llu: "` then the event, without the newline.
+impl fmt::Display for Record<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:>16}-{:<7} [{:03}] {:>5}.{:09}: {}",
+            self.ctx.comm,
+            self.ctx.pid,
+            self.ctx.cpu,
+            self.ts_ns / 1_000_000_000,
+            self.ts_ns % 1_000_000_000,
+            self.event
+        )
+    }
+}
+
+/// The trace clock: simulated time, kept strictly increasing by 1 ns steps.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TraceClock {
+    last: Option<u64>,
+    max_skew: u64,
+}
+
+impl TraceClock {
+    /// The timestamp for a line emitted at simulated time `ns`.
+    pub fn stamp(&mut self, ns: u64) -> u64 {
+        let ts = match self.last {
+            Some(last) if ns <= last => last + 1,
+            _ => ns,
+        };
+        self.max_skew = self.max_skew.max(ts - ns);
+        self.last = Some(ts);
+        ts
+    }
+
+    /// The largest `timestamp - simulated time` so far (ns).
+    pub fn max_skew_ns(&self) -> u64 {
+        self.max_skew
+    }
+}
+
 /// Buffered writer of ftrace text.
 pub struct TraceWriter<W: Write> {
     out: W,
+    clock: TraceClock,
     /// Number of lines written.
     pub lines: u64,
 }
@@ -119,7 +619,11 @@ impl<W: Write> TraceWriter<W> {
         writeln!(out, "#")?;
         writeln!(out, "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION")?;
         writeln!(out, "#              | |         |         |         |")?;
-        Ok(TraceWriter { out, lines: 0 })
+        Ok(TraceWriter {
+            out,
+            clock: TraceClock::default(),
+            lines: 0,
+        })
     }
 
     /// Finish and return the underlying writer.
@@ -128,296 +632,229 @@ impl<W: Write> TraceWriter<W> {
         Ok(self.out)
     }
 
-    fn line(&mut self, c: Ctx<'_>, event: &str, fields: std::fmt::Arguments<'_>) -> io::Result<()> {
-        // ftrace prints timestamps as "%5lu.%06lu" seconds.microseconds.
-        let us = c.ns / 1000;
+    /// Write one event in context `ctx`.
+    pub fn emit(&mut self, ctx: Ctx<'_>, event: Event<'_>) -> io::Result<()> {
+        let ts_ns = self.clock.stamp(ctx.ns);
         self.lines += 1;
-        writeln!(
-            self.out,
-            "{:>16}-{:<7} [{:03}] {:>5}.{:06}: {}: {}",
-            c.comm,
-            c.pid,
-            c.cpu,
-            us / 1_000_000,
-            us % 1_000_000,
-            event,
-            fields
-        )
+        writeln!(self.out, "{}", Record { ctx, ts_ns, event })
     }
 
-    /// `sched_switch`.
-    pub fn sched_switch(
-        &mut self,
-        c: Ctx<'_>,
-        prev: TaskRef<'_>,
-        state: PrevState,
-        next: TaskRef<'_>,
-    ) -> io::Result<()> {
-        let st = match state {
-            PrevState::Preempted => "R+",
-            PrevState::Running => "R",
-            PrevState::Sleeping => "S",
-            PrevState::Dead => "X",
-        };
-        self.line(
-            c,
-            "sched_switch",
-            format_args!(
-                "prev_comm={} prev_pid={} prev_prio={} prev_state={} ==> next_comm={} next_pid={} next_prio={}",
-                prev.comm, prev.pid, prev.prio, st, next.comm, next.pid, next.prio
-            ),
-        )
-    }
-
-    /// `sched_wakeup` / `sched_wakeup_new`.
-    pub fn sched_wakeup(
-        &mut self,
-        c: Ctx<'_>,
-        t: TaskRef<'_>,
-        target_cpu: usize,
-        new: bool,
-    ) -> io::Result<()> {
-        self.line(
-            c,
-            if new {
-                "sched_wakeup_new"
-            } else {
-                "sched_wakeup"
-            },
-            format_args!(
-                "comm={} pid={} prio={} target_cpu={:03}",
-                t.comm, t.pid, t.prio, target_cpu
-            ),
-        )
-    }
-
-    /// `sched_migrate_task`.
-    pub fn sched_migrate_task(
-        &mut self,
-        c: Ctx<'_>,
-        t: TaskRef<'_>,
-        orig: usize,
-        dest: usize,
-    ) -> io::Result<()> {
-        self.line(
-            c,
-            "sched_migrate_task",
-            format_args!(
-                "comm={} pid={} prio={} orig_cpu={} dest_cpu={}",
-                t.comm, t.pid, t.prio, orig, dest
-            ),
-        )
-    }
-
-    /// `cpu_frequency` (state in kHz).
-    pub fn cpu_frequency(&mut self, c: Ctx<'_>, khz: u32, cpu_id: usize) -> io::Result<()> {
-        self.line(
-            c,
-            "cpu_frequency",
-            format_args!("state={khz} cpu_id={cpu_id}"),
-        )
-    }
-
-    /// `cpu_idle` (state index, or [`PWR_EVENT_EXIT`]).
-    pub fn cpu_idle(&mut self, c: Ctx<'_>, state: u32, cpu_id: usize) -> io::Result<()> {
-        self.line(c, "cpu_idle", format_args!("state={state} cpu_id={cpu_id}"))
-    }
-
-    /// `softirq_raise`.
-    pub fn softirq_raise(&mut self, c: Ctx<'_>, irq: Softirq) -> io::Result<()> {
-        self.line(
-            c,
-            "softirq_raise",
-            format_args!("vec={} [action={}]", irq.vec(), irq.name()),
-        )
-    }
-
-    /// LISA `sched_pelt_se` (for a task: path is `(null)`, as LISA prints for task entities).
-    pub fn sched_pelt_se(
-        &mut self,
-        c: Ctx<'_>,
-        cpu: usize,
-        t: TaskRef<'_>,
-        v: PeltVals,
-    ) -> io::Result<()> {
-        self.line(
-            c,
-            "sched_pelt_se",
-            format_args!(
-                "cpu={} path=(null) comm={} pid={} load={} runnable={} util={} update_time={}",
-                cpu, t.comm, t.pid, v.load, v.runnable, v.util, v.update_time
-            ),
-        )
-    }
-
-    /// LISA `sched_pelt_cfs` for the root cfs_rq (path `/`, as `cgroup_path` names the
-    /// root task group).
-    pub fn sched_pelt_cfs(&mut self, c: Ctx<'_>, cpu: usize, v: PeltVals) -> io::Result<()> {
-        self.line(
-            c,
-            "sched_pelt_cfs",
-            format_args!(
-                "cpu={} path=/ load={} runnable={} util={} update_time={}",
-                cpu, v.load, v.runnable, v.util, v.update_time
-            ),
-        )
-    }
-
-    /// LISA `sched_util_est_se`.
-    pub fn sched_util_est_se(
-        &mut self,
-        c: Ctx<'_>,
-        cpu: usize,
-        t: TaskRef<'_>,
-        util_est: u32,
-        util: u64,
-    ) -> io::Result<()> {
-        self.line(
-            c,
-            "sched_util_est_se",
-            format_args!(
-                "cpu={} path=(null) comm={} pid={} enqueued={} ewma={} util={}",
-                cpu, t.comm, t.pid, util_est, util_est, util
-            ),
-        )
-    }
-
-    /// LISA `sched_overutilized`: `span=0x%s` with the root domain's span as
-    /// `cpumap_print_to_pagebuf(false, …)` prints it over `nr_cpus` bits (see
-    /// [`cpumask_hex`]).
-    pub fn sched_overutilized(
-        &mut self,
-        c: Ctx<'_>,
-        overutilized: bool,
-        span: u64,
-        nr_cpus: usize,
-    ) -> io::Result<()> {
-        self.line(
-            c,
-            "sched_overutilized",
-            format_args!(
-                "overutilized={} span=0x{}",
-                overutilized as u8,
-                cpumask_hex(span, nr_cpus)
-            ),
-        )
+    /// The largest distance (ns) between a line's timestamp and its simulated time.
+    pub fn max_skew_ns(&self) -> u64 {
+        self.clock.max_skew_ns()
     }
 }
 
-/// A CPU mask as the kernel's `%*pb` prints it for `nr_bits` CPUs (`bitmap_string`):
-/// lower-case hex, 32-bit chunks separated by `,`, most significant first, each chunk
-/// zero-padded to its width (the first one to `ceil(leftover bits / 4)` digits).
-/// `cpumap_print_to_pagebuf` also appends a newline, which would split the trace line;
-/// it is left out.
-pub fn cpumask_hex(mask: u64, nr_bits: usize) -> String {
-    let nr_bits = nr_bits.clamp(1, 64);
-    let mut out = String::new();
-    let mut chunksz = match nr_bits % 32 {
-        0 => 32,
-        r => r,
-    };
-    let mut lo = nr_bits.div_ceil(32) * 32 - 32;
-    loop {
-        let chunkmask = if chunksz == 32 {
-            u32::MAX as u64
-        } else {
-            (1u64 << chunksz) - 1
-        };
-        let val = (mask >> lo) & chunkmask;
-        if !out.is_empty() {
-            out.push(',');
+/// A `core::fmt::Write` into a fixed buffer.
+struct SliceWriter<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl fmt::Write for SliceWriter<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(fmt::Error);
         }
-        out.push_str(&format!("{:0w$x}", val, w = chunksz.div_ceil(4)));
-        if lo == 0 {
-            break;
-        }
-        lo -= 32;
-        chunksz = 32;
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn lines_have_linux_layout() {
-        let mut w = TraceWriter::new(Vec::new(), 6).unwrap();
-        let c = Ctx {
-            comm: "<idle>",
-            pid: 0,
-            cpu: 2,
-            ns: 1_234_567_891,
-        };
-        let a = TaskRef {
-            comm: "small",
+    fn ctx(comm: Comm<'static>, pid: u32, cpu: usize, ns: u64) -> Ctx<'static> {
+        Ctx { comm, pid, cpu, ns }
+    }
+
+    fn small() -> TaskRef<'static> {
+        TaskRef {
+            comm: Comm::Task("small"),
             pid: 1001,
             prio: 120,
-        };
-        w.sched_wakeup(c, a, 2, false).unwrap();
-        w.softirq_raise(c, Softirq::Sched).unwrap();
-        let idle = TaskRef {
-            comm: "<idle>",
-            pid: 0,
-            prio: 120,
-        };
-        w.sched_switch(c, idle, PrevState::Running, a).unwrap();
+        }
+    }
+
+    fn lines(f: impl FnOnce(&mut TraceWriter<Vec<u8>>)) -> Vec<String> {
+        let mut w = TraceWriter::new(Vec::new(), 6).unwrap();
+        f(&mut w);
         let out = String::from_utf8(w.finish().unwrap()).unwrap();
-        let lines: Vec<_> = out.lines().collect();
-        assert_eq!(lines[0], "# tracer: nop");
+        out.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn lines_have_linux_layout() {
+        let l = lines(|w| {
+            let c = ctx(Comm::Idle, 0, 2, 1_234_567_891);
+            w.emit(
+                c,
+                Event::SchedWakeup {
+                    task: small(),
+                    target_cpu: 2,
+                },
+            )
+            .unwrap();
+            w.emit(c, Event::SoftirqRaise(Softirq::Sched)).unwrap();
+            w.emit(
+                c,
+                Event::SchedSwitch {
+                    prev: TaskRef::idle(2),
+                    prev_state: PrevState::Running,
+                    next: small(),
+                },
+            )
+            .unwrap();
+        });
+        assert_eq!(l[0], "# tracer: nop");
         assert_eq!(
-            lines[6],
-            "          <idle>-0       [002]     1.234567: sched_wakeup: comm=small pid=1001 prio=120 target_cpu=002"
+            l[6],
+            "          <idle>-0       [002]     1.234567891: sched_wakeup: comm=small pid=1001 prio=120 target_cpu=002"
         );
-        assert!(lines[7].ends_with("softirq_raise: vec=7 [action=SCHED]"));
-        assert!(lines[8].ends_with(
-            "sched_switch: prev_comm=<idle> prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=small next_pid=1001 next_prio=120"
+        assert!(l[7].contains(" 1.234567892: softirq_raise: vec=7 [action=SCHED]"));
+        assert!(l[8].ends_with(
+            " 1.234567893: sched_switch: prev_comm=swapper/2 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=small next_pid=1001 next_prio=120"
         ));
     }
 
     #[test]
+    fn same_instant_lines_get_unique_increasing_timestamps() {
+        let mut c = TraceClock::default();
+        assert_eq!(c.stamp(0), 0);
+        assert_eq!(c.stamp(0), 1);
+        assert_eq!(c.stamp(0), 2);
+        assert_eq!(c.stamp(1), 3);
+        assert_eq!(c.max_skew_ns(), 2);
+        // Simulated time past the spread: back to exact.
+        assert_eq!(c.stamp(10), 10);
+        assert_eq!(c.stamp(10), 11);
+        assert_eq!(c.stamp(1000), 1000);
+        assert_eq!(c.max_skew_ns(), 2);
+    }
+
+    #[test]
     fn lisa_events_match_sched_tp_formats() {
-        // Formats from LISA's sched_tp `ftrace_events.h` (TP_printk strings).
-        let mut w = TraceWriter::new(Vec::new(), 6).unwrap();
-        let c = Ctx {
-            comm: "small",
-            pid: 1001,
-            cpu: 1,
-            ns: 2_000_001_000,
-        };
-        let t = TaskRef {
-            comm: "small",
-            pid: 1001,
-            prio: 120,
-        };
+        // Formats from LISA 3.1's sched_tp `ftrace_events.h` (TP_printk strings).
         let v = PeltVals {
             load: 300,
             runnable: 301,
             util: 302,
             update_time: 2_001_048_576,
         };
-        w.sched_pelt_se(c, 1, t, v).unwrap();
-        w.sched_pelt_cfs(c, 1, v).unwrap();
-        w.sched_util_est_se(c, 1, t, 280, 302).unwrap();
-        w.sched_overutilized(c, true, 0x3f, 6).unwrap();
-        w.cpu_frequency(c, 950_000, 1).unwrap();
-        w.cpu_idle(c, PWR_EVENT_EXIT, 1).unwrap();
-        let out = String::from_utf8(w.finish().unwrap()).unwrap();
-        let ev: Vec<&str> = out
-            .lines()
-            .skip(6)
-            .map(|l| l.split_once(": ").unwrap().1)
-            .collect();
+        let t = small();
+        let evs = [
+            Event::SchedPeltSe {
+                cpu: 1,
+                task: t,
+                pelt: v,
+            },
+            Event::SchedPeltCfs { cpu: 1, pelt: v },
+            Event::SchedUtilEstSe {
+                cpu: 1,
+                task: t,
+                enqueued: 290,
+                ewma: 280,
+                util: 302,
+            },
+            Event::SchedUtilEstCfs {
+                cpu: 1,
+                enqueued: 580,
+                ewma: 0,
+                util: 302,
+            },
+            Event::SchedOverutilized {
+                overutilized: true,
+                span: CpuMaskHex {
+                    mask: 0x3f,
+                    nr_bits: 6,
+                },
+            },
+            Event::SchedCpuCapacity {
+                cpu: 2,
+                capacity: 383,
+                capacity_orig: 383,
+                capacity_curr: 181,
+            },
+            Event::CpuFrequency {
+                khz: 950_000,
+                cpu: 1,
+            },
+            Event::CpuIdle {
+                state: PWR_EVENT_EXIT,
+                cpu: 1,
+            },
+            Event::TaskRename {
+                pid: 1001,
+                oldcomm: Comm::Task(RTAPP_COMM),
+                newcomm: Comm::Task("small"),
+            },
+            Event::SchedWaking {
+                task: t,
+                target_cpu: 4,
+            },
+        ];
+        let text: Vec<String> = evs.iter().map(|e| e.to_string()).collect();
         assert_eq!(
-            ev,
+            text,
             [
                 "sched_pelt_se: cpu=1 path=(null) comm=small pid=1001 load=300 runnable=301 util=302 update_time=2001048576",
                 "sched_pelt_cfs: cpu=1 path=/ load=300 runnable=301 util=302 update_time=2001048576",
-                "sched_util_est_se: cpu=1 path=(null) comm=small pid=1001 enqueued=280 ewma=280 util=302",
+                "sched_util_est_se: cpu=1 path=(null) comm=small pid=1001 enqueued=290 ewma=280 util=302",
+                "sched_util_est_cfs: cpu=1 path=/ enqueued=580 ewma=0 util=302",
                 "sched_overutilized: overutilized=1 span=0x3f",
+                "sched_cpu_capacity: cpu=2 capacity=383 capacity_orig=383 capacity_curr=181",
                 "cpu_frequency: state=950000 cpu_id=1",
                 "cpu_idle: state=4294967295 cpu_id=1",
+                "task_rename: pid=1001 oldcomm=rt-app newcomm=small oom_score_adj=0",
+                "sched_waking: comm=small pid=1001 prio=120 target_cpu=004",
+            ]
+        );
+    }
+
+    #[test]
+    fn rtapp_markers_are_written_as_rtapp_prints_them() {
+        // rt-app src/rt-app.c: the log_ftrace format strings.
+        let m = [
+            RtApp::ClockRef { data_us: 1234 },
+            RtApp::TaskStart,
+            RtApp::Loop {
+                start: true,
+                thread_loop: 2,
+                phase: 1,
+                phase_loop: 0,
+            },
+            RtApp::Loop {
+                start: false,
+                thread_loop: 2,
+                phase: 1,
+                phase_loop: 0,
+            },
+            RtApp::Stats {
+                period: 16000,
+                run: 1650,
+                wu_lat: 0,
+                slack: -12,
+                c_period: 16000,
+                c_run: 1600,
+            },
+            RtApp::TaskEnd,
+        ];
+        let text: Vec<String> = m
+            .iter()
+            .map(|&m| Event::TracingMarkWrite(m).to_string())
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "tracing_mark_write: rtapp_main: event=clock_ref data=1234",
+                "tracing_mark_write: rtapp_task: event=start",
+                "tracing_mark_write: rtapp_loop: event=start thread_loop=2 phase=1 phase_loop=0",
+                "tracing_mark_write: rtapp_loop: event=end thread_loop=2 phase=1 phase_loop=0",
+                "tracing_mark_write: rtapp_stats: period=16000 run=1650 wu_lat=0 slack=-12 c_period=16000 c_run=1600",
+                "tracing_mark_write: rtapp_task: event=end",
             ]
         );
     }
@@ -426,12 +863,13 @@ mod tests {
     fn cpumask_prints_like_bitmap_string() {
         // lib/vsprintf.c bitmap_string: zero-padded chunks of 32 bits, first chunk
         // ceil(leftover/4) digits wide.
-        assert_eq!(cpumask_hex(0x3f, 6), "3f");
-        assert_eq!(cpumask_hex(0x0f, 6), "0f");
-        assert_eq!(cpumask_hex(0xff, 8), "ff");
-        assert_eq!(cpumask_hex(0x1, 12), "001");
-        assert_eq!(cpumask_hex(0x0f_0000_0001, 40), "0f,00000001");
-        assert_eq!(cpumask_hex(u64::MAX, 64), "ffffffff,ffffffff");
+        let h = |mask, nr_bits| CpuMaskHex { mask, nr_bits }.to_string();
+        assert_eq!(h(0x3f, 6), "3f");
+        assert_eq!(h(0x0f, 6), "0f");
+        assert_eq!(h(0xff, 8), "ff");
+        assert_eq!(h(0x1, 12), "001");
+        assert_eq!(h(0x0f_0000_0001, 40), "0f,00000001");
+        assert_eq!(h(u64::MAX, 64), "ffffffff,ffffffff");
     }
 
     #[test]
@@ -439,19 +877,22 @@ mod tests {
         // Perfetto's SystraceLineTokenizer: `-(\d+)\s+\(?\s*(\d+|-+)?\)?\s?\[(\d+)\]\s*
         // [a-zA-Z0-9.]{0,4}\s+(\d+\.\d+):\s+(\S+):`. Check the pieces by hand (no
         // regex crate): pid after the last '-' before " [", whitespace, "[cpu]",
-        // whitespace, "secs.usecs:", a space, "event:".
-        let mut w = TraceWriter::new(Vec::new(), 6).unwrap();
-        for ns in [0, 5_123_456_789, 12_345_678_901_000] {
-            let c = Ctx {
-                comm: "my-task-name-xx",
-                pid: 1234,
-                cpu: 5,
-                ns,
-            };
-            w.cpu_idle(c, 0, 5).unwrap();
-        }
-        let out = String::from_utf8(w.finish().unwrap()).unwrap();
-        for l in out.lines().skip(6) {
+        // whitespace, "secs.nsecs:", a space, "event:".
+        let l = lines(|w| {
+            for ns in [0, 5_123_456_789, 12_345_678_901_000] {
+                w.emit(
+                    ctx(Comm::Task("my-task-name-xx"), 1234, 5, ns),
+                    Event::CpuIdle { state: 0, cpu: 5 },
+                )
+                .unwrap();
+            }
+            w.emit(
+                ctx(Comm::Swapper(11), 0, 11, 1),
+                Event::CpuIdle { state: 0, cpu: 11 },
+            )
+            .unwrap();
+        });
+        for l in &l[6..9] {
             let (head, rest) = l.split_once(" [").unwrap();
             let (comm, pid) = head.trim_start().rsplit_once('-').unwrap();
             assert_eq!(comm, "my-task-name-xx");
@@ -460,12 +901,17 @@ mod tests {
             assert_eq!(cpu, "005");
             assert!(rest.starts_with(' '), "{l}");
             let (ts, rest) = rest.trim_start().split_once(": ").unwrap();
-            let (s, us) = ts.split_once('.').unwrap();
+            let (s, ns) = ts.split_once('.').unwrap();
             assert!(
-                s.bytes().all(|b| b.is_ascii_digit()) && us.len() == 6,
+                s.bytes().all(|b| b.is_ascii_digit()) && ns.len() == 9,
                 "{l}"
             );
             assert!(rest.starts_with("cpu_idle: state=0 cpu_id=5"), "{l}");
         }
+        assert!(
+            l[9].starts_with("      swapper/11-0       [011]"),
+            "{}",
+            l[9]
+        );
     }
 }

@@ -47,11 +47,16 @@ fn trace_events(dir: &Path, event: &str, pid: u32) -> Vec<(u64, String)> {
         .map(|l| {
             let (head, fields) = l.split_once(&pat).unwrap();
             let ts = head.rsplit(' ').next().unwrap().trim_end_matches(':');
-            let (s, us) = ts.split_once('.').unwrap();
-            let ns = s.parse::<u64>().unwrap() * 1_000_000_000 + us.parse::<u64>().unwrap() * 1000;
-            (ns, fields.to_string())
+            (parse_ts(ts), fields.to_string())
         })
         .collect()
+}
+
+/// A trace timestamp, `secs.nsecs`, in ns.
+fn parse_ts(ts: &str) -> u64 {
+    let (s, ns) = ts.split_once('.').unwrap();
+    assert_eq!(ns.len(), 9, "not a ns timestamp: {ts}");
+    s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap()
 }
 
 fn field(fields: &str, name: &str) -> u64 {
@@ -546,23 +551,26 @@ fn trace_is_time_ordered_and_switches_chain_per_cpu() {
         &wl,
     );
     let text = std::fs::read_to_string(dir.join("trace.txt")).unwrap();
-    let mut last_ts = 0.0f64;
+    let mut last_ts = 0u64;
     let mut next_on: std::collections::BTreeMap<usize, String> = Default::default();
     let mut switches = 0;
     for l in text.lines().filter(|l| !l.starts_with('#')) {
         let (head, rest) = l.split_once(": ").unwrap();
         let mut it = head.split_whitespace().rev();
-        let ts: f64 = it.next().unwrap().parse().unwrap();
+        let ts = parse_ts(it.next().unwrap());
         let cpu: usize = it.next().unwrap().trim_matches(['[', ']']).parse().unwrap();
         let who = it.next().unwrap().to_string();
-        assert!(ts >= last_ts, "time went backwards at: {l}");
+        // Unique, increasing timestamps: tools that sort by time keep the causal order.
+        assert!(ts > last_ts || last_ts == 0, "time did not advance at: {l}");
         last_ts = ts;
-        // The line's task is the one the previous switch on that CPU put there.
-        let on = next_on
-            .get(&cpu)
-            .cloned()
-            .unwrap_or_else(|| "<idle>-0".into());
-        assert_eq!(who, on, "line attributed to the wrong task: {l}");
+        // The line's task is the one the previous switch on that CPU put there (the
+        // context column shows a task's last name, `<idle>` for the idle task).
+        let (_, pid) = who.rsplit_once('-').unwrap();
+        let on = next_on.get(&cpu).cloned().unwrap_or_else(|| "0".into());
+        assert_eq!(pid, on, "line attributed to the wrong task: {l}");
+        if pid == "0" {
+            assert_eq!(who, "<idle>-0", "{l}");
+        }
         if let Some(f) = rest.strip_prefix("sched_switch: ") {
             let get = |k: &str| {
                 f.split(' ')
@@ -570,12 +578,13 @@ fn trace_is_time_ordered_and_switches_chain_per_cpu() {
                     .unwrap()
                     .to_string()
             };
-            assert_eq!(
-                format!("{}-{}", get("prev_comm="), get("prev_pid=")),
-                on,
-                "{l}"
-            );
-            next_on.insert(cpu, format!("{}-{}", get("next_comm="), get("next_pid=")));
+            assert_eq!(get("prev_pid="), on, "{l}");
+            for (c, p) in [("prev_comm=", "prev_pid="), ("next_comm=", "next_pid=")] {
+                if get(p) == "0" {
+                    assert_eq!(get(c), format!("swapper/{cpu}"), "{l}");
+                }
+            }
+            next_on.insert(cpu, get("next_pid="));
             switches += 1;
         }
     }
@@ -593,8 +602,7 @@ fn trace_lines(dir: &Path) -> Vec<(u64, usize, String, String, String)> {
             let (head, rest) = l.split_once(": ").unwrap();
             let (event, fields) = rest.split_once(": ").unwrap();
             let mut it = head.split_whitespace().rev();
-            let (s, us) = it.next().unwrap().split_once('.').unwrap();
-            let ns = s.parse::<u64>().unwrap() * 1_000_000_000 + us.parse::<u64>().unwrap() * 1000;
+            let ns = parse_ts(it.next().unwrap());
             let cpu = it.next().unwrap().trim_matches(['[', ']']).parse().unwrap();
             let who = it.next().unwrap().to_string();
             (ns, cpu, who, event.to_string(), fields.to_string())
@@ -624,7 +632,9 @@ fn idle_cpu_blocked_util_decays_through_nohz_stats_updates() {
         .iter()
         .find(|l| l.3 == "sched_switch" && l.4.starts_with("prev_comm=burst-0 "))
         .expect("burst never slept")
-        .0;
+        .0
+        // The lines of that instant (spread by a few ns) belong to it.
+        + 999;
     let cfs2: Vec<(u64, u64)> = lines
         .iter()
         .filter(|l| l.3 == "sched_pelt_cfs" && l.4.starts_with("cpu=2 "))
@@ -664,8 +674,8 @@ fn idle_cpu_blocked_util_decays_through_nohz_stats_updates() {
 }
 
 /// Per CPU, `cpu_idle` alternates between entering (state 0) and leaving
-/// (4294967295), starting with a leave (CPUs start idle), and a CPU runs a task only
-/// between a leave and the next enter.
+/// (4294967295), starting with an enter at time 0 (CPUs start idle), and a CPU runs a
+/// task only between a leave and the next enter.
 #[test]
 fn cpu_idle_events_alternate_and_match_switches() {
     let wl = std::fs::read_to_string(concat!(
@@ -684,7 +694,12 @@ fn cpu_idle_events_alternate_and_match_switches() {
     let mut idle: std::collections::BTreeMap<usize, bool> = Default::default();
     let mut kicks = 0;
     for (ts, cpu, who, ev, f) in trace_lines(&dir) {
-        let is_idle = *idle.entry(cpu).or_insert(true);
+        // Each CPU's first line is its initial state at time 0: idle.
+        let is_idle = *idle.entry(cpu).or_insert_with(|| {
+            assert_eq!(ev, "cpu_idle", "CPU {cpu}'s first line at {ts}");
+            assert_eq!((field(&f, "state"), ts < 1000), (0, true), "{f} at {ts}");
+            false
+        });
         match ev.as_str() {
             "cpu_idle" => {
                 let state = field(&f, "state");
@@ -705,7 +720,7 @@ fn cpu_idle_events_alternate_and_match_switches() {
             }
             "sched_switch" => assert!(!is_idle, "switch on idle CPU {cpu} at {ts}: {f}"),
             // A timer wake-up is handled by a CPU that has left idle for the interrupt.
-            "sched_wakeup" | "sched_wakeup_new" | "sched_migrate_task" => {
+            "sched_waking" | "sched_wakeup" | "sched_wakeup_new" | "sched_migrate_task" => {
                 assert!(!is_idle, "{ev} on idle CPU {cpu} at {ts}: {f}")
             }
             _ => {}
@@ -774,10 +789,12 @@ fn timer_periods_start_at_thread_start_after_delay() {
         Some(dir.clone()),
         wl,
     );
+    // The first wake-up (fork) names the thread `rt-app`; match the pid. Lines of one
+    // instant are spread by a few ns (trace.rs): compare whole µs.
     let wakes: Vec<u64> = trace_lines(&dir)
         .into_iter()
-        .filter(|l| l.3.starts_with("sched_wakeup") && l.4.starts_with("comm=p-0 "))
-        .map(|l| l.0)
+        .filter(|l| l.3.starts_with("sched_wakeup") && l.4.contains(" pid=1001 "))
+        .map(|l| l.0 / 1000 * 1000)
         .collect();
     assert_eq!(wakes, [3_000_000, 13_000_000, 23_000_000, 33_000_000]);
 }

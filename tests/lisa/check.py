@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Check asym-sim's traces with ARM's LISA (lisa-linux 3.1.0, the registry's release).
+
+For every bundled workload on every board given, run the simulator, load its trace.txt
+and platform_info.yml with LISA as a user would, and compare LISA's numbers with the
+simulator's report.json. One line per comparison:
+
+    ok   juno-r2/jank task ui-0 pid 1001 runtime [s]: lisa=1.805474 report=1.805475 tol=0.018055
+
+then the PELT check (LISA's own load-tracking test logic on LISA-generated rt-app
+workloads pinned to a big and a LITTLE CPU) and the determinism check (the same trace
+loaded several times gives the same numbers). Ends with `lisa: N passed, M failed` and
+exits non-zero if anything failed. See tests/lisa/README.md.
+"""
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+WORKAROUNDS = []
+
+
+def setup_lisa():
+    """Import LISA quietly and apply the workarounds for its own bugs (each one says
+    what it fixes; none of them changes what the trace says)."""
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    global Trace, PlatformInfo, TaskState, dt
+    from lisa.trace import Trace
+    from lisa.platforms.platinfo import PlatformInfo
+    from lisa.analysis.tasks import TaskState
+    import lisa.datautils as dt
+
+    # 0. `import lisa` turns DeprecationWarnings raised inside lisa.* into errors (a
+    #    development aid of LISA's); LISA 3.1.0 itself calls pandas APIs that pandas
+    #    2.2 deprecates (`DataFrameGroupBy.apply` on grouping columns, in
+    #    RTAEventsAnalysis.df_rtapp_loop), so that filter makes LISA's own analyses
+    #    raise. Put "ignore" back in front.
+    warnings.filterwarnings("ignore")
+
+    # 1. LISA 3.1.0 derives the `userspace@` meta-events (rt-app's markers) only from
+    #    the `print` event of trace.dat / `trace-cmd report` text, while its own
+    #    HRTxtTraceParser parses the kernel's text form of the same record,
+    #    `tracing_mark_write: BUF`, as an event named `tracing_mark_write` with the
+    #    `buf` field. Declare that event as a second source of userspace meta-events.
+    def _select_tracing_mark_write(self, source_event, meta_event, df):
+        return (df, "buf")
+
+    Trace._META_EVENT_SOURCE["userspace"]["tracing_mark_write"] = _select_tracing_mark_write
+
+    # 2. TaskState.from_sched_switch_str ORs in every state whose char is "" (since
+    #    '' in 'S' is true), so `S` parses as 7425 and `R` as 7424: preempted time
+    #    (TASK_RUNNING) is then taken for sleep by df_task_activation, which LISA's PELT
+    #    test uses. Parse only the states that have a char.
+    def from_sched_switch_str(cls, string):
+        state = 0
+        for s in cls:
+            if s.char and s.char in string:
+                state |= s
+        return state
+
+    TaskState.from_sched_switch_str = classmethod(from_sched_switch_str)
+    WORKAROUNDS[:] = [
+        "warnings: `import lisa` makes its own pandas-2.2 DeprecationWarnings errors",
+        "userspace@ meta-events also from `tracing_mark_write` lines (HRTxtTraceParser)",
+        "TaskState.from_sched_switch_str: '' in 'S' made S=7425, R=7424",
+    ]
+
+
+# ---------------------------------------------------------------------------------------
+# Running the simulator
+
+
+def run_sim(sim, board, workload, out, extra=()):
+    cmd = [sim, "--board", board, "--workload", workload, "--eas", "on", "--lb", "on",
+           "--out", out, "--quiet", *extra]
+    subprocess.run(cmd, check=True)
+    with open(os.path.join(out, "report.json")) as f:
+        return json.load(f)
+
+
+def load(out, duration_s, swap_root):
+    """The trace as a user opens it: Trace(trace.txt, plat_info=platform_info.yml), viewed
+    over the recorded window [0, duration] (the run's length; the trace's last line may
+    come earlier). A fresh swap directory each time, so nothing is reused between loads."""
+    pi = PlatformInfo.from_yaml_map(os.path.join(out, "platform_info.yml"))
+    swap = tempfile.mkdtemp(dir=swap_root)
+    tr = Trace(os.path.join(out, "trace.txt"), plat_info=pi, write_swap=False, swap_dir=swap)
+    # Lines at the very end of the run carry the trace clock's few-ns spread past it.
+    return tr.get_view((0, max(duration_s, tr.end))), pi
+
+
+# ---------------------------------------------------------------------------------------
+# Comparisons
+
+
+class Results:
+    def __init__(self, label):
+        self.label = label
+        self.lines = []
+        self.values = []  # every LISA number, for the determinism digest
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, what, lisa, report, tol, unit=""):
+        lisa = float(lisa)
+        report = float(report)
+        ok = math.isfinite(lisa) and abs(lisa - report) <= tol
+        self.values.append((what, round(lisa, 9)))
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+        u = f" [{unit}]" if unit else ""
+        self.lines.append(
+            f"{'ok  ' if ok else 'FAIL'} {self.label} {what}{u}: "
+            f"lisa={lisa:.6f} report={report:.6f} tol={tol:.6f}"
+        )
+
+    def fail(self, what, why):
+        self.failed += 1
+        self.lines.append(f"FAIL {self.label} {what}: {why}")
+
+    def note(self, what):
+        self.lines.append(f"note {self.label} {what}")
+
+
+# Tolerances (see README.md for why these values).
+TIME_REL = 0.01  # times: 1 %
+TIME_FLOOR_S = 20e-6  # ... but at least 20 µs (a time made of few short intervals)
+ENERGY_REL = 0.01  # energy: 1 %
+SIGNAL_ABS = 1.0  # time-weighted mean of a 0..1024 signal: 1 unit (0.1 % of scale)
+PERF_ABS = 1e-6  # rt-app slack and performance index means (same integers, float sums)
+
+
+def tol_time(v):
+    return max(TIME_REL * abs(v), TIME_FLOOR_S)
+
+
+def step_mean(series, start, end):
+    """LISA's time-weighted mean of a step signal from `start` to `end`."""
+    s = dt.series_refit_index(series, window=(start, end))
+    return dt.series_mean(s, method="rect")
+
+
+def check_run(args):
+    """Load one run with LISA and compare. Returns (label, lines, values, passed, failed)."""
+    board, wname, out, swap_root = args
+    with open(os.path.join(out, "report.json")) as f:
+        rep = json.load(f)
+    res = Results(f"{board}/{wname}")
+    dur = rep["duration_ns"] / 1e9
+    t0 = time.time()
+    try:
+        tr, pi = load(out, dur, swap_root)
+        compare_run(tr, pi, rep, res, dur)
+    except Exception as e:  # a LISA analysis that raises is a failed check, not a crash
+        import traceback
+
+        res.fail("analysis raised", f"{type(e).__name__}: {e}")
+        res.lines.append(traceback.format_exc())
+    res.note(f"loaded and compared in {time.time() - t0:.1f} s")
+    return res.label, res.lines, res.values, res.passed, res.failed
+
+
+def compare_run(tr, pi, rep, res, dur):
+    ana = tr.ana
+    tasks = rep["tasks"]
+
+    # --- per task: runtime, residency, activations, by pid and by name ---------------
+    rt = ana.tasks.df_tasks_runtime()
+    wk = ana.tasks.df_tasks_wakeups()
+    wkn = tr.df_event("sched_wakeup_new").groupby("pid").size()
+    for t in tasks:
+        pid, name = t["pid"], t["name"]
+        tag = f"task {name} pid {pid}"
+        runtime = t["runtime_ns"] / 1e9
+        lisa_rt = rt.loc[pid, "runtime"] if pid in rt.index else 0.0
+        res.check(f"{tag} runtime by pid", lisa_rt, runtime, tol_time(runtime), "s")
+        acts = (wk.loc[pid, "wakeups"] if pid in wk.index else 0) + wkn.get(pid, 0)
+        res.check(f"{tag} activations by pid", acts, t["activations"], 0)
+        if t["activations"] == 0:
+            continue
+        pids = tr.get_task_name_pids(name)
+        res.check(f"{tag} pids named {name}", len(pids) == 1 and pids[0] == pid, 1, 0)
+        resid = ana.tasks.df_task_total_residency(name)["runtime"]
+        res.check(f"{tag} runtime by name", resid.sum(), runtime, tol_time(runtime), "s")
+        for cpu, ns in enumerate(t["residency_ns"]):
+            v = resid.get(float(cpu), resid.get(cpu, 0.0))
+            res.check(f"{tag} residency cpu{cpu} by name", v, ns / 1e9, tol_time(ns / 1e9), "s")
+        # By name, LISA counts the wake-ups while the task has that name: the first one
+        # (sched_wakeup_new) names it `rt-app`, before it renames itself.
+        states = ana.tasks.df_task_states(name)
+        waking = int((states["curr_state"] == TaskState.TASK_WAKING).sum())
+        res.check(f"{tag} activations by name (+1 as rt-app)", waking + 1, t["activations"], 0)
+
+    # --- per task signals: util, load, util_est ewma / enqueued -------------------------
+    lt = ana.load_tracking
+    sigs = {
+        "util": ("util", "util"),
+        "load": ("load", "load"),
+        "ewma": ("ewma", "util_est_ewma"),
+        "enqueued": ("enqueued", "util_est_enqueued"),
+    }
+    for signal, (col, key) in sigs.items():
+        df = lt.df_tasks_signal(signal)
+        for t in tasks:
+            want = t["signals"][key]
+            if want is None:
+                continue
+            s = df[df["pid"] == t["pid"]][col]
+            tag = f"task {t['name']} pid {t['pid']} {signal}"
+            if s.empty:
+                res.fail(tag, "no samples in the trace")
+                continue
+            res.check(f"{tag} mean", step_mean(s, s.index[0], dur), want["mean"], SIGNAL_ABS)
+            res.check(f"{tag} last", s.iloc[-1], want["last"], 0)
+
+    # --- per CPU: util, load, util_est enqueued, capacity -------------------------------
+    orig = pi["cpu-capacities"]["orig"]
+    cap = lt.df_cpus_signal("capacity")
+    for c in rep["cpus"]:
+        cpu = c["cpu"]
+        res.check(f"cpu{cpu} capacity_orig (platform_info)", orig[cpu], c["capacity_orig"], 0)
+        capo = cap[cap["cpu"] == cpu]["capacity_orig"]
+        res.check(f"cpu{cpu} capacity_orig (sched_cpu_capacity)", capo.iloc[-1],
+                  c["capacity_orig"], 0)
+    for signal, key, col in [("util", "util", "util"), ("load", "load", "load"),
+                             ("enqueued", "util_est_enqueued", "enqueued"),
+                             ("capacity", "capacity_curr", "capacity_curr")]:
+        df = lt.df_cpus_signal(signal)
+        for c in rep["cpus"]:
+            want = c["signals"][key]
+            if want is None:
+                continue
+            s = df[df["cpu"] == c["cpu"]][col]
+            tag = f"cpu{c['cpu']} {key}"
+            res.check(f"{tag} mean", step_mean(s, s.index[0], dur), want["mean"], SIGNAL_ABS)
+            res.check(f"{tag} last", s.iloc[-1], want["last"], 0)
+
+    # --- frequency residency per domain and per CPU ---------------------------------------
+    fr = ana.frequency
+    for d in rep["energy"]["perf_domains"]:
+        first = d["cpus"][0]
+        dom = fr.df_domain_frequency_residency(first)
+        for o in d["frequency_residency"]:
+            v = dom["total_time"].get(o["khz"], 0.0)
+            want = o["time_ns"] / 1e9
+            res.check(f"domain {d['name']} time at {o['khz']} kHz", v, want, tol_time(want), "s")
+        for cr in d["residency"]:
+            df = fr.df_cpu_frequency_residency(cr["cpu"])
+            for o in cr["opps"]:
+                v = df["active_time"].get(o["khz"], 0.0)
+                want = o["busy_ns"] / 1e9
+                res.check(f"cpu{cr['cpu']} busy at {o['khz']} kHz", v, want, tol_time(want), "s")
+
+    # --- overutilized time, context switches --------------------------------------------
+    want = rep["counters"]["overutilized_ns"] / 1e9
+    res.check("overutilized time", ana.status.get_overutilized_time(), want, tol_time(want), "s")
+    cs = ana.cpus.df_context_switches()["context_switch_cnt"].sum()
+    res.check("context switches", cs, rep["counters"]["context_switches"], 0)
+
+    # --- rt-app statistics ---------------------------------------------------------------
+    stats = ana.rta.df_rtapp_stats()
+    for t in tasks:
+        want = t["rtapp"]
+        s = stats[stats["__pid"] == t["pid"]]
+        tag = f"task {t['name']} pid {t['pid']} rt-app"
+        res.check(f"{tag} loops", len(s), want["loops"], 0)
+        if len(s):
+            res.check(f"{tag} slack mean", s["slack"].mean(), want["slack_us_mean"], PERF_ABS, "us")
+            pidx = s["perf_index"][s["c_period"] != s["c_run"]]
+            v = pidx.mean() if len(pidx) else 0.0
+            res.check(f"{tag} perf index mean", v, want["perf_index_mean"], PERF_ABS)
+
+    # --- energy -------------------------------------------------------------------------
+    if rep["energy"]["model_available"]:
+        power = pi["nrg-model"].estimate_from_trace(tr).sum(axis=1)
+        # Several rows can share a timestamp (idle and frequency changes at one
+        # instant); the last one holds.
+        power = power[~power.index.duplicated(keep="last")]
+        uj = dt.series_integrate(dt.series_refit_index(power, window=(0, dur)), method="rect")
+        want = rep["energy"]["total_uj"]
+        res.check("energy estimate", uj, want, ENERGY_REL * abs(want), "uJ")
+
+
+# ---------------------------------------------------------------------------------------
+# LISA's PELT behaviour check
+
+
+def pelt_checks(sim, board, cpus, root, swap_root):
+    """LISA's load-tracking test (lisa.tests.scheduler.load_tracking.TaskInvariance item)
+    on the simulator: LISA writes the rt-app workload for `cpu` at its top frequency
+    (`get_rtapp_profile`: a periodic task at half the CPU's capacity, pinned), the
+    simulator runs it, and LISA's own test methods judge the trace."""
+    from lisa.tests.scheduler.load_tracking import TaskInvariance
+    from lisa.wlgen.rta import RTAConf
+    from devlib.target import KernelVersion
+
+
+    class Item(TaskInvariance.ITEM_CLS):
+        # The bundle loads its trace from the result directory; ours is text.
+        TRACE_PATH = "trace.txt"
+
+    res = Results(f"{board}/pelt")
+    for cpu in cpus:
+        out = os.path.join(root, f"{board}-pelt-cpu{cpu}")
+        os.makedirs(out, exist_ok=True)
+        # The board's platform info, as the simulator writes it.
+        wl0 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads",
+                           "ramp.json")
+        run_sim(sim, board, wl0, out, ["--duration", "1ms"])
+        pi = PlatformInfo.from_yaml_map(os.path.join(out, "platform_info.yml"))
+        # The kernel whose PELT the simulator re-derives (the test only asks whether
+        # load is CPU-invariant, true since v5.1).
+        pi.add_src("asym-sim", {"kernel": {"version": KernelVersion("6.12.0")}})
+        freq = max(pi["freqs"][cpu])
+        profile = Item.get_rtapp_profile(pi, cpu=cpu, freq=freq)
+        wl = os.path.join(out, "lisa-invariance.json")
+        with open(wl, "w") as f:
+            f.write(RTAConf.from_profile(profile, plat_info=pi).json)
+        run_sim(sim, board, wl, out, ["--governor", "performance"])
+        item = Item(out, pi, cpu, freq, [freq])
+        side = "big" if pi["cpu-capacities"]["orig"][cpu] == 1024 else "LITTLE"
+        for test in ("test_util_correctness", "test_load_correctness", "test_util_behaviour"):
+            r = getattr(item, test)()
+            metrics = ", ".join(f"{k}={v}" for k, v in r.metrics.items())
+            ok = str(r.result).endswith("PASSED")
+            res.check(f"cpu{cpu} ({side}) {test} passed [{metrics}]", int(ok), 1, 0)
+    return res.label, res.lines, res.values, res.passed, res.failed
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sim", required=True, help="the asym-sim binary")
+    ap.add_argument("--workloads", required=True, help="directory of rt-app workloads")
+    ap.add_argument("--out", required=True, help="scratch directory for the runs")
+    ap.add_argument("--boards", default="juno-r2,hikey960")
+    ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=10,
+                    help="load this many times for the determinism check")
+    ap.add_argument("--repeat-workload", default="jank")
+    ap.add_argument("--repeat-board", default="juno-r2")
+    args = ap.parse_args()
+
+    started = time.time()
+    setup_lisa()
+    if os.path.exists(args.out):
+        shutil.rmtree(args.out)
+    os.makedirs(args.out)
+    swap_root = os.path.join(args.out, "swap")
+    os.makedirs(swap_root)
+    only = [w for w in args.only.split(",") if w]
+    names = sorted(f[:-5] for f in os.listdir(args.workloads) if f.endswith(".json"))
+    names = [n for n in names if not only or n in only]
+    runs = []
+    for board in args.boards.split(","):
+        for n in names:
+            out = os.path.join(args.out, board, n)
+            run_sim(args.sim, board, os.path.join(args.workloads, n + ".json"), out)
+            runs.append((board, n, out, swap_root))
+    print(f"lisa: simulated {len(runs)} runs in {time.time() - started:.1f} s", flush=True)
+    for w in WORKAROUNDS:
+        print(f"lisa: workaround for a LISA bug: {w}")
+
+    passed = failed = 0
+
+    def report(result):
+        nonlocal passed, failed
+        label, lines, _values, p, f = result
+        for line in lines:
+            print(line)
+        print(f"lisa: {label}: {p} passed, {f} failed", flush=True)
+        passed += p
+        failed += f
+
+    # Biggest traces first so that the two workers finish together.
+    runs.sort(key=lambda r: -os.path.getsize(os.path.join(r[2], "trace.txt")))
+    with multiprocessing.get_context("fork").Pool(max(1, args.jobs)) as pool:
+        pelt = pool.apply_async(pelt_checks, (args.sim, "juno-r2", [0, 2], args.out, swap_root))
+        pelt2 = pool.apply_async(pelt_checks, (args.sim, "hikey960", [4, 0], args.out, swap_root))
+        for result in pool.imap_unordered(check_run, runs):
+            report(result)
+        report(pelt.get())
+        report(pelt2.get())
+
+    # Determinism: the same trace loaded `repeat` times gives the same LISA numbers.
+    rep_run = [r for r in runs if r[0] == args.repeat_board and r[1] == args.repeat_workload]
+    if rep_run and args.repeat > 1:
+        digests = []
+        t0 = time.time()
+        for _ in range(args.repeat):
+            _label, _lines, values, _p, _f = check_run(rep_run[0])
+            digests.append(hashlib.sha256(repr(values).encode()).hexdigest()[:16])
+        same = len(set(digests)) == 1
+        label = f"{args.repeat_board}/{args.repeat_workload}"
+        print(f"{'ok  ' if same else 'FAIL'} {label} {args.repeat} loads give identical "
+              f"LISA numbers ({len(values)} values): digests {sorted(set(digests))} "
+              f"in {time.time() - t0:.1f} s")
+        passed += same
+        failed += not same
+
+    print(f"lisa: checked in {time.time() - started:.0f} s")
+    print(f"lisa: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
