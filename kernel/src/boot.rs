@@ -119,7 +119,7 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     let Ok(cmd) = CMDLINE.set(parsed.cmdline) else {
         arch::park()
     };
-    crate::panic::set_semihosting(cmd.use_semihosting());
+    crate::panic::set_policy(cmd.use_semihosting(), cmd.panic_timeout_s);
     crate::log::set_level(cmd.loglevel);
     if plat.cpus_ignored > 0 {
         crate::println!(

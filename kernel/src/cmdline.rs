@@ -78,6 +78,10 @@ pub struct Cmdline {
     /// `crash=panic|fault|stack|nested|locked|park`: after the banner, fail on purpose (tests of
     /// the failure paths).
     pub crash: Option<CrashKind>,
+    /// `panic=N` (Linux's `panic_timeout`): after a fatal error without `semihosting`, reset
+    /// the system after N seconds; 0 (the default) halts it for good, a negative N resets at
+    /// once.
+    pub panic_timeout_s: i32,
     /// The scheduler's options, kept as written for `crate::sched` to parse and report:
     /// `sched_features=FEAT,NO_FEAT,...` and `cpufreq.<domain>.<min_khz|max_khz|governor>=v`.
     pub sched_args: heapless::String<SCHED_ARGS_MAX>,
@@ -97,6 +101,7 @@ impl Default for Cmdline {
             semihosting: false,
             bench: false,
             crash: None,
+            panic_timeout_s: 0,
             sched_args: heapless::String::new(),
         }
     }
@@ -309,6 +314,23 @@ impl Cmdline {
                     }
                 });
             }
+            "panic" => {
+                const EXP: &str = "an integer number of seconds (0: halt, negative: at once)";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "panic",
+                    expected: EXP,
+                })?;
+                match v.parse::<i32>() {
+                    Ok(t) => self.panic_timeout_s = t,
+                    Err(_) => {
+                        return Err(CmdlineError::BadValue {
+                            option: "panic",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                }
+            }
             k if k == "sched_features" || k.starts_with("cpufreq.") => {
                 let v = value.ok_or(CmdlineError::MissingValue {
                     option: "sched_features / cpufreq.<domain>.<knob>",
@@ -407,6 +429,17 @@ mod tests {
         ] {
             assert_eq!(Cmdline::parse(&format!("crash={v}")).cmdline.crash, Some(k));
         }
+        assert_eq!(Cmdline::parse("panic=-1").cmdline.panic_timeout_s, -1);
+        assert_eq!(Cmdline::parse("panic=30").cmdline.panic_timeout_s, 30);
+        let p = Cmdline::parse("panic=soon");
+        assert_eq!(p.cmdline.panic_timeout_s, 0);
+        assert!(matches!(
+            p.errors[0],
+            CmdlineError::BadValue {
+                option: "panic",
+                ..
+            }
+        ));
         assert!(matches!(
             Cmdline::parse("crash=boom").errors[0],
             CmdlineError::BadValue {

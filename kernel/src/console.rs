@@ -18,7 +18,9 @@ use crate::sync::{IrqSpinLock, RawLockToken};
 /// The frame-start byte that separates defmt frames from text.
 pub const FRAME_START: u8 = 0x1e;
 
-/// How long [`write_fmt_force`] tries for the console lock before writing without it.
+/// How long [`write_fmt_force`] tries for the console lock before writing without it (about
+/// 0.1 s of guest time under QEMU `-icount`, a few ms on silicon: the longest line a healthy
+/// CPU may be in the middle of).
 const FORCE_LOCK_SPINS: u64 = 1_000_000;
 
 /// Bytes of received input kept until someone reads them.
@@ -54,6 +56,9 @@ impl Sink<'_> {
     }
 
     fn text(&mut self, s: &str) {
+        if let Some(&last) = s.as_bytes().last() {
+            LINE_OPEN.store(last != b'\n', Ordering::Relaxed);
+        }
         for &b in s.as_bytes() {
             let b = if b == FRAME_START || b == 0 { b'?' } else { b };
             if b == b'\n' {
@@ -191,20 +196,27 @@ pub fn write_fmt(args: fmt::Arguments<'_>) {
     }
 }
 
-/// Last-resort output for panics and fault reports: takes the lock if it can within a bounded
-/// time, else writes anyway (a CPU that died holding the lock must not silence the panic). If
-/// this very CPU holds the lock (it panicked or faulted while printing), it writes at once: the
-/// holder will never come back to release it. IRQs stay masked while writing.
+/// Last-resort output for panics and fault reports (the emergency path): never waits for long
+/// on a lock another CPU may hold for ever. It writes straight to the UART registers; it takes
+/// the console lock first when it can within a bounded wait, only so that healthy CPUs' lines
+/// do not interleave with the report. If this very CPU holds the lock (it faulted while
+/// printing), or the lock was already given up on once (its holder is presumed dead, and a
+/// fatal report of many lines must not wait once per line), it writes at once. Interrupts
+/// stay masked while writing.
 pub fn write_fmt_force(args: fmt::Arguments<'_>) {
     if !LOCKED_MODE.load(Ordering::Acquire) {
         write_fmt(args);
         return;
     }
     let irq = crate::arch::irq_save_disable();
-    let guard = if CONSOLE.held_by_this_cpu() {
+    let guard = if CONSOLE.held_by_this_cpu() || CONSOLE_ABANDONED.load(Ordering::Relaxed) {
         None
     } else {
-        CONSOLE.lock_timeout(FORCE_LOCK_SPINS)
+        let g = CONSOLE.lock_timeout(FORCE_LOCK_SPINS);
+        if g.is_none() {
+            CONSOLE_ABANDONED.store(true, Ordering::Relaxed);
+        }
+        g
     };
     let base = EARLY_BASE.load(Ordering::Relaxed);
     if base == 0 {
@@ -214,6 +226,10 @@ pub fn write_fmt_force(args: fmt::Arguments<'_>) {
     }
     // SAFETY: the console base is a PL011; without the lock we accept interleaved bytes.
     let uart = unsafe { Pl011::new(base) };
+    if LINE_OPEN.swap(false, Ordering::Relaxed) {
+        // A line was cut short (its writer faulted or died): the report starts on its own.
+        write_text(&uart, "\n");
+    }
     struct Text<'a>(&'a Pl011);
     impl Write for Text<'_> {
         fn write_str(&mut self, s: &str) -> fmt::Result {
@@ -226,19 +242,31 @@ pub fn write_fmt_force(args: fmt::Arguments<'_>) {
     crate::arch::irq_restore(irq);
 }
 
+/// Whether the last text the locked console wrote left a line unfinished.
+static LINE_OPEN: AtomicBool = AtomicBool::new(false);
+
+/// Set once [`write_fmt_force`] gave up waiting for the console lock: its holder is presumed
+/// dead, and later emergency writes do not wait again.
+static CONSOLE_ABANDONED: AtomicBool = AtomicBool::new(false);
+/// Likewise for the report lock ([`lock_report`]).
+static REPORT_ABANDONED: AtomicBool = AtomicBool::new(false);
+
 /// Serialises whole multi-line fatal reports (fault reports, panics) across CPUs, so two CPUs
 /// dying at once print one report after the other rather than interleaved lines.
 static REPORT: IrqSpinLock<()> = IrqSpinLock::new(());
 
 /// Takes the report lock for a fatal report, unless this CPU already holds it (a fault while
-/// reporting) or it stays taken past a bounded wait (its holder died): then `None`, and the
-/// report goes out anyway.
+/// reporting) or it stays taken past a bounded wait (its holder died; then later reports do
+/// not wait for it again): then `None`, and the report goes out anyway.
 pub fn lock_report() -> Option<crate::sync::IrqSpinLockGuard<'static, ()>> {
-    if REPORT.held_by_this_cpu() {
-        None
-    } else {
-        REPORT.lock_timeout(FORCE_LOCK_SPINS)
+    if REPORT.held_by_this_cpu() || REPORT_ABANDONED.load(Ordering::Relaxed) {
+        return None;
     }
+    let g = REPORT.lock_timeout(FORCE_LOCK_SPINS);
+    if g.is_none() {
+        REPORT_ABANDONED.store(true, Ordering::Relaxed);
+    }
+    g
 }
 
 /// Takes the console lock for a defmt frame and writes the frame-start byte.

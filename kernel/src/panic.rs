@@ -15,7 +15,7 @@
 //! without printing. So a reporter that faults can never recurse, whatever it faults on.
 
 use core::panic::PanicInfo;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
 use crate::dt::MAX_CPUS;
 use crate::{arch, console, semihosting};
@@ -43,12 +43,22 @@ static END_POLICY: AtomicU8 = AtomicU8::new(POLICY_UNKNOWN);
 const POLICY_UNKNOWN: u8 = 0;
 /// `semihosting`: exit through semihosting, else PSCI `SYSTEM_OFF`.
 const POLICY_END: u8 = 1;
-/// No `semihosting`: a fatal error halts the system (Linux's default, `panic=0`).
-const POLICY_HALT: u8 = 2;
+/// No `semihosting`: after a fatal error, what `panic=` says (Linux's `panic_timeout`).
+const POLICY_PANIC_TIMEOUT: u8 = 2;
 
-/// Records whether the run should end through semihosting (boot, after the command line).
-pub fn set_semihosting(on: bool) {
-    let policy = if on { POLICY_END } else { POLICY_HALT };
+/// `panic=`: seconds until a reset after a fatal error; 0 halts for good, negative resets at
+/// once (Linux `panic_timeout`).
+static PANIC_TIMEOUT_S: AtomicI32 = AtomicI32::new(0);
+
+/// Records how the run ends (boot, after the command line): through semihosting (`semihosting`
+/// or `selftest`), or after a fatal error as `panic=` says.
+pub fn set_policy(semihosting: bool, panic_timeout_s: i32) {
+    PANIC_TIMEOUT_S.store(panic_timeout_s, Ordering::Relaxed);
+    let policy = if semihosting {
+        POLICY_END
+    } else {
+        POLICY_PANIC_TIMEOUT
+    };
     END_POLICY.store(policy, Ordering::Relaxed);
 }
 
@@ -66,22 +76,37 @@ pub fn enter_fatal() -> Nesting {
     }
 }
 
-/// Ends the run after a fatal error whose report is on the console: with `semihosting`, the
-/// run exits with `status` (or, without a semihosting host, powers off); otherwise the system
-/// halts. Before the command line is known, semihosting is tried, then the system halts.
+/// Ends the run after a fatal error whose report is on the console (Linux `panic()` after the
+/// message): this CPU goes offline, the other CPUs are stopped (`smp_send_stop`, bounded, as
+/// a CPU stuck with interrupts masked cannot take the stop IPI), then: with `semihosting` the
+/// run exits with `status` (or, without a semihosting host, powers off); otherwise `panic=`
+/// decides between halting and a reset. Before the command line is known, semihosting is
+/// tried, then the system halts.
 pub fn end_fatal(status: u32) -> ! {
-    console::write_fmt_force(format_args!(
-        "asym: fatal error on cpu {}, ending the run at {} us\n",
-        arch::cpu_index(),
-        arch::uptime_us()
-    ));
+    let me = crate::percpu::current_cpu();
+    crate::smp::mark_offline(me);
+    if crate::gic::version().is_some() {
+        match crate::smp::stop_other_cpus(STOP_TIMEOUT_US) {
+            0 => console::write_fmt_force(format_args!(
+                "asym: fatal error on cpu {}: all other CPUs stopped\n",
+                me.0
+            )),
+            left => console::write_fmt_force(format_args!(
+                "asym: fatal error on cpu {}: {} other CPUs did not stop (interrupts masked?)\n",
+                me.0, left
+            )),
+        }
+    }
     match END_POLICY.load(Ordering::Relaxed) {
         POLICY_END => end_run(status),
         POLICY_UNKNOWN => {
             semihosting::try_exit(status);
             halt()
         }
-        _ => halt(),
+        _ => match PANIC_TIMEOUT_S.load(Ordering::Relaxed) {
+            0 => halt(),
+            t => reset_after(t),
+        },
     }
 }
 
@@ -89,7 +114,12 @@ pub fn end_fatal(status: u32) -> ! {
 /// `semihosting`): a semihosting exit with `status` when `semihosting` is on and a host
 /// answers; else PSCI `SYSTEM_OFF`, said on the console first; else the system halts.
 pub fn end_run(status: u32) -> ! {
-    if END_POLICY.load(Ordering::Relaxed) != POLICY_HALT {
+    console::write_fmt_force(format_args!(
+        "asym: ending the run with status {} at {} us\n",
+        status,
+        arch::uptime_us()
+    ));
+    if END_POLICY.load(Ordering::Relaxed) != POLICY_PANIC_TIMEOUT {
         semihosting::try_exit(status);
         console::write_fmt_force(format_args!(
             "asym: no semihosting host to take exit status {}\n",
@@ -98,6 +128,9 @@ pub fn end_run(status: u32) -> ! {
     }
     power_off()
 }
+
+/// How long a fatal error waits for the other CPUs to stop, guest microseconds.
+const STOP_TIMEOUT_US: u64 = 100_000;
 
 /// PSCI `SYSTEM_OFF` through the DT's conduit (after the DT is parsed), else halt.
 fn power_off() -> ! {
@@ -113,6 +146,33 @@ fn power_off() -> ! {
     halt()
 }
 
+/// `panic=` with a non-zero value: PSCI `SYSTEM_RESET` after `timeout_s` seconds of guest time
+/// (at once when negative), else halt.
+fn reset_after(timeout_s: i32) -> ! {
+    let Some(plat) = crate::boot::platform() else {
+        halt()
+    };
+    if timeout_s > 0 {
+        console::write_fmt_force(format_args!(
+            "asym: rebooting in {} s (panic={})\n",
+            timeout_s, timeout_s
+        ));
+        let f = arch::counter_freq_hz();
+        let until = arch::counter().saturating_add(f.saturating_mul(timeout_s as u64));
+        while arch::counter() < until {
+            arch::wfi();
+        }
+    }
+    console::write_fmt_force(format_args!(
+        "asym: rebooting (PSCI SYSTEM_RESET, panic={}) at {} us\n",
+        timeout_s,
+        arch::uptime_us()
+    ));
+    let e = crate::psci::system_reset(plat.psci.conduit);
+    console::write_fmt_force(format_args!("asym: PSCI SYSTEM_RESET failed: {:?}\n", e));
+    halt()
+}
+
 /// Stops the system for good: says so and parks this CPU.
 fn halt() -> ! {
     console::write_fmt_force(format_args!(
@@ -122,13 +182,13 @@ fn halt() -> ! {
     stop_this_cpu()
 }
 
-/// Stops the calling CPU for good, printing nothing.
+/// Stops the calling CPU for good, printing nothing; it is offline from here.
 pub fn stop_this_cpu() -> ! {
-    arch::park()
+    crate::smp::park_this_cpu(crate::percpu::current_cpu())
 }
 
-/// Linux `panic()`: IRQs off, the message and location on the console (without waiting for a
-/// console lock a dead CPU may hold), then [`end_fatal`] with status 101. A panic while
+/// Linux `panic()`: interrupts off, the message and location on the console (without waiting
+/// for a console lock a dead CPU may hold), then [`end_fatal`] with status 101. A panic while
 /// handling a fatal error prints one line and ends.
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
@@ -159,11 +219,5 @@ fn panic(info: &PanicInfo<'_>) -> ! {
         }
     }
     drop(report_lock);
-    if crate::gic::version().is_some() {
-        let left = crate::smp::stop_other_cpus(100_000);
-        if left > 0 {
-            console::write_fmt_force(format_args!("panic: {} other CPUs did not stop\n", left));
-        }
-    }
     end_fatal(101)
 }

@@ -1,6 +1,6 @@
 //! PSCI firmware calls through the conduit the device tree names (`hvc` or `smc`).
 //!
-//! Linux: `drivers/firmware/psci/psci.c` (`psci_cpu_on`, `psci_sys_poweroff`,
+//! Linux: `drivers/firmware/psci/psci.c` (`psci_cpu_on`, `psci_sys_poweroff`, `psci_sys_reset`,
 //! `get_set_conduit_method`) and `arch/arm64/kernel/psci.c` (`cpu_psci_cpu_boot`). The calls
 //! themselves come from the `smccc` crate; this module only picks the conduit.
 
@@ -37,6 +37,18 @@ pub fn system_off(conduit: Conduit) -> PsciError {
     let result = match conduit {
         Conduit::Hvc => smccc::psci::system_off::<Hvc>(),
         Conduit::Smc => smccc::psci::system_off::<Smc>(),
+    };
+    match result {
+        Ok(()) => PsciError::InternalFailure,
+        Err(e) => e,
+    }
+}
+
+/// `SYSTEM_RESET`. Returns only if the firmware refuses.
+pub fn system_reset(conduit: Conduit) -> PsciError {
+    let result = match conduit {
+        Conduit::Hvc => smccc::psci::system_reset::<Hvc>(),
+        Conduit::Smc => smccc::psci::system_reset::<Smc>(),
     };
     match result {
         Ok(()) => PsciError::InternalFailure,

@@ -71,6 +71,50 @@ pub fn injections(last: u32) -> Vec<Injection> {
             ],
             end: End::Status(1),
         },
+        // Finding 5: a CPU that faults holding a lock (the console's). The report still
+        // reaches the console (emergency path), every other CPU is stopped, the run ends.
+        Injection {
+            name: "fault with the console lock held",
+            append: "semihosting crash=locked",
+            semihosting: true,
+            expect: vec![
+                once(&format!("synchronous exception on cpu {last}")),
+                once(&format!(
+                    "asym: fatal error on cpu {last}: all other CPUs stopped"
+                )),
+            ],
+            end: End::Status(1),
+        },
+        // Findings 5 and 9 without semihosting: before, CPU 5 halted holding the lock while
+        // the others hung on it (or ran on with CPU 5 still counted online). Now the whole
+        // system stops as after a panic, and `panic=-1` resets it (PSCI SYSTEM_RESET, which
+        // QEMU's -no-reboot turns into an exit).
+        Injection {
+            name: "fault with the console lock held, panic=-1",
+            append: "crash=locked panic=-1",
+            semihosting: true,
+            expect: vec![
+                once(&format!("synchronous exception on cpu {last}")),
+                once(&format!(
+                    "asym: fatal error on cpu {last}: all other CPUs stopped"
+                )),
+                once("asym: rebooting (PSCI SYSTEM_RESET, panic=-1)"),
+            ],
+            end: End::Psci,
+        },
+        Injection {
+            name: "panic on a secondary, panic=-1",
+            append: "crash=panic panic=-1",
+            semihosting: true,
+            expect: vec![
+                once(&format!("panic on cpu {last} at ")),
+                once(&format!(
+                    "asym: fatal error on cpu {last}: all other CPUs stopped"
+                )),
+                once("asym: rebooting (PSCI SYSTEM_RESET, panic=-1)"),
+            ],
+            end: End::Psci,
+        },
         // Finding 2: no semihosting host (a board on its own). The `HLT` that would end the
         // run is undefined there: caught once, said on the console, then PSCI SYSTEM_OFF.
         Injection {
