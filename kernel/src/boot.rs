@@ -63,27 +63,39 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     // SAFETY: boot CPU only, MMU off, no other CPU running; maps the image, the DTB and the
     // early UART identically (the DT parser must not run with the MMU off: unaligned loads
     // fault on Device memory).
-    unsafe { arch::aarch64::mmu::init_early(dtb_pa, board.early_uart) };
-    // SAFETY: x0 holds the DTB address per the arm64 boot protocol; the early map covers it
-    // at its own address.
+    if let Err(e) = unsafe { arch::aarch64::mmu::init_early(dtb_pa, board.early_uart) } {
+        cannot_boot(format_args!(
+            "{e} (early map: kernel image, DTB {dtb_pa:#x})"
+        ));
+    }
+    // SAFETY: x0 holds the DTB address per the arm64 boot protocol; `init_early` mapped it
+    // (up to its totalsize, at most 2 MiB) at its own address when `check_dtb_pa` accepts it,
+    // and `from_dtb_pa` runs that same check before reading.
     let plat = match unsafe { Platform::from_dtb_pa(dtb_pa) } {
         Ok(p) => p,
-        Err(e) => {
-            crate::println!("asym: cannot boot: {} (DTB at {:#x})", e, dtb_pa);
-            arch::park();
-        }
+        Err(e) => cannot_boot(format_args!("{e} (DTB at {dtb_pa:#x})")),
     };
     let t_dt = arch::counter();
+    let image = kernel_image();
+    if let Err(e) = plat.bank_holding(image) {
+        cannot_boot(e);
+    }
     // SAFETY: boot CPU only, on the early map, no other CPU running; the final map covers RAM
-    // and the devices, and the kernel image as the early map does.
-    unsafe { arch::aarch64::mmu::init_boot_cpu(&plat) };
+    // and the devices, and the kernel image as the early map does; on error nothing changed.
+    if let Err(e) = unsafe { arch::aarch64::mmu::init_boot_cpu(&plat) } {
+        cannot_boot(format_args!(
+            "{e} (final map of {} RAM banks and the devices)",
+            plat.memory.len()
+        ));
+    }
     let t_mmu = arch::counter();
     // Only now: `InitOnce::set` is a compare-and-swap, and exclusives need the MMU on (Normal
     // memory) to be reliable on hardware.
     let Ok(plat) = PLATFORM.set(plat) else {
         arch::park()
     };
-    // SAFETY: the DT names this PL011; it is now mapped as device memory.
+    // SAFETY: the DT names this PL011 (range-checked by the parser); `init_boot_cpu`
+    // succeeded, so it is mapped as device memory.
     unsafe { console::init(plat.uart.base) };
 
     let boot_cpu = plat.cpu_by_mpidr(arch::mpidr()).unwrap_or_else(|| {
@@ -121,6 +133,12 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     };
     crate::panic::set_policy(cmd.use_semihosting(), cmd.panic_timeout_s);
     crate::log::set_level(cmd.loglevel);
+    for n in &plat.notes.list {
+        crate::println!("{} (going on)", n);
+    }
+    if plat.notes.dropped > 0 {
+        crate::println!("device tree: {} more notes not shown", plat.notes.dropped);
+    }
     if plat.cpus_ignored > 0 {
         crate::println!(
             "dt: {} CPUs beyond MAX_CPUS ({}) ignored",
@@ -188,29 +206,44 @@ pub fn irq_entry() {
     crate::gic::handle_irq();
 }
 
-fn init_heap(plat: &Platform) {
-    let kernel_end = (&raw const crate::arch::aarch64::mmu::__kernel_end) as usize;
-    let start = kernel_end.next_multiple_of(4096);
-    // The identity map covers RAM only in whole 2 MiB blocks (arch::aarch64::mmu).
-    let ram_end = plat.memory.end() & !((2 << 20) - 1);
-    let mut end = ram_end.min(start.saturating_add(heap::HEAP_MAX));
-    // Never hand out the DTB (and keep what lies above it alone too).
-    if plat.dtb.base >= start && plat.dtb.base < end {
-        end = plat.dtb.base & !0xfff;
+/// Stops the boot with `why` on the console (the early one if the DT's is not up yet): the
+/// run ends like any fatal error (a semihosting exit with status 1 where a host answers,
+/// else the system halts).
+fn cannot_boot(why: impl core::fmt::Display) -> ! {
+    crate::println!("asym: cannot boot: {}", why);
+    crate::panic::end_fatal(1)
+}
+
+/// The kernel image, BSS and stacks in memory.
+fn kernel_image() -> crate::dt::MemRange {
+    let start = (&raw const crate::arch::aarch64::mmu::__kernel_start) as usize;
+    let end = (&raw const crate::arch::aarch64::mmu::__kernel_end) as usize;
+    crate::dt::MemRange {
+        base: start,
+        size: end - start,
     }
-    if end <= start || !plat.memory.contains(start) {
+}
+
+fn init_heap(plat: &Platform) {
+    let image = kernel_image();
+    // `kernel_main` checked that a bank holds the image.
+    let Ok(bank) = plat.bank_holding(image) else {
+        return;
+    };
+    // What is free after the image: the map's whole 2 MiB blocks, below the DTB and any
+    // reserved region.
+    let Some(free) = plat.free_ram_from(bank, image.end(), heap::HEAP_MAX) else {
         crate::println!(
-            "heap: no room after the kernel (end {:#x}, RAM {:#x}..{:#x})",
-            kernel_end,
-            plat.memory.base,
-            plat.memory.end()
+            "heap: no room after the kernel (end {:#x}, RAM {})",
+            image.end(),
+            bank
         );
         return;
-    }
-    // SAFETY: [start, end) is RAM past the kernel image, BSS and stacks, below the DTB, mapped
-    // normal memory, used by nothing else.
-    unsafe { heap::init(start, end - start) };
-    crate::log_info!("heap {=usize:#x}..{=usize:#x}", start, end);
+    };
+    // SAFETY: `free` is RAM of a bank the final map covers, past the kernel image, BSS and
+    // stacks, clear of the DTB and every reserved region, used by nothing else.
+    unsafe { heap::init(free.base, free.size) };
+    crate::log_info!("heap {=usize:#x}..{=usize:#x}", free.base, free.end());
 }
 
 fn init_console_rx(plat: &Platform) {
@@ -225,12 +258,12 @@ fn init_console_rx(plat: &Platform) {
 
 fn banner(plat: &Platform, cmd: &Cmdline) {
     crate::println!("asym {} on {}", env!("CARGO_PKG_VERSION"), board().name);
-    crate::println!(
-        "memory {:#x}..{:#x}, console PL011 at {:#x}",
-        plat.memory.base,
-        plat.memory.end(),
-        plat.uart.base
-    );
+    let mut banks: heapless::String<160> = heapless::String::new();
+    for (i, b) in plat.memory.iter().enumerate() {
+        let sep = if i == 0 { "" } else { " + " };
+        let _ = core::fmt::write(&mut banks, format_args!("{sep}{b}"));
+    }
+    crate::println!("memory {}, console PL011 at {:#x}", banks, plat.uart.base);
     for (i, c) in plat.cpus.iter().enumerate() {
         let id = CpuId(i as u16);
         crate::println!(
