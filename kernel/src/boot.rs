@@ -347,6 +347,10 @@ fn crash(kind: crate::cmdline::CrashKind) {
     fn do_park(cpu: CpuId) {
         crate::smp::park_this_cpu(cpu);
     }
+    fn do_hold_console(cpu: CpuId) {
+        console::take_lock_forever();
+        crate::smp::park_this_cpu(cpu);
+    }
     let target = crate::smp::online_cpus().last().unwrap_or(CpuId(0));
     crate::println!(
         "crash: {:?} on cpu {} at {} us",
@@ -361,7 +365,30 @@ fn crash(kind: crate::cmdline::CrashKind) {
         CrashKind::Nested => do_nested,
         CrashKind::Locked => do_locked,
         CrashKind::Park => do_park,
+        CrashKind::Held => do_hold_console,
     };
+    if kind == CrashKind::Held {
+        if let Err(e) = crate::smp::run_on_nowait(target, f) {
+            crate::println!(
+                "crash: cpu {} could not take the console lock: {}",
+                target.0,
+                e
+            );
+            return;
+        }
+        // Up to 0.1 s of guest time for the target to take it; nothing prints meanwhile.
+        let until = arch::counter().saturating_add(arch::counter_freq_hz() / 10);
+        while !console::locked_elsewhere() && arch::counter() < until {
+            core::hint::spin_loop();
+        }
+        let held = console::locked_elsewhere();
+        panic!(
+            "deliberate panic (crash=held) on cpu {}: cpu {} {} the console lock",
+            crate::percpu::current_cpu().0,
+            target.0,
+            if held { "holds" } else { "did not take" }
+        );
+    }
     if kind == CrashKind::Park {
         // The target parks inside the call and never reports it done: post it, do not wait.
         if let Err(e) = crate::smp::run_on_nowait(target, f) {
