@@ -16,6 +16,7 @@ pub mod board_dt;
 pub mod cmdline;
 pub mod dt;
 pub mod sync;
+pub mod time;
 
 #[cfg(target_os = "none")]
 pub mod boot;
