@@ -18,7 +18,7 @@
 //! lock); the core's lock is taken with no rq lock held, and it may take snapshot locks.
 
 use core::fmt;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
@@ -31,7 +31,7 @@ use asym_sched::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
 
 use crate::dt::MAX_CPUS;
 use crate::percpu::PerCpu;
-use crate::sync::{InitOnce, IrqSpinLock};
+use crate::sync::{InitOnce, IrqSpinLock, LockRank};
 
 /// The board's cpufreq: every domain's policy, governor and the emulated driver.
 pub type Core = CpufreqCore<EmulatedDriver>;
@@ -44,6 +44,10 @@ struct State {
 }
 
 static STATE: InitOnce<State> = InitOnce::new();
+
+/// Whether the driver has a frequency transition in flight (it completes at a tick, so some
+/// CPU must keep ticking: an idle CPU does not stop its tick while this is set).
+static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
 
 /// Linux's per-CPU `arch_freq_scale`: `cur / cpuinfo.max_freq × 1024` of the CPU's domain.
 static ARCH_FREQ_SCALE: PerCpu<AtomicU32> =
@@ -92,13 +96,16 @@ pub fn init(board: &'static BoardDesc, topo: &Topology, now: Nanos) -> Result<()
     for c in topo.cpus() {
         caps[c.id.index()] = c.capacity_orig;
     }
-    let core = IrqSpinLock::new(CpufreqCore::new(
-        board,
-        &caps[..topo.nr_cpus()],
-        Governor::Schedutil,
-        now,
-        |p| EmulatedDriver::new(p, true),
-    )?);
+    let core = IrqSpinLock::with_rank(
+        CpufreqCore::new(
+            board,
+            &caps[..topo.nr_cpus()],
+            Governor::Schedutil,
+            now,
+            |p| EmulatedDriver::new(p, true),
+        )?,
+        LockRank::CPUFREQ,
+    );
     for c in topo.cpus() {
         let scale = core.lock().arch_scale_freq_capacity(c.id);
         ARCH_FREQ_SCALE.of(c.id).store(scale, Ordering::Relaxed);
@@ -151,10 +158,10 @@ pub fn with_core<R>(f: impl FnOnce(&mut Core) -> R) -> Option<R> {
 pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
     let st = STATE.get().ok_or(Error::NoCpufreq)?;
     let now = crate::sched::now();
-    st.core
-        .lock()
-        .set_governor(pd, gov, now)
-        .map_err(Error::Policy)
+    let mut core = st.core.lock();
+    let r = core.set_governor(pd, gov, now).map_err(Error::Policy);
+    IN_FLIGHT.store(core.driver.next_event().is_some(), Ordering::Release);
+    r
 }
 
 /// Sets `scaling_min_freq`/`scaling_max_freq` of domain `pd`. Unlike Linux's sysfs, which
@@ -179,7 +186,9 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
             });
         }
     }
-    core.set_limits(pd, min, max, now).map_err(Error::Policy)
+    let r = core.set_limits(pd, min, max, now).map_err(Error::Policy);
+    IN_FLIGHT.store(core.driver.next_event().is_some(), Ordering::Release);
+    r
 }
 
 /// Publishes `cpu`'s schedutil input (called by the tick with the rq lock held).
@@ -220,6 +229,12 @@ pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: Sch
             }
         }
     }
+    IN_FLIGHT.store(core.driver.next_event().is_some(), Ordering::Release);
+}
+
+/// Whether a frequency transition is in flight (see [`IN_FLIGHT`]).
+pub fn transition_pending() -> bool {
+    IN_FLIGHT.load(Ordering::Acquire)
 }
 
 /// Prints each domain: CPUs, OPPs and governor (the boot banner's cpufreq part).

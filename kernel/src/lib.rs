@@ -59,3 +59,12 @@ pub mod timer;
 pub mod cpufreq;
 #[cfg(target_os = "none")]
 pub mod sched;
+// Threads, blocking, and what runs on them.
+#[cfg(target_os = "none")]
+pub mod bench;
+#[cfg(target_os = "none")]
+pub mod soak;
+#[cfg(target_os = "none")]
+pub mod task;
+#[cfg(target_os = "none")]
+pub mod wait;

@@ -93,7 +93,8 @@ pub(super) fn set_enabled(intid: IntId, enable: bool) -> Result<(), GicError> {
     }
     let d = gicd();
     if !intid.is_private() && enable {
-        let mask = CPU_IF_MASK.this().load(Ordering::Relaxed);
+        let guard = crate::percpu::PreemptGuard::new();
+        let mask = CPU_IF_MASK.this(&guard).load(Ordering::Relaxed);
         d.itargetsr[n].set(mask);
     }
     let bit = 1u32 << (n % 32);

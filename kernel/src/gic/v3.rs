@@ -136,7 +136,9 @@ pub(super) fn set_enabled(intid: IntId, enable: bool) -> Result<(), GicError> {
     let n = intid.0 as usize;
     let bit = 1u32 << (n % 32);
     if intid.is_private() {
-        let rd = RD_BASE.this().load(Ordering::Acquire);
+        // Banked per CPU: the caller's CPU's redistributor, which it must not leave meanwhile.
+        let guard = crate::percpu::PreemptGuard::new();
+        let rd = RD_BASE.this(&guard).load(Ordering::Acquire);
         if rd == 0 {
             return Err(GicError::TargetNotReady {
                 cpu: current_cpu().0,
