@@ -84,6 +84,9 @@ enum Cmd {
         #[arg(long)]
         only: Option<String>,
     },
+    /// The long stress run: threads sleeping, waking and migrating on every CPU for SECONDS of
+    /// guest time (not part of `test`).
+    Soak(SoakArgs),
     /// Run the simulator: all arguments go to `asym-sim` (try `cargo xtask sim --help`).
     #[command(disable_help_flag = true)]
     Sim {
@@ -170,6 +173,24 @@ pub struct TestArgs {
     pub board: dtb::Board,
 }
 
+#[derive(Args, Debug)]
+struct SoakArgs {
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Guest seconds to run.
+    #[arg(long, default_value_t = 600)]
+    seconds: u32,
+    /// `-icount shift`: guest ns per instruction as a power of two.
+    #[arg(long, default_value_t = 4)]
+    shift: u32,
+    /// Extra kernel command-line options (e.g. "maxcpus=4").
+    #[arg(long, default_value = "")]
+    append: String,
+    /// Emulated board whose device tree the kernel gets (see `qemu`).
+    #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+    board: dtb::Board,
+}
+
 #[derive(Subcommand, Debug)]
 enum BenchCmd {
     /// Reset → CPU online and reset → first tick, per CPU, in guest µs (under -icount).
@@ -182,6 +203,18 @@ enum BenchCmd {
         /// Extra kernel command-line options besides `bench`.
         #[arg(long, default_value = "")]
         append: String,
+        /// Emulated board whose device tree the kernel gets (see `qemu`).
+        #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+        board: dtb::Board,
+    },
+    /// Guest instructions per context switch, wait/wake round trip, tick and wake-up, under
+    /// `-icount shift=0`.
+    Switch {
+        #[command(flatten)]
+        machine: MachineArgs,
+        /// Timeout in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
         /// Emulated board whose device tree the kernel gets (see `qemu`).
         #[arg(long, value_enum, default_value = "qemu-juno-r2")]
         board: dtb::Board,
@@ -241,6 +274,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 append,
                 board,
             } => bench::boot(&machine, board, Duration::from_secs(timeout), &append),
+            BenchCmd::Switch {
+                machine,
+                timeout,
+                board,
+            } => bench::switch(&machine, board, Duration::from_secs(timeout)),
             BenchCmd::Sched { args } => bench::sched(&args),
             BenchCmd::Sim { args } => bench::sim(&args),
         },
@@ -255,6 +293,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             jobs,
             only,
         }),
+        Cmd::Soak(a) => bench::soak(&a.machine, a.board, a.seconds, a.shift, &a.append),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
     }
 }
