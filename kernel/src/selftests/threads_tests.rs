@@ -326,7 +326,7 @@ fn waker_thread(_: usize) {
     }
 }
 
-/// A thread pinned to one CPU, woken 500 times by an unpinned thread (and by its own sleep
+/// A thread pinned to a busy CPU, woken 500 times by an unpinned thread (and by its own sleep
 /// timer), is switched in on that CPU and nowhere else.
 fn pinned_never_elsewhere() -> TestResult {
     let o = others();
@@ -334,6 +334,9 @@ fn pinned_never_elsewhere() -> TestResult {
         crate::println!("selftest threads_pinned_never_elsewhere: skipped: one CPU");
         return Ok(());
     };
+    // A busy thread on the same CPU, so the wake-up path would rather put the pinned thread on
+    // an idle CPU: only its affinity keeps it there.
+    let hog = Busy::start(cpu)?;
     let p = spawn_on(cpu, "pinned", pinned_thread, 0)?;
     let w = spawn_with("waker", ThreadParams::default(), waker_thread, 0)?;
     let (mut seen, mut waker_seen) = (0, 0);
@@ -352,8 +355,9 @@ fn pinned_never_elsewhere() -> TestResult {
     }
     task::join(w).map_err(err)?;
     task::join(p).map_err(err)?;
+    hog.stop()?;
     crate::println!(
-        "threads: pinned to cpu {}: seen on {:?}; its waker was seen on {:?}",
+        "threads: pinned to cpu {} (with a busy thread): seen on {:?}; its waker was seen on {:?}",
         cpu.0,
         CpuMask(seen),
         CpuMask(waker_seen)
