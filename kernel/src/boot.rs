@@ -10,6 +10,7 @@
 
 use asym_sched::types::CpuId;
 
+use crate::board::{BoardConfig, EndPolicy, Region};
 use crate::cmdline::{Cmdline, SelfTestMode};
 use crate::dt::Platform;
 use crate::sync::InitOnce;
@@ -24,6 +25,23 @@ pub struct Board {
     pub name: &'static str,
     /// A UART usable before the DT is parsed (for DT errors), if the board has a fixed one.
     pub early_uart: Option<usize>,
+    /// How a run that is meant to end ends when no semihosting host takes its status.
+    pub end: EndPolicy,
+    /// Firmware memory the DT does not describe: the heap never covers it.
+    pub carve_outs: &'static [Region],
+}
+
+impl Board {
+    /// A real board's binary: everything from its board crate's [`BoardConfig`] (the console
+    /// u-boot left set up is usable before the DT is read).
+    pub const fn from_config(c: &'static BoardConfig) -> Board {
+        Board {
+            name: c.name,
+            early_uart: Some(c.console.uart.base),
+            end: c.end,
+            carve_outs: c.carve_outs,
+        }
+    }
 }
 
 unsafe extern "Rust" {
@@ -44,7 +62,8 @@ pub fn cmdline() -> Option<&'static Cmdline> {
     CMDLINE.get()
 }
 
-fn board() -> &'static Board {
+/// The board binary's description.
+pub fn board() -> &'static Board {
     // SAFETY: the board binary defines ASYM_BOARD as an immutable static.
     unsafe { &ASYM_BOARD }
 }
@@ -193,11 +212,15 @@ fn init_heap(plat: &Platform) {
     let start = kernel_end.next_multiple_of(4096);
     // The identity map covers RAM only in whole 2 MiB blocks (arch::aarch64::mmu).
     let ram_end = plat.memory.end() & !((2 << 20) - 1);
-    let mut end = ram_end.min(start.saturating_add(heap::HEAP_MAX));
-    // Never hand out the DTB (and keep what lies above it alone too).
-    if plat.dtb.base >= start && plat.dtb.base < end {
-        end = plat.dtb.base & !0xfff;
-    }
+    let end = ram_end.min(start.saturating_add(heap::HEAP_MAX));
+    // Never hand out the DTB, what the DT reserves, or the board's firmware carve-outs (and
+    // keep what lies above the first of them alone too).
+    let avoid = heap_avoid(plat);
+    let window = crate::board::free_window(start, end, &avoid, 4096);
+    let (start, end) = match window {
+        Some((s, e)) => (s, e & !0xfff),
+        None => (start, start),
+    };
     if end <= start || !plat.memory.contains(start) {
         crate::println!(
             "heap: no room after the kernel (end {:#x}, RAM {:#x}..{:#x})",
@@ -211,6 +234,33 @@ fn init_heap(plat: &Platform) {
     // normal memory, used by nothing else.
     unsafe { heap::init(start, end - start) };
     crate::log_info!("heap {=usize:#x}..{=usize:#x}", start, end);
+}
+
+/// The DTB, the DT's fixed reservations and the board's carve-outs (at most 32; more DT
+/// reservations are reported and not avoided, which the heap's window then may cover).
+fn heap_avoid(plat: &Platform) -> heapless::Vec<crate::dt::MemRange, 32> {
+    let mut avoid = heapless::Vec::new();
+    let _ = avoid.push(plat.dtb);
+    for r in board().carve_outs {
+        let _ = avoid.push(r.range);
+    }
+    // SAFETY: `plat.dtb` is the blob the boot loader passed in x0 (its size from its header),
+    // in RAM, which the final map covers; nothing writes it after boot.
+    let blob = unsafe { core::slice::from_raw_parts(plat.dtb.base as *const u8, plat.dtb.size) };
+    if let Ok(fdt) = flat_device_tree::Fdt::new(blob) {
+        crate::board_dt::memory::walk_reserved(&fdt, |e| match e {
+            crate::board_dt::memory::ReservedEntry::Fixed { range, name, .. } => {
+                if avoid.push(range).is_err() {
+                    crate::println!("heap: reservation {} not avoided (more than 32)", name);
+                }
+            }
+            crate::board_dt::memory::ReservedEntry::Dynamic { .. } => {}
+            crate::board_dt::memory::ReservedEntry::Bad { name, problem, .. } => {
+                crate::println!("dt: /reserved-memory/{}: {}", name, problem)
+            }
+        });
+    }
+    avoid
 }
 
 fn init_console_rx(plat: &Platform) {
