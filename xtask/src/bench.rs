@@ -65,7 +65,7 @@ pub fn boot(
     timeout: Duration,
     append: &str,
 ) -> Result<ExitCode> {
-    let a = kernel::build(None)?;
+    let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
     let defmt = crate::load_defmt(&a.elf)?;
     let cmdline = format!("bench {append}").trim().to_string();
     let mut machine = machine.clone();

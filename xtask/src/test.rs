@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use crate::boards::Target;
 use crate::console::{self, Defmt};
 use crate::kernel::{self, TARGET};
 use crate::qemu::{self, Boot, Machine, RunOpts};
@@ -32,6 +33,9 @@ pub(crate) struct StageResult {
 const HOST_CRATES: &[&str] = &[
     "asym-sched",
     "asym-boards",
+    "asym-juno-r2",
+    "asym-hikey960",
+    "asym-hikey",
     "asym-sim",
     "xtask",
     "asym-kernel",
@@ -82,6 +86,10 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         stage_cmd(&mut results, "host tests", &mut test);
     }
 
+    if !args.no_boards {
+        board_stages(&mut results);
+    }
+
     if !args.no_qemu {
         qemu_stages(args, &mut results);
     }
@@ -128,6 +136,103 @@ fn stage_cmd(results: &mut Vec<StageResult>, name: &str, command: &mut std::proc
     });
 }
 
+/// The real boards' checks: each board's Image built and its layout checked against the
+/// board's u-boot (issue 11, must-show 1), then the boards' mainline DTBs as Debian's arm64
+/// kernel package ships them parsed by `cargo xtask dt-check --board` with no difference
+/// allowed (must-show 2).
+fn board_stages(results: &mut Vec<StageResult>) {
+    for board in crate::boards::REAL {
+        let name = format!("image {}: build + layout", board.name());
+        println!("\n== {name}");
+        let t = Instant::now();
+        let r = kernel::build(board, None).and_then(|a| {
+            let dir = a
+                .image
+                .parent()
+                .expect("Image has a directory")
+                .to_path_buf();
+            let scr = kernel::write_boot_script(board, &dir, "selftest")?;
+            let facts = kernel::check_board_layout(&a, &scr)?;
+            for f in &facts {
+                println!("xtask: layout: {f}");
+            }
+            Ok(format!(
+                "linked and placed at {:#x}, {} checks",
+                a.flat.base,
+                facts.len()
+            ))
+        });
+        results.push(match r {
+            Ok(detail) => StageResult {
+                name,
+                ok: true,
+                detail,
+                time: t.elapsed(),
+            },
+            Err(e) => {
+                println!("xtask: {e:#}");
+                StageResult {
+                    name,
+                    ok: false,
+                    detail: format!("{e:#}"),
+                    time: t.elapsed(),
+                }
+            }
+        });
+    }
+
+    println!("\n== mainline DTBs from Debian's arm64 kernel package");
+    let t = Instant::now();
+    let cache = cmd::target_dir().join("debian-dtb");
+    let dtbs = match crate::debian::fetch(&cache) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("xtask: {e:#}");
+            results.push(StageResult {
+                name: "mainline DTBs (Debian linux-image-arm64)".into(),
+                ok: false,
+                detail: format!("{e:#}; dt-check of the boards' DTBs not run"),
+                time: t.elapsed(),
+            });
+            return;
+        }
+    };
+    let exe = std::env::current_exe();
+    for (name, path, board) in &dtbs.files {
+        let file = name.rsplit('/').next().unwrap_or(name);
+        let stage = format!("dt-check {file} --board {}", board.name());
+        let t = Instant::now();
+        let mut c = match &exe {
+            Ok(exe) => std::process::Command::new(exe),
+            Err(e) => {
+                results.push(StageResult {
+                    name: stage,
+                    ok: false,
+                    detail: format!("cannot find xtask's own binary: {e}"),
+                    time: t.elapsed(),
+                });
+                continue;
+            }
+        };
+        c.arg("dt-check").arg(path).args(["--board", board.name()]);
+        println!("\n== {stage} ({})", dtbs.package);
+        let (ok, detail) = match cmd::status(&mut c) {
+            Ok(st) if st.success() => (true, format!("no difference ({})", dtbs.package)),
+            Ok(st) => (
+                false,
+                format!("differences or not runnable ({st}); see above"),
+            ),
+            Err(e) => (false, format!("{e:#}")),
+        };
+        results.push(StageResult {
+            name: stage,
+            ok,
+            detail,
+            time: t.elapsed(),
+        });
+    }
+}
+
 /// One QEMU self-test run of the matrix.
 #[derive(Debug, Clone)]
 struct QemuRun {
@@ -143,13 +248,13 @@ struct QemuRun {
 fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     println!("\n== kernel build");
     let t = Instant::now();
-    let built = kernel::build(None).and_then(|a| {
+    let built = kernel::build(Target::QemuVirt, None).and_then(|a| {
         let dir = a
             .image
             .parent()
             .expect("Image has a directory")
             .to_path_buf();
-        kernel::write_boot_script(&dir, "selftest")?;
+        kernel::write_boot_script(Target::QemuVirt, &dir, "selftest")?;
         let disk = kernel::write_boot_disk(&dir)?;
         Ok((a, disk))
     });
