@@ -76,6 +76,21 @@ pub fn fetch(cache: &Path) -> Result<Dtbs> {
         "the Debian package registry is unreachable or refused the lists (apt-get update); \
          the mainline DTBs cannot be fetched",
     )?;
+    // apt-get update succeeds with warnings when nothing could be fetched: look for the list.
+    let have_list = std::fs::read_dir(state.join("lists"))?
+        .filter_map(|e| e.ok())
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .contains("binary-arm64_Packages")
+        });
+    if !have_list {
+        bail!(
+            "the Debian package registry is unreachable: `apt-get update` fetched no arm64 \
+             package list (network down, proxy, or no deb source in /etc/apt/sources.list*); \
+             the mainline DTBs cannot be fetched"
+        );
+    }
     let mut depends = Command::new("apt-cache");
     apt_opts(&mut depends);
     depends.args(["depends", META]);

@@ -197,6 +197,12 @@ fn board_stages(results: &mut Vec<StageResult>) {
             return;
         }
     };
+    results.push(StageResult {
+        name: "mainline DTBs (Debian linux-image-arm64)".into(),
+        ok: true,
+        detail: dtbs.package.clone(),
+        time: t.elapsed(),
+    });
     let exe = std::env::current_exe();
     for (name, path, board) in &dtbs.files {
         let file = name.rsplit('/').next().unwrap_or(name);
