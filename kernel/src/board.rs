@@ -14,7 +14,7 @@
 
 use asym_sched::topology::BoardDesc;
 
-use crate::dt::{Conduit, GicDesc, MemRange, UartDesc};
+use crate::dt::{Conduit, GicDesc, MemRange};
 
 /// A named physical memory region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,8 +80,9 @@ pub enum DtMemory {
 /// The console: a PL011 left enabled by u-boot, which the kernel uses as it finds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Console {
-    /// The UART `/chosen/stdout-path` names, with its interrupt.
-    pub uart: UartDesc,
+    /// MMIO base and GIC INTID of the PL011 `/chosen/stdout-path` names.
+    pub uart_base: usize,
+    pub uart_intid: u32,
     /// `stdout-path`'s alias (`serial0`).
     pub alias: &'static str,
     /// UARTCLK, Hz (what the divisors u-boot programmed are relative to).

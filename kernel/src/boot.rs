@@ -37,7 +37,7 @@ impl Board {
     pub const fn from_config(c: &'static BoardConfig) -> Board {
         Board {
             name: c.name,
-            early_uart: Some(c.console.uart.base),
+            early_uart: Some(c.console.uart_base),
             end: c.end,
             carve_outs: c.carve_outs,
         }
@@ -82,27 +82,39 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     // SAFETY: boot CPU only, MMU off, no other CPU running; maps the image, the DTB and the
     // early UART identically (the DT parser must not run with the MMU off: unaligned loads
     // fault on Device memory).
-    unsafe { arch::aarch64::mmu::init_early(dtb_pa, board.early_uart) };
-    // SAFETY: x0 holds the DTB address per the arm64 boot protocol; the early map covers it
-    // at its own address.
+    if let Err(e) = unsafe { arch::aarch64::mmu::init_early(dtb_pa, board.early_uart) } {
+        cannot_boot(format_args!(
+            "{e} (early map: kernel image, DTB {dtb_pa:#x})"
+        ));
+    }
+    // SAFETY: x0 holds the DTB address per the arm64 boot protocol; `init_early` mapped it
+    // (up to its totalsize, at most 2 MiB) at its own address when `check_dtb_pa` accepts it,
+    // and `from_dtb_pa` runs that same check before reading.
     let plat = match unsafe { Platform::from_dtb_pa(dtb_pa) } {
         Ok(p) => p,
-        Err(e) => {
-            crate::println!("asym: cannot boot: {} (DTB at {:#x})", e, dtb_pa);
-            arch::park();
-        }
+        Err(e) => cannot_boot(format_args!("{e} (DTB at {dtb_pa:#x})")),
     };
     let t_dt = arch::counter();
+    let image = kernel_image();
+    if let Err(e) = plat.bank_holding(image) {
+        cannot_boot(e);
+    }
     // SAFETY: boot CPU only, on the early map, no other CPU running; the final map covers RAM
-    // and the devices, and the kernel image as the early map does.
-    unsafe { arch::aarch64::mmu::init_boot_cpu(&plat) };
+    // and the devices, and the kernel image as the early map does; on error nothing changed.
+    if let Err(e) = unsafe { arch::aarch64::mmu::init_boot_cpu(&plat) } {
+        cannot_boot(format_args!(
+            "{e} (final map of {} RAM banks and the devices)",
+            plat.memory.len()
+        ));
+    }
     let t_mmu = arch::counter();
     // Only now: `InitOnce::set` is a compare-and-swap, and exclusives need the MMU on (Normal
     // memory) to be reliable on hardware.
     let Ok(plat) = PLATFORM.set(plat) else {
         arch::park()
     };
-    // SAFETY: the DT names this PL011; it is now mapped as device memory.
+    // SAFETY: the DT names this PL011 (range-checked by the parser); `init_boot_cpu`
+    // succeeded, so it is mapped as device memory.
     unsafe { console::init(plat.uart.base) };
 
     let boot_cpu = plat.cpu_by_mpidr(arch::mpidr()).unwrap_or_else(|| {
@@ -140,6 +152,12 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     };
     crate::panic::set_policy(cmd.use_semihosting(), cmd.panic_timeout_s);
     crate::log::set_level(cmd.loglevel);
+    for n in &plat.notes.list {
+        crate::println!("{} (going on)", n);
+    }
+    if plat.notes.dropped > 0 {
+        crate::println!("device tree: {} more notes not shown", plat.notes.dropped);
+    }
     if plat.cpus_ignored > 0 {
         crate::println!(
             "dt: {} CPUs beyond MAX_CPUS ({}) ignored",
@@ -207,60 +225,61 @@ pub fn irq_entry() {
     crate::gic::handle_irq();
 }
 
-fn init_heap(plat: &Platform) {
-    let kernel_end = (&raw const crate::arch::aarch64::mmu::__kernel_end) as usize;
-    let start = kernel_end.next_multiple_of(4096);
-    // The identity map covers RAM only in whole 2 MiB blocks (arch::aarch64::mmu).
-    let ram_end = plat.memory.end() & !((2 << 20) - 1);
-    let end = ram_end.min(start.saturating_add(heap::HEAP_MAX));
-    // Never hand out the DTB, what the DT reserves, or the board's firmware carve-outs (and
-    // keep what lies above the first of them alone too).
-    let avoid = heap_avoid(plat);
-    let window = crate::board::free_window(start, end, &avoid, 4096);
-    let (start, end) = match window {
-        Some((s, e)) => (s, e & !0xfff),
-        None => (start, start),
-    };
-    if end <= start || !plat.memory.contains(start) {
-        crate::println!(
-            "heap: no room after the kernel (end {:#x}, RAM {:#x}..{:#x})",
-            kernel_end,
-            plat.memory.base,
-            plat.memory.end()
-        );
-        return;
-    }
-    // SAFETY: [start, end) is RAM past the kernel image, BSS and stacks, below the DTB, mapped
-    // normal memory, used by nothing else.
-    unsafe { heap::init(start, end - start) };
-    crate::log_info!("heap {=usize:#x}..{=usize:#x}", start, end);
+/// Stops the boot with `why` on the console (the early one if the DT's is not up yet): the
+/// run ends like any fatal error (a semihosting exit with status 1 where a host answers,
+/// else the system halts).
+fn cannot_boot(why: impl core::fmt::Display) -> ! {
+    crate::println!("asym: cannot boot: {}", why);
+    crate::panic::end_fatal(1)
 }
 
-/// The DTB, the DT's fixed reservations and the board's carve-outs (at most 32; more DT
-/// reservations are reported and not avoided, which the heap's window then may cover).
-fn heap_avoid(plat: &Platform) -> heapless::Vec<crate::dt::MemRange, 32> {
-    let mut avoid = heapless::Vec::new();
-    let _ = avoid.push(plat.dtb);
-    for r in board().carve_outs {
-        let _ = avoid.push(r.range);
+/// The kernel image, BSS and stacks in memory.
+fn kernel_image() -> crate::dt::MemRange {
+    let start = (&raw const crate::arch::aarch64::mmu::__kernel_start) as usize;
+    let end = (&raw const crate::arch::aarch64::mmu::__kernel_end) as usize;
+    crate::dt::MemRange {
+        base: start,
+        size: end - start,
     }
-    // SAFETY: `plat.dtb` is the blob the boot loader passed in x0 (its size from its header),
-    // in RAM, which the final map covers; nothing writes it after boot.
-    let blob = unsafe { core::slice::from_raw_parts(plat.dtb.base as *const u8, plat.dtb.size) };
-    if let Ok(fdt) = flat_device_tree::Fdt::new(blob) {
-        crate::board_dt::memory::walk_reserved(&fdt, |e| match e {
-            crate::board_dt::memory::ReservedEntry::Fixed { range, name, .. } => {
-                if avoid.push(range).is_err() {
-                    crate::println!("heap: reservation {} not avoided (more than 32)", name);
-                }
-            }
-            crate::board_dt::memory::ReservedEntry::Dynamic { .. } => {}
-            crate::board_dt::memory::ReservedEntry::Bad { name, problem, .. } => {
-                crate::println!("dt: /reserved-memory/{}: {}", name, problem)
-            }
-        });
-    }
-    avoid
+}
+
+fn init_heap(plat: &Platform) {
+    let image = kernel_image();
+    // `kernel_main` checked that a bank holds the image.
+    let Ok(bank) = plat.bank_holding(image) else {
+        return;
+    };
+    // What is free after the image: the map's whole 2 MiB blocks, below the DTB and any
+    // reserved region.
+    let Some(free) = plat.free_ram_from(bank, image.end(), heap::HEAP_MAX) else {
+        crate::println!(
+            "heap: no room after the kernel (end {:#x}, RAM {})",
+            image.end(),
+            bank
+        );
+        return;
+    };
+    // The board's firmware carve-outs, which the DT does not list (HiKey960's BL31 and
+    // OP-TEE): the heap stops below the first one and starts above any covering its start.
+    let carve: heapless::Vec<crate::dt::MemRange, 16> = board()
+        .carve_outs
+        .iter()
+        .map(|r| r.range)
+        .take(16)
+        .collect();
+    let Some((start, end)) = crate::board::free_window(free.base, free.end(), &carve, 4096) else {
+        crate::println!("heap: no room after the kernel clear of the board's carve-outs");
+        return;
+    };
+    let free = crate::dt::MemRange {
+        base: start,
+        size: (end & !0xfff) - start,
+    };
+    // SAFETY: `free` is RAM of a bank the final map covers, past the kernel image, BSS and
+    // stacks, clear of the DTB, every reserved region and the board's carve-outs, used by
+    // nothing else.
+    unsafe { heap::init(free.base, free.size) };
+    crate::log_info!("heap {=usize:#x}..{=usize:#x}", free.base, free.end());
 }
 
 fn init_console_rx(plat: &Platform) {
@@ -275,12 +294,12 @@ fn init_console_rx(plat: &Platform) {
 
 fn banner(plat: &Platform, cmd: &Cmdline) {
     crate::println!("asym {} on {}", env!("CARGO_PKG_VERSION"), board().name);
-    crate::println!(
-        "memory {:#x}..{:#x}, console PL011 at {:#x}",
-        plat.memory.base,
-        plat.memory.end(),
-        plat.uart.base
-    );
+    let mut banks: heapless::String<160> = heapless::String::new();
+    for (i, b) in plat.memory.iter().enumerate() {
+        let sep = if i == 0 { "" } else { " + " };
+        let _ = core::fmt::write(&mut banks, format_args!("{sep}{b}"));
+    }
+    crate::println!("memory {}, console PL011 at {:#x}", banks, plat.uart.base);
     for (i, c) in plat.cpus.iter().enumerate() {
         let id = CpuId(i as u16);
         crate::println!(
@@ -364,6 +383,10 @@ fn crash(kind: crate::cmdline::CrashKind) {
     fn do_park(cpu: CpuId) {
         crate::smp::park_this_cpu(cpu);
     }
+    fn do_hold_console(cpu: CpuId) {
+        console::take_lock_forever();
+        crate::smp::park_this_cpu(cpu);
+    }
     let target = crate::smp::online_cpus().last().unwrap_or(CpuId(0));
     crate::println!(
         "crash: {:?} on cpu {} at {} us",
@@ -378,7 +401,30 @@ fn crash(kind: crate::cmdline::CrashKind) {
         CrashKind::Nested => do_nested,
         CrashKind::Locked => do_locked,
         CrashKind::Park => do_park,
+        CrashKind::Held => do_hold_console,
     };
+    if kind == CrashKind::Held {
+        if let Err(e) = crate::smp::run_on_nowait(target, f) {
+            crate::println!(
+                "crash: cpu {} could not take the console lock: {}",
+                target.0,
+                e
+            );
+            return;
+        }
+        // Up to 0.1 s of guest time for the target to take it; nothing prints meanwhile.
+        let until = arch::counter().saturating_add(arch::counter_freq_hz() / 10);
+        while !console::locked_elsewhere() && arch::counter() < until {
+            core::hint::spin_loop();
+        }
+        let held = console::locked_elsewhere();
+        panic!(
+            "deliberate panic (crash=held) on cpu {}: cpu {} {} the console lock",
+            crate::percpu::current_cpu().0,
+            target.0,
+            if held { "holds" } else { "did not take" }
+        );
+    }
     if kind == CrashKind::Park {
         // The target parks inside the call and never reports it done: post it, do not wait.
         if let Err(e) = crate::smp::run_on_nowait(target, f) {

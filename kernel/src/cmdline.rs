@@ -57,6 +57,10 @@ pub enum CrashKind {
     /// `crash=park`: the highest online CPU parks (as a CPU whose bring-up failed does) and
     /// the rest of the system carries on.
     Park,
+    /// `crash=held`: the highest online CPU stops for good holding the console lock (a CPU
+    /// hung in a critical section), then the boot CPU panics: its report must still reach the
+    /// console.
+    Held,
 }
 
 /// The parsed command line.
@@ -75,7 +79,7 @@ pub struct Cmdline {
     pub semihosting: bool,
     /// `bench`: print the boot benchmark lines.
     pub bench: bool,
-    /// `crash=panic|fault|stack|nested|locked|park`: after the banner, fail on purpose (tests of
+    /// `crash=panic|fault|stack|nested|locked|park|held`: after the banner, fail on purpose (tests of
     /// the failure paths).
     pub crash: Option<CrashKind>,
     /// `panic=N` (Linux's `panic_timeout`): after a fatal error without `semihosting`, reset
@@ -293,7 +297,7 @@ impl Cmdline {
                 }
             }
             "crash" => {
-                const EXP: &str = "`panic`, `fault`, `stack`, `nested`, `locked` or `park`";
+                const EXP: &str = "`panic`, `fault`, `stack`, `nested`, `locked`, `park` or `held`";
                 let v = value.ok_or(CmdlineError::MissingValue {
                     option: "crash",
                     expected: EXP,
@@ -305,6 +309,7 @@ impl Cmdline {
                     "nested" => CrashKind::Nested,
                     "locked" => CrashKind::Locked,
                     "park" => CrashKind::Park,
+                    "held" => CrashKind::Held,
                     _ => {
                         return Err(CmdlineError::BadValue {
                             option: "crash",

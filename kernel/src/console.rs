@@ -242,6 +242,17 @@ pub fn write_fmt_force(args: fmt::Arguments<'_>) {
     crate::arch::irq_restore(irq);
 }
 
+/// `crash=held`: takes the console lock and never releases it, as a CPU that hangs inside a
+/// critical section would (the caller then stops).
+pub fn take_lock_forever() {
+    core::mem::forget(CONSOLE.lock());
+}
+
+/// Whether another CPU holds the console lock right now (`crash=held`).
+pub fn locked_elsewhere() -> bool {
+    !CONSOLE.held_by_this_cpu() && CONSOLE.lock_timeout(1).is_none()
+}
+
 /// Whether the last text the locked console wrote left a line unfinished.
 static LINE_OPEN: AtomicBool = AtomicBool::new(false);
 

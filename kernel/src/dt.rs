@@ -1,23 +1,41 @@
-//! The device tree the firmware passes in x0, reduced to the [`Platform`] the kernel needs.
+//! The device tree the firmware passes in x0, reduced to the [`Platform`] the kernel needs:
+//! parsed once, early in boot, into owned data, every address, size and interrupt number
+//! checked; the blob is never read again.
 //!
 //! Re-derives the parts of Linux's `drivers/of/fdt.c` (`early_init_dt_scan_memory`,
+//! `early_init_dt_add_memory_arch`, `early_init_fdt_scan_reserved_mem`,
 //! `early_init_dt_scan_chosen`), `drivers/base/arch_topology.c` (`parse_dt_topology`,
-//! `topology_parse_cpu_capacity`) and the GIC/timer/PSCI probe code that read the same
-//! properties. Deliberate differences: only the first `/memory` bank is used; cluster ids come
-//! from `cpu-map` when present and from MPIDR Aff1 otherwise (Linux falls back to MPIDR too, but
-//! via `store_cpu_topology`); at most [`MAX_CPUS`] CPUs are kept and the rest are counted in
-//! [`Platform::cpus_ignored`].
+//! `topology_parse_cpu_capacity`), `arch/arm64/kernel/smp.c` (`of_parse_and_init_cpus`: MPIDR
+//! checks, duplicates skipped) and the GIC/timer/PSCI probe code that read the same properties.
+//! What Linux does with a bad value is what we do: a memory bank of size 0 is ignored, one
+//! reaching beyond the addressable range is clipped, a CPU with an invalid or duplicate MPIDR
+//! is skipped — each with a [`Platform::notes`] entry naming the node and property; a device
+//! the kernel cannot use is a [`DtError`] that stops the boot with the same location.
 //!
-//! Parsing is pure (a byte slice in, a `Platform` out) so it runs in host unit tests against
-//! device trees QEMU itself generated.
+//! Deliberate differences: addresses are used as the CPU sees them (nodes below a bus whose
+//! `ranges` translates addresses are refused, not translated); cluster ids come from `cpu-map`
+//! when present and from MPIDR Aff1 otherwise; at most [`MAX_CPUS`] CPUs are kept and the rest
+//! are counted in [`Platform::cpus_ignored`]; the scheduling description (capacities, OPP
+//! tables, `crate::board_dt`) is parsed in the same pass and kept in [`Platform::sched`].
+//!
+//! Parsing is pure (a byte slice in, a `Platform` out), so it runs in host unit tests against
+//! device trees QEMU itself generated, and in host tools.
 
-use core::fmt;
+// `DtError` carries where and what as text (~270 bytes) by design: errors are rare, made once
+// at boot, and must name the node; not worth a heap box the early boot does not have.
+#![allow(clippy::result_large_err)]
+
+use core::fmt::{self, Write as _};
 
 use asym_sched::types::{Capacity, CpuId, SCHED_CAPACITY_SCALE};
 use flat_device_tree::node::FdtNode;
 use flat_device_tree::Fdt;
 
+use crate::board_dt::SchedDt;
+
+mod memory;
 mod validate;
+pub use memory::{Reserved, MAX_MEM_BANKS, MAX_RESERVED};
 pub use validate::{validate_fdt, MAX_DEPTH, MAX_FDT_SIZE};
 
 /// The most CPUs the kernel brings up: boot stacks, per-CPU arrays and [`Platform::cpus`] are
@@ -27,7 +45,26 @@ pub const MAX_CPUS: usize = 8;
 /// Longest `/chosen/bootargs` accepted.
 pub const BOOTARGS_MAX: usize = 512;
 
-/// A physical address range.
+/// One past the highest physical address the kernel can use. It runs on an identity map of
+/// 39-bit virtual addresses (`TCR_EL1.T0SZ` = 25, `arch::aarch64::mmu`), so RAM, devices and
+/// the DTB must all lie below 2^39 (512 GiB); the device tree's addresses are checked
+/// against it.
+pub const PA_LIMIT: usize = 1 << 39;
+
+/// Largest device region accepted (the GICv3 redistributors of 512 CPUs need 64 MiB).
+pub const DEVICE_MAX: usize = 1 << 30;
+
+/// Longest node path kept in a message (longer ones are cut).
+pub const NODE_MAX: usize = 64;
+/// Longest problem description kept in a message.
+pub const PROBLEM_MAX: usize = 160;
+/// Notes kept in [`Platform::notes`]; later ones are only counted.
+pub const MAX_NOTES: usize = 8;
+
+/// A node path (or the compatible string searched for when no node was found).
+pub type NodePath = heapless::String<NODE_MAX>;
+
+/// A physical address range, `base..base + size`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemRange {
     pub base: usize,
@@ -35,36 +72,78 @@ pub struct MemRange {
 }
 
 impl MemRange {
-    /// One past the last byte.
+    /// One past the last byte (saturating; ranges in a [`Platform`] never wrap).
     pub const fn end(&self) -> usize {
-        self.base + self.size
+        self.base.saturating_add(self.size)
     }
 
     pub const fn contains(&self, addr: usize) -> bool {
         addr >= self.base && addr - self.base < self.size
     }
+
+    /// Whether the two ranges share a byte.
+    pub const fn overlaps(&self, other: &MemRange) -> bool {
+        self.base < other.end() && other.base < self.end()
+    }
+
+    /// Whether `other` lies wholly inside this range.
+    pub const fn covers(&self, other: &MemRange) -> bool {
+        other.base >= self.base && other.end() <= self.end()
+    }
+
+    /// `base..base + size` if it is not empty, does not wrap and ends at or below
+    /// [`PA_LIMIT`]; else what is wrong with it.
+    pub fn checked(base: u64, size: u64) -> Result<MemRange, &'static str> {
+        if size == 0 {
+            return Err("size 0");
+        }
+        let end = base
+            .checked_add(size)
+            .ok_or("base + size wraps past 2^64")?;
+        if end > PA_LIMIT as u64 {
+            return Err("beyond the 39-bit (512 GiB) physical range the kernel maps");
+        }
+        Ok(MemRange {
+            base: base as usize,
+            size: size as usize,
+        })
+    }
+}
+
+impl fmt::Display for MemRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}..{:#x}", self.base, self.end())
+    }
 }
 
 /// The console UART (a PL011).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UartDesc {
+    /// The node's path, for messages about it.
+    pub node: NodePath,
     /// MMIO base address.
     pub base: usize,
+    /// MMIO size from `reg` (at least [`UART_MIN`]).
+    pub size: usize,
     /// GIC INTID of the receive/transmit interrupt (SPI n is INTID n + 32).
     pub intid: u32,
 }
+
+/// Bytes of PL011 registers the driver uses.
+pub const UART_MIN: usize = 0x1000;
 
 /// The interrupt controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GicDesc {
     /// GICv2 (`arm,cortex-a15-gic`, `arm,gic-400`, ...): distributor and CPU interface MMIO.
-    V2 { gicd: usize, gicc: usize },
-    /// GICv3 (`arm,gic-v3`): distributor and the first redistributor region; each CPU's
-    /// redistributor frame is `gicr_stride` bytes apart.
+    V2 { gicd: MemRange, gicc: MemRange },
+    /// GICv3 (`arm,gic-v3`): distributor and the first redistributor region. Each CPU's
+    /// redistributor is `gicr_stride` bytes after the previous one when the DT says so
+    /// (`redistributor-stride`), else two 64 KiB frames (four with GICv4 vLPIs) after it.
     V3 {
-        gicd: usize,
-        gicr: usize,
-        gicr_stride: usize,
+        gicd: MemRange,
+        gicr: MemRange,
+        gicr_stride: Option<usize>,
     },
 }
 
@@ -81,20 +160,32 @@ impl GicDesc {
 impl fmt::Display for GicDesc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            GicDesc::V2 { gicd, gicc } => write!(f, "GICv2 (GICD {gicd:#x}, GICC {gicc:#x})"),
+            GicDesc::V2 { gicd, gicc } => {
+                write!(f, "GICv2 (GICD {:#x}, GICC {:#x})", gicd.base, gicc.base)
+            }
             GicDesc::V3 {
                 gicd,
                 gicr,
                 gicr_stride,
             } => {
-                write!(
-                    f,
-                    "GICv3 (GICD {gicd:#x}, GICR {gicr:#x} stride {gicr_stride:#x})"
-                )
+                write!(f, "GICv3 (GICD {:#x}, GICR {gicr}", gicd.base)?;
+                match gicr_stride {
+                    Some(s) => write!(f, " stride {s:#x})"),
+                    None => write!(f, ")"),
+                }
             }
         }
     }
 }
+
+/// Bytes of GICv2 distributor registers the driver uses (a GIC-400's is 4 KiB).
+pub const GICV2_GICD_MIN: usize = 0x1000;
+/// Bytes of GICv2 CPU interface registers the driver uses.
+pub const GICV2_GICC_MIN: usize = 0x2000;
+/// Bytes of GICv3 distributor registers the driver uses (`GICD_IROUTER` is at 0x6000+).
+pub const GICV3_GICD_MIN: usize = 0x1_0000;
+/// One GICv3 redistributor: the RD_base and SGI_base 64 KiB frames.
+pub const GICV3_GICR_MIN: usize = 0x2_0000;
 
 /// The architected generic timer (`arm,armv8-timer`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,11 +238,32 @@ impl CpuNode {
     }
 }
 
+/// Problems that did not stop the parse (a bank ignored, a CPU skipped, an option dropped),
+/// in the order found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Notes {
+    pub list: heapless::Vec<DtError, MAX_NOTES>,
+    /// Notes beyond [`MAX_NOTES`], only counted.
+    pub dropped: usize,
+}
+
+impl Notes {
+    fn push(&mut self, e: DtError) {
+        if self.list.push(e).is_err() {
+            self.dropped += 1;
+        }
+    }
+}
+
 /// Everything the kernel needs from the device tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Platform {
-    /// The first `/memory` bank.
-    pub memory: MemRange,
+    /// RAM: the banks of every `/memory` node in DT order, each non-empty, not wrapping and
+    /// below [`PA_LIMIT`] (banks that were not are clipped or ignored with a note). At least one.
+    pub memory: heapless::Vec<MemRange, MAX_MEM_BANKS>,
+    /// Memory nobody may allocate: the FDT's `/memreserve/` entries and the static
+    /// `/reserved-memory` regions, in that order.
+    pub reserved: heapless::Vec<Reserved, MAX_RESERVED>,
     /// Where the DTB itself lies (the heap must not overwrite it).
     pub dtb: MemRange,
     pub uart: UartDesc,
@@ -161,11 +273,17 @@ pub struct Platform {
     pub cpus: heapless::Vec<CpuNode, MAX_CPUS>,
     /// CPUs beyond [`MAX_CPUS`] that the DT lists but the kernel does not bring up.
     pub cpus_ignored: usize,
-    /// `/chosen/bootargs` (empty when absent).
+    /// `/chosen/bootargs` (empty when absent): its valid UTF-8 options, cut to [`BOOTARGS_MAX`].
     pub bootargs: heapless::String<BOOTARGS_MAX>,
     /// The length of `/chosen/bootargs` when it was longer than [`BOOTARGS_MAX`] and was cut
     /// (at the last whole option that fits, as Linux truncates `COMMAND_LINE_SIZE`).
     pub bootargs_truncated_from: Option<usize>,
+    /// The scheduling description (capacities, power coefficients, OPP tables): `Ok(None)`
+    /// when no CPU has an `operating-points-v2` table; `Err` when it is there but unusable
+    /// (the kernel then falls back to symmetric CPUs without cpufreq).
+    pub sched: Result<Option<SchedDt>, DtError>,
+    /// What was clipped, ignored or skipped, with where.
+    pub notes: Notes,
 }
 
 impl Platform {
@@ -182,42 +300,34 @@ impl Platform {
                 "not a valid FDT blob (bad magic or truncated)",
             )
         })?;
-        let memory = parse_memory(&fdt)?;
-        let found = Found::scan(&fdt);
-        let uart = parse_uart(&fdt, &found)?;
-        let gic = parse_gic(found.gic_v3, found.gic_v2)?;
-        let timer = parse_timer(found.timer)?;
-        let psci = parse_psci(found.psci)?;
-        let (cpus, cpus_ignored) = parse_cpus(found.cpus)?;
-        let mut bootargs = heapless::String::new();
-        let mut bootargs_truncated_from = None;
-        let args = found
-            .chosen
-            .and_then(|c| c.property("bootargs"))
-            .and_then(|p| p.as_str());
-        if let Some(args) = args {
-            let args = args.trim_end_matches('\0');
-            let kept = truncate_bootargs(args, BOOTARGS_MAX);
-            // Cannot fail: `kept` is at most BOOTARGS_MAX bytes.
-            let _ = bootargs.push_str(kept);
-            if kept.len() < args.len() {
-                bootargs_truncated_from = Some(args.len());
-            }
-        }
+        let dtb_range = MemRange::checked(dtb_pa as u64, fdt.total_size() as u64)
+            .map_err(|p| DtError::new("/", "x0", format_args!("the DTB at {dtb_pa:#x}: {p}")))?;
+        let mut notes = Notes::default();
+        let found = Found::scan(&fdt)?;
+        let memory = memory::parse_memory(&found.memory, &mut notes)?;
+        let reserved = memory::parse_reserved(&fdt, found.reserved_memory.as_ref(), &mut notes);
+        let uart = parse_uart(&fdt, &found, &memory)?;
+        let gic = parse_gic(&found, &memory)?;
+        let timer = parse_timer(found.timer.as_ref())?;
+        check_interrupts(&uart, &timer)?;
+        let psci = parse_psci(found.psci.as_ref())?;
+        let cpus = parse_cpus(found.cpus.as_ref(), &mut notes)?;
+        let sched = crate::board_dt::parse_sched(&fdt, &cpus.nodes, &cpus.list);
+        let (bootargs, bootargs_truncated_from) = parse_bootargs(found.chosen, &mut notes);
         Ok(Platform {
             memory,
-            dtb: MemRange {
-                base: dtb_pa,
-                size: fdt.total_size(),
-            },
+            reserved,
+            dtb: dtb_range,
             uart,
             gic,
             timer,
             psci,
-            cpus,
-            cpus_ignored,
+            cpus: cpus.list,
+            cpus_ignored: cpus.ignored,
             bootargs,
             bootargs_truncated_from,
+            sched,
+            notes,
         })
     }
 
@@ -226,32 +336,12 @@ impl Platform {
     /// # Safety
     /// `dtb_pa` must be the address of a readable FDT (the header is read to learn its size)
     /// that stays unmodified while this runs, and physical addresses must be accessible at
-    /// their own value (MMU off or identity-mapped).
+    /// their own value (MMU off or identity-mapped) up to `dtb_pa + totalsize`.
     pub unsafe fn from_dtb_pa(dtb_pa: usize) -> Result<Platform, DtError> {
-        if dtb_pa == 0 || !dtb_pa.is_multiple_of(8) {
-            return Err(DtError::new(
-                "/",
-                "x0",
-                "the boot loader passed no (or a misaligned) DTB address",
-            ));
-        }
+        check_dtb_pa(dtb_pa)?;
         // SAFETY: the caller guarantees a readable FDT header at `dtb_pa`; 40 bytes is the v17 header.
         let header = unsafe { core::slice::from_raw_parts(dtb_pa as *const u8, 40) };
-        if header[0..4] != [0xd0, 0x0d, 0xfe, 0xed] {
-            return Err(DtError::new(
-                "/",
-                "header",
-                "no FDT magic at the address in x0",
-            ));
-        }
-        let total = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
-        if !(40..=MAX_FDT_SIZE).contains(&total) {
-            return Err(DtError::at(
-                4,
-                "totalsize",
-                "below the header size or over 2 MiB",
-            ));
-        }
+        let total = fdt_totalsize(header)?;
         // SAFETY: the header says the blob is `total` bytes long; the caller guarantees it is readable.
         let blob = unsafe { core::slice::from_raw_parts(dtb_pa as *const u8, total) };
         Platform::from_fdt(blob, dtb_pa)
@@ -280,51 +370,118 @@ impl Platform {
             .position(|c| c.mpidr & MPIDR_AFF_MASK == aff)
             .map(|i| CpuId(i as u16))
     }
+
+    /// The RAM bank that holds all of `image` (the kernel), or an error naming `/memory`.
+    pub fn bank_holding(&self, image: MemRange) -> Result<MemRange, DtError> {
+        self.memory
+            .iter()
+            .copied()
+            .find(|b| b.covers(&image))
+            .ok_or_else(|| {
+                DtError::new(
+                    "/memory",
+                    "reg",
+                    format_args!("no RAM bank holds the running kernel image {image}"),
+                )
+            })
+    }
+
+    /// The free RAM from `start` (rounded up to a page) in `bank`, at most `max` bytes: up to
+    /// the end of the bank's last whole 2 MiB (what the identity map covers), stopping below
+    /// the DTB and every reserved region, and starting past any of them that covers `start`.
+    /// `None` if nothing is left.
+    pub fn free_ram_from(&self, bank: MemRange, start: usize, max: usize) -> Option<MemRange> {
+        memory::free_range(bank, start, max, self.dtb, &self.reserved)
+    }
+}
+
+/// Checks the DTB address the loader passed (x0): non-zero, 8-byte aligned (the arm64 boot
+/// protocol), below [`PA_LIMIT`].
+pub fn check_dtb_pa(dtb_pa: usize) -> Result<(), DtError> {
+    if dtb_pa == 0 || !dtb_pa.is_multiple_of(8) {
+        return Err(DtError::new(
+            "/",
+            "x0",
+            "the boot loader passed no (or a misaligned) DTB address",
+        ));
+    }
+    if dtb_pa.saturating_add(MAX_FDT_SIZE) > PA_LIMIT {
+        return Err(DtError::new(
+            "/",
+            "x0",
+            format_args!(
+                "the DTB address {dtb_pa:#x} (+ up to 2 MiB) is beyond the 39-bit range the \
+                 kernel maps"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `totalsize` of an FDT from its first 40 bytes, checked against [`MAX_FDT_SIZE`].
+pub fn fdt_totalsize(header: &[u8]) -> Result<usize, DtError> {
+    if header.get(0..4) != Some(&[0xd0, 0x0d, 0xfe, 0xed]) {
+        return Err(DtError::new(
+            "/",
+            "header",
+            "no FDT magic at the address in x0",
+        ));
+    }
+    let total = be32(header, 4).unwrap_or(0) as usize;
+    if !(40..=MAX_FDT_SIZE).contains(&total) {
+        return Err(DtError::at(
+            4,
+            "totalsize",
+            "below the header size or over 2 MiB",
+        ));
+    }
+    Ok(total)
 }
 
 /// Aff3 (bits 39:32) and Aff2..Aff0 (bits 23:0) of MPIDR_EL1.
 pub const MPIDR_AFF_MASK: u64 = 0xff_00ff_ffff;
 
-/// A required node or property is missing or malformed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A node or property the kernel needs is missing or malformed: where, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DtError {
-    /// Node path (or the compatible string searched for).
-    pub node: &'static str,
+    /// Node path (or the compatible string searched for when no node has it).
+    pub node: NodePath,
     pub property: &'static str,
-    pub problem: &'static str,
+    pub problem: heapless::String<PROBLEM_MAX>,
     /// Byte offset in the blob, for errors found by [`validate_fdt`] (then `node` is "FDT" and
     /// `property` the header field or "struct" for the structure block).
     pub offset: Option<usize>,
 }
 
 impl DtError {
-    const fn new(node: &'static str, property: &'static str, problem: &'static str) -> Self {
-        DtError {
-            node,
+    /// An error at `node`'s `property` (cut to [`NODE_MAX`] / [`PROBLEM_MAX`] bytes).
+    pub fn new(node: &str, property: &'static str, problem: impl fmt::Display) -> Self {
+        let mut e = DtError {
+            node: NodePath::new(),
             property,
-            problem,
+            problem: heapless::String::new(),
             offset: None,
-        }
+        };
+        push_cut(&mut e.node, node);
+        let _ = write!(Cut(&mut e.problem), "{problem}");
+        e
     }
 
     /// A structural error at byte `offset` of the blob.
-    pub const fn at(offset: usize, property: &'static str, problem: &'static str) -> Self {
-        DtError {
-            node: "FDT",
-            property,
-            problem,
-            offset: Some(offset),
-        }
+    pub fn at(offset: usize, property: &'static str, problem: &str) -> Self {
+        let mut e = DtError::new("FDT", property, problem);
+        e.offset = Some(offset);
+        e
     }
 }
 
 impl fmt::Display for DtError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "device tree: {} property `{}`: {}",
-            self.node, self.property, self.problem
-        )?;
+        write!(f, "device tree: {}", self.node)?;
+        if !self.property.is_empty() {
+            write!(f, " property `{}`", self.property)?;
+        }
+        write!(f, ": {}", self.problem)?;
         match self.offset {
             Some(off) => write!(f, " (at byte offset {off:#x})"),
             None => Ok(()),
@@ -332,21 +489,39 @@ impl fmt::Display for DtError {
     }
 }
 
-fn parse_memory(fdt: &Fdt<'_>) -> Result<MemRange, DtError> {
-    let mem = fdt
-        .memory()
-        .map_err(|_| DtError::new("/memory", "device_type", "no memory node"))?;
-    let region = mem
-        .regions()
-        .next()
-        .ok_or(DtError::new("/memory", "reg", "no memory bank"))?;
-    let size = region
-        .size
-        .ok_or(DtError::new("/memory", "reg", "memory bank without a size"))?;
-    Ok(MemRange {
-        base: region.starting_address as usize,
-        size,
-    })
+/// Writes into a bounded string, keeping what fits (cut on a character boundary).
+struct Cut<'a, const N: usize>(&'a mut heapless::String<N>);
+
+impl<const N: usize> fmt::Write for Cut<'_, N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        push_cut(self.0, s);
+        Ok(())
+    }
+}
+
+fn push_cut<const N: usize>(out: &mut heapless::String<N>, s: &str) {
+    let room = N - out.len();
+    let mut end = s.len().min(room);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let _ = out.push_str(&s[..end]);
+}
+
+/// `parent`'s child `name` as a path.
+fn child_path(parent: &str, name: &str) -> NodePath {
+    let mut p = NodePath::new();
+    push_cut(&mut p, parent);
+    if !parent.ends_with('/') {
+        push_cut(&mut p, "/");
+    }
+    push_cut(&mut p, name);
+    p
+}
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    let w = b.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
 /// Big-endian 32-bit cells of a property.
@@ -359,39 +534,255 @@ fn cells<'a>(node: FdtNode<'_, 'a>, prop: &str) -> Option<impl Iterator<Item = u
     )
 }
 
-/// The GIC INTID of the `index`-th 3-cell GIC interrupt specifier of `node`.
-fn gic_intid(node: FdtNode<'_, '_>, index: usize) -> Option<u32> {
-    let cells: heapless::Vec<u32, 16> = cells(node, "interrupts")?.take(16).collect();
-    let spec = cells.chunks_exact(3).nth(index)?;
-    match spec[0] {
-        0 => Some(spec[1] + 32), // SPI
-        1 => Some(spec[1] + 16), // PPI
-        _ => None,
+fn u32_prop(node: FdtNode<'_, '_>, prop: &str) -> Option<u32> {
+    cells(node, prop).and_then(|mut c| c.next())
+}
+
+/// Whether `status` says the node is usable (absent, "okay" or "ok").
+fn is_enabled(node: FdtNode<'_, '_>) -> bool {
+    node.property("status")
+        .and_then(|p| p.as_str())
+        .is_none_or(|s| matches!(s.trim_end_matches('\0'), "okay" | "ok"))
+}
+
+/// A node with its path and the `#address-cells`/`#size-cells` its `reg` is written in (its
+/// parent's).
+#[derive(Clone, Copy)]
+struct Located<'b, 'a> {
+    node: FdtNode<'b, 'a>,
+    path: &'b str,
+    cells: (u32, u32),
+}
+
+/// The `#address-cells` and `#size-cells` `node` gives its children (the DT spec's defaults
+/// 2 and 1 when absent).
+fn child_cells(node: FdtNode<'_, '_>) -> (u32, u32) {
+    (
+        u32_prop(node, "#address-cells").unwrap_or(2),
+        u32_prop(node, "#size-cells").unwrap_or(1),
+    )
+}
+
+/// The `reg` entries of `n` as (address, size) pairs, at most `N`.
+fn reg_entries<const N: usize>(
+    n: &Located<'_, '_>,
+) -> Result<heapless::Vec<(u64, u64), N>, DtError> {
+    let (ac, sc) = n.cells;
+    if !(1..=2).contains(&ac) || sc > 2 {
+        return Err(DtError::new(
+            n.path,
+            "reg",
+            format_args!(
+                "the parent's #address-cells = {ac} / #size-cells = {sc}: only 1-2 / 0-2 supported"
+            ),
+        ));
+    }
+    let value = n
+        .node
+        .property("reg")
+        .ok_or_else(|| DtError::new(n.path, "reg", "missing"))?
+        .value;
+    let entry = 4 * (ac + sc) as usize;
+    if value.is_empty() || !value.len().is_multiple_of(entry) {
+        return Err(DtError::new(
+            n.path,
+            "reg",
+            format_args!(
+                "{} bytes: not a whole number of {ac}+{sc}-cell entries",
+                value.len()
+            ),
+        ));
+    }
+    let read = |b: &[u8], cells: u32| -> u64 {
+        b.chunks_exact(4).take(cells as usize).fold(0u64, |acc, c| {
+            (acc << 32) | u64::from(be32(c, 0).unwrap_or(0))
+        })
+    };
+    let mut out = heapless::Vec::new();
+    for e in value.chunks_exact(entry).take(N) {
+        let (a, s) = e.split_at(4 * ac as usize);
+        let _ = out.push((read(a, ac), read(s, sc)));
+    }
+    Ok(out)
+}
+
+/// A device's `index`-th `reg` entry as a checked range of at least `min` bytes that does not
+/// overlap RAM.
+fn device_reg(
+    n: &Located<'_, '_>,
+    index: usize,
+    what: &str,
+    min: usize,
+    ram: &[MemRange],
+) -> Result<MemRange, DtError> {
+    let regs: heapless::Vec<(u64, u64), 4> = reg_entries(n)?;
+    let &(base, size) = regs.get(index).ok_or_else(|| {
+        DtError::new(
+            n.path,
+            "reg",
+            format_args!("entry {index} ({what}) missing"),
+        )
+    })?;
+    if n.cells.1 == 0 {
+        return Err(DtError::new(
+            n.path,
+            "reg",
+            format_args!("{what}: no size (#size-cells = 0)"),
+        ));
+    }
+    let r = MemRange::checked(base, size).map_err(|p| {
+        DtError::new(
+            n.path,
+            "reg",
+            format_args!("{what} {base:#x} size {size:#x}: {p}"),
+        )
+    })?;
+    if r.size < min || r.size > DEVICE_MAX {
+        return Err(DtError::new(
+            n.path,
+            "reg",
+            format_args!(
+                "{what} {r}: size {:#x} is not in {min:#x}..={DEVICE_MAX:#x}",
+                r.size
+            ),
+        ));
+    }
+    if let Some(bank) = ram.iter().find(|b| b.overlaps(&r)) {
+        return Err(DtError::new(
+            n.path,
+            "reg",
+            format_args!("{what} {r} overlaps RAM {bank} (/memory)"),
+        ));
+    }
+    Ok(r)
+}
+
+/// Which GIC interrupt a specifier names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IrqKind {
+    Spi,
+    Ppi,
+}
+
+/// SPIs are INTIDs 32..1020: SPI numbers 0..988.
+const NR_SPI: u32 = 988;
+/// PPIs are INTIDs 16..32: PPI numbers 0..16.
+const NR_PPI: u32 = 16;
+
+/// The GIC INTID of the `index`-th 3-cell GIC interrupt specifier of `n`'s `interrupts`,
+/// whose type must be one of `allowed`: the number range-checked (PPI < 16, SPI < 988; no
+/// SGIs, which are the kernel's IPIs).
+fn gic_intid(
+    n: &Located<'_, '_>,
+    index: usize,
+    what: &str,
+    allowed: &[IrqKind],
+) -> Result<u32, DtError> {
+    let value = n
+        .node
+        .property("interrupts")
+        .ok_or_else(|| DtError::new(n.path, "interrupts", "missing"))?
+        .value;
+    if !value.len().is_multiple_of(12) {
+        return Err(DtError::new(
+            n.path,
+            "interrupts",
+            format_args!(
+                "{} bytes: not a whole number of 3-cell GIC specifiers",
+                value.len()
+            ),
+        ));
+    }
+    let spec = value.chunks_exact(12).nth(index).ok_or_else(|| {
+        DtError::new(
+            n.path,
+            "interrupts",
+            format_args!("specifier {index} ({what}) missing"),
+        )
+    })?;
+    let (kind, number) = (be32(spec, 0).unwrap_or(0), be32(spec, 4).unwrap_or(0));
+    let (kind, intid) = match kind {
+        0 if number < NR_SPI => (IrqKind::Spi, number + 32),
+        1 if number < NR_PPI => (IrqKind::Ppi, number + 16),
+        0 | 1 => {
+            return Err(DtError::new(
+                n.path,
+                "interrupts",
+                format_args!(
+                    "{what}: {} {number} is out of range (SPI 0..{NR_SPI}, PPI 0..{NR_PPI})",
+                    if kind == 0 { "SPI" } else { "PPI" },
+                ),
+            ))
+        }
+        k => {
+            return Err(DtError::new(
+                n.path,
+                "interrupts",
+                format_args!("{what}: type {k} is neither SPI (0) nor PPI (1)"),
+            ))
+        }
+    };
+    if !allowed.contains(&kind) {
+        return Err(DtError::new(
+            n.path,
+            "interrupts",
+            format_args!(
+                "{what}: INTID {intid} is a {kind:?}, expected a {:?}",
+                allowed[0]
+            ),
+        ));
+    }
+    Ok(intid)
+}
+
+/// How deep [`Found::scan`] looks for devices (root children are depth 1).
+const SCAN_DEPTH: usize = 6;
+/// Most `/memory` nodes considered.
+const MAX_MEMORY_NODES: usize = 8;
+
+/// A node found by [`Found::scan`], with its owned path.
+struct FoundNode<'b, 'a> {
+    node: FdtNode<'b, 'a>,
+    path: NodePath,
+    cells: (u32, u32),
+    /// Reached only through buses whose `ranges` is empty (addresses are CPU addresses).
+    untranslated: bool,
+}
+
+impl<'b, 'a> FoundNode<'b, 'a> {
+    fn located(&self) -> Result<Located<'b, '_>, DtError>
+    where
+        'a: 'b,
+    {
+        if !self.untranslated {
+            return Err(DtError::new(
+                &self.path,
+                "reg",
+                "below a bus whose `ranges` translates addresses (not supported: devices \
+                 must be at CPU addresses)",
+            ));
+        }
+        Ok(Located {
+            node: self.node,
+            path: &self.path,
+            cells: self.cells,
+        })
     }
 }
 
-fn first_reg(node: FdtNode<'_, '_>, n: usize) -> Option<usize> {
-    node.reg().nth(n).map(|r| r.starting_address as usize)
-}
-
-fn is_pl011(node: FdtNode<'_, '_>) -> bool {
-    node.compatible()
-        .is_some_and(|c| c.all().any(|s| s == "arm,pl011"))
-}
-
-/// The nodes the kernel needs, found in one walk over the root's children and one over the
-/// whole tree. Each `Fdt::find_compatible`/`find_node` is a walk of its own (skipping
-/// subtrees by parsing them); doing one walk per kind made the DT parse the largest part of
-/// boot (~11 of 13 ms of guest time under QEMU `-icount`).
+/// The nodes the kernel needs, found in one recursive walk (each `Fdt::find_compatible` is a
+/// walk of its own; doing one walk per kind made the DT parse the largest part of boot).
 struct Found<'b, 'a> {
     /// PL011s in document order (the console is the one `stdout-path` names, else the first).
-    pl011s: heapless::Vec<FdtNode<'b, 'a>, 4>,
+    pl011s: heapless::Vec<FoundNode<'b, 'a>, 4>,
     chosen: Option<FdtNode<'b, 'a>>,
-    cpus: Option<FdtNode<'b, 'a>>,
-    gic_v3: Option<FdtNode<'b, 'a>>,
-    gic_v2: Option<FdtNode<'b, 'a>>,
-    timer: Option<FdtNode<'b, 'a>>,
-    psci: Option<FdtNode<'b, 'a>>,
+    cpus: Option<FoundNode<'b, 'a>>,
+    memory: heapless::Vec<FoundNode<'b, 'a>, MAX_MEMORY_NODES>,
+    reserved_memory: Option<FoundNode<'b, 'a>>,
+    gic_v3: Option<FoundNode<'b, 'a>>,
+    gic_v2: Option<FoundNode<'b, 'a>>,
+    timer: Option<FoundNode<'b, 'a>>,
+    psci: Option<FoundNode<'b, 'a>>,
 }
 
 const GIC_V2_COMPATIBLE: [&str; 5] = [
@@ -403,50 +794,105 @@ const GIC_V2_COMPATIBLE: [&str; 5] = [
 ];
 
 impl<'b, 'a> Found<'b, 'a> {
-    fn scan(fdt: &'b Fdt<'a>) -> Self {
+    fn scan(fdt: &'b Fdt<'a>) -> Result<Self, DtError> {
         let mut f = Found {
             pl011s: heapless::Vec::new(),
             chosen: None,
             cpus: None,
+            memory: heapless::Vec::new(),
+            reserved_memory: None,
             gic_v3: None,
             gic_v2: None,
             timer: None,
             psci: None,
         };
-        if let Some(root) = fdt.find_node("/") {
-            for child in root.children() {
-                match child.name {
-                    "chosen" => f.chosen = Some(child),
-                    "cpus" => f.cpus = Some(child),
-                    _ => {}
-                }
-            }
-        }
-        for node in fdt.all_nodes() {
-            let Some(compatible) = node.compatible() else {
-                continue;
+        let root = fdt
+            .find_node("/")
+            .ok_or_else(|| DtError::new("/", "", "no root node"))?;
+        let cells = child_cells(root);
+        for child in root.children() {
+            let path = child_path("/", child.name);
+            let found = |path: NodePath| FoundNode {
+                node: child,
+                path,
+                cells,
+                untranslated: true,
             };
+            let is_memory = child
+                .property("device_type")
+                .and_then(|p| p.as_str())
+                .is_some_and(|s| s.trim_end_matches('\0') == "memory");
+            match child.name {
+                "chosen" => f.chosen = Some(child),
+                "cpus" => f.cpus = Some(found(path.clone())),
+                "reserved-memory" => f.reserved_memory = Some(found(path.clone())),
+                _ if is_memory => {
+                    if is_enabled(child) {
+                        // More than MAX_MEMORY_NODES: the rest are reported by parse_memory.
+                        let _ = f.memory.push(found(path.clone()));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            f.visit(child, path, cells, true, 1);
+        }
+        Ok(f)
+    }
+
+    fn visit(
+        &mut self,
+        node: FdtNode<'b, 'a>,
+        path: NodePath,
+        cells: (u32, u32),
+        untranslated: bool,
+        depth: usize,
+    ) {
+        if !is_enabled(node) {
+            return;
+        }
+        if let Some(compatible) = node.compatible() {
             for c in compatible.all() {
                 let slot = match c {
                     "arm,pl011" => {
-                        let _ = f.pl011s.push(node);
-                        continue;
+                        let _ = self.pl011s.push(FoundNode {
+                            node,
+                            path: path.clone(),
+                            cells,
+                            untranslated,
+                        });
+                        break;
                     }
-                    "arm,gic-v3" => &mut f.gic_v3,
-                    "arm,armv8-timer" | "arm,armv7-timer" => &mut f.timer,
-                    "arm,psci-1.0" | "arm,psci-0.2" | "arm,psci" => &mut f.psci,
-                    c if GIC_V2_COMPATIBLE.contains(&c) => &mut f.gic_v2,
+                    "arm,gic-v3" => &mut self.gic_v3,
+                    "arm,armv8-timer" | "arm,armv7-timer" => &mut self.timer,
+                    "arm,psci-1.0" | "arm,psci-0.2" | "arm,psci" => &mut self.psci,
+                    c if GIC_V2_COMPATIBLE.contains(&c) => &mut self.gic_v2,
                     _ => continue,
                 };
-                slot.get_or_insert(node);
+                slot.get_or_insert(FoundNode {
+                    node,
+                    path: path.clone(),
+                    cells,
+                    untranslated,
+                });
+                break;
             }
         }
-        f
+        if depth >= SCAN_DEPTH || node.name == "cpus" {
+            return;
+        }
+        // Children's addresses are CPU addresses only below `ranges;` (empty: identity).
+        let child_untranslated =
+            untranslated && node.property("ranges").is_some_and(|r| r.value.is_empty());
+        let cells = child_cells(node);
+        for child in node.children() {
+            let p = child_path(&path, child.name);
+            self.visit(child, p, cells, child_untranslated, depth + 1);
+        }
     }
 }
 
-fn parse_uart(fdt: &Fdt<'_>, found: &Found<'_, '_>) -> Result<UartDesc, DtError> {
-    const NODE: &str = "arm,pl011";
+fn parse_uart(fdt: &Fdt<'_>, found: &Found<'_, '_>, ram: &[MemRange]) -> Result<UartDesc, DtError> {
     // `stdout-path = "/pl011@9000000:115200n8"` or an alias (`"serial0:115200n8"`).
     let stdout = found
         .chosen
@@ -456,43 +902,78 @@ fn parse_uart(fdt: &Fdt<'_>, found: &Found<'_, '_>) -> Result<UartDesc, DtError>
         })
         .and_then(|p| p.as_str())
         .map(|p| p.trim_end_matches('\0').split(':').next().unwrap_or(""));
-    let from_chosen = match stdout {
-        Some(path) if path.starts_with('/') => {
-            let leaf = path.rsplit('/').next().unwrap_or("");
-            found.pl011s.iter().copied().find(|n| n.name == leaf)
-        }
-        Some(alias) if !alias.is_empty() => fdt.find_node(alias).filter(|n| is_pl011(*n)),
+    let path = match stdout {
+        Some(p) if p.starts_with('/') => Some(p),
+        Some(alias) if !alias.is_empty() => fdt
+            .aliases()
+            .and_then(|a| a.resolve(alias))
+            .map(|p| p.trim_end_matches('\0')),
         _ => None,
     };
-    let node = from_chosen
-        .or(found.pl011s.first().copied())
-        .ok_or(DtError::new(
-            NODE,
+    let from_chosen = path.and_then(|p| {
+        let leaf = p.rsplit('/').next().unwrap_or("");
+        found
+            .pl011s
+            .iter()
+            .find(|n| n.path.as_str() == p)
+            .or_else(|| found.pl011s.iter().find(|n| n.node.name == leaf))
+    });
+    let node = from_chosen.or(found.pl011s.first()).ok_or_else(|| {
+        DtError::new(
+            "arm,pl011",
             "compatible",
             "no PL011 UART (neither /chosen/stdout-path nor any node)",
-        ))?;
-    let base = first_reg(node, 0).ok_or(DtError::new(NODE, "reg", "missing"))?;
-    let intid = gic_intid(node, 0).ok_or(DtError::new(
-        NODE,
-        "interrupts",
-        "missing or not a GIC SPI/PPI",
-    ))?;
-    Ok(UartDesc { base, intid })
+        )
+    })?;
+    let n = node.located()?;
+    let regs = device_reg(&n, 0, "registers", UART_MIN, ram)?;
+    let intid = gic_intid(&n, 0, "UART", &[IrqKind::Spi, IrqKind::Ppi])?;
+    Ok(UartDesc {
+        node: node.path.clone(),
+        base: regs.base,
+        size: regs.size,
+        intid,
+    })
 }
 
-fn parse_gic(v3: Option<FdtNode<'_, '_>>, v2: Option<FdtNode<'_, '_>>) -> Result<GicDesc, DtError> {
-    if let Some(node) = v3 {
-        const NODE: &str = "arm,gic-v3";
-        let gicd = first_reg(node, 0).ok_or(DtError::new(NODE, "reg", "missing distributor"))?;
-        let gicr =
-            first_reg(node, 1).ok_or(DtError::new(NODE, "reg", "missing redistributor region"))?;
-        // GICv3 redistributors are two 64 KiB frames (RD_base, SGI_base) unless the DT says otherwise.
-        let gicr_stride = match node.property("redistributor-stride") {
+/// The GIC's `#interrupt-cells`: the kernel reads 3-cell specifiers.
+fn check_interrupt_cells(n: &Located<'_, '_>) -> Result<(), DtError> {
+    match u32_prop(n.node, "#interrupt-cells") {
+        None | Some(3) => Ok(()),
+        Some(c) => Err(DtError::new(
+            n.path,
+            "#interrupt-cells",
+            format_args!("{c}: only 3-cell GIC specifiers are supported"),
+        )),
+    }
+}
+
+fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<GicDesc, DtError> {
+    if let Some(f) = &found.gic_v3 {
+        let n = f.located()?;
+        check_interrupt_cells(&n)?;
+        let gicd = device_reg(&n, 0, "distributor", GICV3_GICD_MIN, ram)?;
+        let gicr = device_reg(&n, 1, "redistributor region", GICV3_GICR_MIN, ram)?;
+        let gicr_stride = match n.node.property("redistributor-stride") {
+            None => None,
             Some(p) => {
-                p.as_usize()
-                    .ok_or(DtError::new(NODE, "redistributor-stride", "not a number"))?
+                let s = p
+                    .as_usize()
+                    .ok_or_else(|| DtError::new(n.path, "redistributor-stride", "not a number"))?;
+                // The binding: a multiple of 64 KiB; each redistributor has two frames.
+                if s < GICV3_GICR_MIN || !s.is_multiple_of(0x1_0000) || s > gicr.size {
+                    return Err(DtError::new(
+                        n.path,
+                        "redistributor-stride",
+                        format_args!(
+                            "{s:#x} is not a multiple of 64 KiB in {GICV3_GICR_MIN:#x}..={:#x} \
+                             (two frames up to the region size)",
+                            gicr.size
+                        ),
+                    ));
+                }
+                Some(s)
             }
-            None => 0x2_0000,
         };
         return Ok(GicDesc::V3 {
             gicd,
@@ -500,36 +981,52 @@ fn parse_gic(v3: Option<FdtNode<'_, '_>>, v2: Option<FdtNode<'_, '_>>) -> Result
             gicr_stride,
         });
     }
-    let node = v2.ok_or(DtError::new(
-        "interrupt-controller",
-        "compatible",
-        "no arm,gic-v3 nor GICv2-compatible node",
-    ))?;
-    const NODE: &str = "arm,gic-v2";
-    let gicd = first_reg(node, 0).ok_or(DtError::new(NODE, "reg", "missing distributor"))?;
-    let gicc = first_reg(node, 1).ok_or(DtError::new(NODE, "reg", "missing CPU interface"))?;
+    let f = found.gic_v2.as_ref().ok_or_else(|| {
+        DtError::new(
+            "interrupt-controller",
+            "compatible",
+            "no arm,gic-v3 nor GICv2-compatible node",
+        )
+    })?;
+    let n = f.located()?;
+    check_interrupt_cells(&n)?;
+    let gicd = device_reg(&n, 0, "distributor", GICV2_GICD_MIN, ram)?;
+    let gicc = device_reg(&n, 1, "CPU interface", GICV2_GICC_MIN, ram)?;
+    if gicd.overlaps(&gicc) {
+        return Err(DtError::new(
+            n.path,
+            "reg",
+            format_args!("distributor {gicd} overlaps CPU interface {gicc}"),
+        ));
+    }
     Ok(GicDesc::V2 { gicd, gicc })
 }
 
-fn parse_timer(node: Option<FdtNode<'_, '_>>) -> Result<TimerDesc, DtError> {
-    const NODE: &str = "arm,armv8-timer";
-    let node = node.ok_or(DtError::new(
-        NODE,
-        "compatible",
-        "no architected timer node",
-    ))?;
+fn parse_timer(f: Option<&FoundNode<'_, '_>>) -> Result<TimerDesc, DtError> {
+    let f = f.ok_or_else(|| {
+        DtError::new("arm,armv8-timer", "compatible", "no architected timer node")
+    })?;
+    let n = Located {
+        node: f.node,
+        path: &f.path,
+        cells: f.cells,
+    };
     // Order fixed by the binding: secure phys, non-secure phys, virtual, hypervisor.
-    let el1_phys_intid = gic_intid(node, 1).ok_or(DtError::new(
-        NODE,
-        "interrupts",
-        "no non-secure physical timer PPI",
-    ))?;
-    let el1_virt_intid =
-        gic_intid(node, 2).ok_or(DtError::new(NODE, "interrupts", "no virtual timer PPI"))?;
-    let freq_hz = node
-        .property("clock-frequency")
-        .and_then(|p| p.as_usize())
-        .map(|f| f as u32);
+    let el1_phys_intid = gic_intid(&n, 1, "non-secure physical timer", &[IrqKind::Ppi])?;
+    let el1_virt_intid = gic_intid(&n, 2, "virtual timer", &[IrqKind::Ppi])?;
+    let freq_hz = match f.node.property("clock-frequency") {
+        None => None,
+        Some(p) => match p.as_usize().map(u32::try_from) {
+            Some(Ok(hz)) if hz > 0 => Some(hz),
+            _ => {
+                return Err(DtError::new(
+                    &f.path,
+                    "clock-frequency",
+                    "not a number in 1..=4294967295 Hz",
+                ))
+            }
+        },
+    };
     Ok(TimerDesc {
         el1_phys_intid,
         el1_virt_intid,
@@ -537,31 +1034,63 @@ fn parse_timer(node: Option<FdtNode<'_, '_>>) -> Result<TimerDesc, DtError> {
     })
 }
 
-fn parse_psci(node: Option<FdtNode<'_, '_>>) -> Result<PsciDesc, DtError> {
-    const NODE: &str = "arm,psci";
-    let node = node.ok_or(DtError::new(NODE, "compatible", "no PSCI node"))?;
-    let method = node
+/// The UART must not share an interrupt with the tick: its handler would replace the timer's
+/// (or the other way round), and a level-triggered timer PPI nobody clears is an IRQ storm.
+fn check_interrupts(uart: &UartDesc, timer: &TimerDesc) -> Result<(), DtError> {
+    if uart.intid == timer.el1_virt_intid || uart.intid == timer.el1_phys_intid {
+        return Err(DtError::new(
+            &uart.node,
+            "interrupts",
+            format_args!(
+                "INTID {} is the architected timer's (arm,armv8-timer `interrupts`)",
+                uart.intid
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn parse_psci(f: Option<&FoundNode<'_, '_>>) -> Result<PsciDesc, DtError> {
+    let f = f.ok_or_else(|| DtError::new("arm,psci", "compatible", "no PSCI node"))?;
+    let method = f
+        .node
         .property("method")
         .and_then(|p| p.as_str())
-        .ok_or(DtError::new(NODE, "method", "missing"))?;
+        .ok_or_else(|| DtError::new(&f.path, "method", "missing"))?;
     let conduit = match method.trim_end_matches('\0') {
         "hvc" => Conduit::Hvc,
         "smc" => Conduit::Smc,
-        _ => return Err(DtError::new(NODE, "method", "neither \"hvc\" nor \"smc\"")),
+        _ => {
+            return Err(DtError::new(
+                &f.path,
+                "method",
+                "neither \"hvc\" nor \"smc\"",
+            ))
+        }
     };
     Ok(PsciDesc { conduit })
 }
 
 type CpuList = heapless::Vec<CpuNode, MAX_CPUS>;
 
-fn parse_cpus(cpus_node: Option<FdtNode<'_, '_>>) -> Result<(CpuList, usize), DtError> {
-    const NODE: &str = "/cpus";
-    let cpus_node = cpus_node.ok_or(DtError::new(NODE, "", "missing"))?;
-    let addr_cells = match cells(cpus_node, "#address-cells").and_then(|mut c| c.next()) {
+/// The kept CPUs and their nodes (for the scheduling description), and how many were left out.
+pub(crate) struct Cpus<'b, 'a> {
+    pub(crate) list: CpuList,
+    pub(crate) nodes: heapless::Vec<(FdtNode<'b, 'a>, NodePath), MAX_CPUS>,
+    pub(crate) ignored: usize,
+}
+
+fn parse_cpus<'b, 'a>(
+    f: Option<&FoundNode<'b, 'a>>,
+    notes: &mut Notes,
+) -> Result<Cpus<'b, 'a>, DtError> {
+    let f = f.ok_or_else(|| DtError::new("/cpus", "", "missing"))?;
+    let cpus_node = f.node;
+    let addr_cells = match u32_prop(cpus_node, "#address-cells") {
         Some(n @ (1 | 2)) => n as usize,
         _ => {
             return Err(DtError::new(
-                NODE,
+                &f.path,
                 "#address-cells",
                 "missing or not 1 or 2",
             ))
@@ -586,43 +1115,62 @@ fn parse_cpus(cpus_node: Option<FdtNode<'_, '_>>) -> Result<(CpuList, usize), Dt
             ignored += 1;
         }
     }
-    let mut list = CpuList::new();
+    let mut out = Cpus {
+        list: CpuList::new(),
+        nodes: heapless::Vec::new(),
+        ignored: 0,
+    };
     for node in cpu_nodes {
+        let path = child_path(&f.path, node.name);
         let reg: heapless::Vec<u32, 2> = cells(node, "reg")
-            .ok_or(DtError::new("/cpus/cpu", "reg", "missing"))?
+            .ok_or_else(|| DtError::new(&path, "reg", "missing"))?
             .take(addr_cells)
             .collect();
         if reg.len() != addr_cells {
-            return Err(DtError::new(
-                "/cpus/cpu",
-                "reg",
-                "shorter than #address-cells",
-            ));
+            return Err(DtError::new(&path, "reg", "shorter than #address-cells"));
         }
         let mpidr = reg.iter().fold(0u64, |acc, c| (acc << 32) | u64::from(*c));
-        let phandle = cells(node, "phandle").and_then(|mut c| c.next());
+        // Linux `of_get_cpu_hwid` + `of_parse_and_init_cpus`: skip invalid and duplicate ids.
+        if mpidr & !MPIDR_AFF_MASK != 0 {
+            notes.push(DtError::new(
+                &path,
+                "reg",
+                format_args!("{mpidr:#x} has bits outside MPIDR Aff3..Aff0: CPU skipped"),
+            ));
+            continue;
+        }
+        if out.list.iter().any(|c| c.mpidr == mpidr) {
+            notes.push(DtError::new(
+                &path,
+                "reg",
+                format_args!("MPIDR {mpidr:#x} is another CPU's too: CPU skipped"),
+            ));
+            continue;
+        }
+        let phandle = u32_prop(node, "phandle");
         let cluster = phandle
             .and_then(|ph| clusters.iter().find(|(p, _)| *p == ph).map(|(_, c)| *c))
             .unwrap_or(((mpidr >> 8) & 0xff) as u16);
-        let capacity_dmips_mhz = cells(node, "capacity-dmips-mhz").and_then(|mut c| c.next());
+        let capacity_dmips_mhz = u32_prop(node, "capacity-dmips-mhz");
         if capacity_dmips_mhz == Some(0) {
-            return Err(DtError::new("/cpus/cpu", "capacity-dmips-mhz", "zero"));
+            return Err(DtError::new(&path, "capacity-dmips-mhz", "zero"));
         }
-        if list
-            .push(CpuNode {
-                mpidr,
-                cluster,
-                capacity_dmips_mhz,
-            })
-            .is_err()
-        {
+        let cpu = CpuNode {
+            mpidr,
+            cluster,
+            capacity_dmips_mhz,
+        };
+        if out.list.push(cpu).is_err() {
             ignored += 1;
+        } else {
+            let _ = out.nodes.push((node, path));
         }
     }
-    if list.is_empty() {
-        return Err(DtError::new(NODE, "device_type", "no cpu nodes"));
+    if out.list.is_empty() {
+        return Err(DtError::new(&f.path, "device_type", "no usable cpu nodes"));
     }
-    Ok((list, ignored))
+    out.ignored = ignored;
+    Ok(out)
 }
 
 /// Numbers the `clusterN` nodes of `cpu-map` in document order (nested clusters, e.g. under
@@ -638,16 +1186,16 @@ fn walk_cpu_map(
     for child in node.children() {
         if child.name.starts_with("core") {
             if !has_cores && node.name.starts_with("cluster") {
-                *next_cluster += 1;
+                *next_cluster = next_cluster.saturating_add(1);
             }
             has_cores = true;
             // A core may have threads; take the core's own cpu or its threads' cpus.
             let mut phandles: heapless::Vec<u32, 8> = heapless::Vec::new();
-            if let Some(ph) = cells(child, "cpu").and_then(|mut c| c.next()) {
+            if let Some(ph) = u32_prop(child, "cpu") {
                 let _ = phandles.push(ph);
             }
             for thread in child.children() {
-                if let Some(ph) = cells(thread, "cpu").and_then(|mut c| c.next()) {
+                if let Some(ph) = u32_prop(thread, "cpu") {
                     let _ = phandles.push(ph);
                 }
             }
@@ -658,6 +1206,75 @@ fn walk_cpu_map(
             walk_cpu_map(child, next_cluster, out);
         }
     }
+}
+
+/// `/chosen/bootargs`: the options that are valid UTF-8 (an option with other bytes is
+/// dropped with a note naming the bytes and their offset), cut to [`BOOTARGS_MAX`] between
+/// options. Returns the kept line and, if it was cut, the length before.
+fn parse_bootargs(
+    chosen: Option<FdtNode<'_, '_>>,
+    notes: &mut Notes,
+) -> (heapless::String<BOOTARGS_MAX>, Option<usize>) {
+    let mut out = heapless::String::new();
+    let Some(raw) = chosen.and_then(|c| c.property("bootargs")).map(|p| p.value) else {
+        return (out, None);
+    };
+    // A C string: up to the first NUL.
+    let raw = raw.split(|&b| b == 0).next().unwrap_or(&[]);
+    // Valid options joined by single spaces, as `Cmdline::parse` splits them anyway.
+    let mut kept: heapless::String<{ 2 * BOOTARGS_MAX }> = heapless::String::new();
+    let mut dropped = 0usize;
+    let mut first_bad: Option<(usize, heapless::String<24>)> = None;
+    let mut offset = 0usize;
+    let mut too_long = false;
+    for word in raw.split(|b| b.is_ascii_whitespace()) {
+        let at = offset;
+        offset += word.len() + 1;
+        if word.is_empty() {
+            continue;
+        }
+        match core::str::from_utf8(word) {
+            Ok(w) => {
+                let sep = usize::from(!kept.is_empty());
+                if kept.len() + sep + w.len() > kept.capacity() {
+                    too_long = true;
+                    continue;
+                }
+                if sep == 1 {
+                    let _ = kept.push(' ');
+                }
+                let _ = kept.push_str(w);
+            }
+            Err(e) => {
+                dropped += 1;
+                if first_bad.is_none() {
+                    let bad_at = e.valid_up_to();
+                    let bad_len = e.error_len().unwrap_or(word.len() - bad_at).max(1);
+                    let mut bytes = heapless::String::new();
+                    for (k, b) in word[bad_at..].iter().take(bad_len.min(4)).enumerate() {
+                        let sep = if k == 0 { "" } else { " " };
+                        let _ = write!(Cut(&mut bytes), "{sep}{b:#04x}");
+                    }
+                    first_bad = Some((at + bad_at, bytes));
+                }
+            }
+        }
+    }
+    if let Some((at, bytes)) = first_bad {
+        notes.push(DtError::new(
+            "/chosen",
+            "bootargs",
+            format_args!(
+                "byte {at}: {bytes} is not UTF-8; {dropped} option(s) with such bytes ignored"
+            ),
+        ));
+    }
+    let kept_str = kept.as_str();
+    let cut = truncate_bootargs(kept_str, BOOTARGS_MAX);
+    // Cannot fail: `cut` is at most BOOTARGS_MAX bytes.
+    let _ = out.push_str(cut);
+    let truncated = (cut.len() < kept_str.len() || too_long).then_some(raw.len());
+    (out, truncated)
 }
 
 /// The longest prefix of `args` of at most `max` bytes that ends between two options, so no
@@ -677,144 +1294,4 @@ fn truncate_bootargs(args: &str, max: usize) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
-    //! Oracles: the QEMU DTBs were dumped by QEMU itself (`-M virt,dumpdtb=...`, see
-    //! `kernel/tests/dtb/README.md`); expected addresses and interrupts are QEMU's
-    //! `hw/arm/virt.c` memory map and IRQ numbers, and Juno r2's from boards.md.
-    use super::*;
-
-    #[test]
-    fn long_bootargs_are_cut_between_options() {
-        let long = "selftest hz=100 loglevel=debug";
-        assert_eq!(truncate_bootargs(long, 100), long);
-        assert_eq!(truncate_bootargs(long, 15), "selftest hz=100");
-        assert_eq!(truncate_bootargs(long, 14), "selftest");
-        assert_eq!(truncate_bootargs(long, 16), "selftest hz=100");
-        assert_eq!(truncate_bootargs("averyveryverylongoption", 5), "");
-        let many = "x=1 ".repeat(300);
-        let kept = truncate_bootargs(&many, BOOTARGS_MAX);
-        assert!(kept.len() <= BOOTARGS_MAX && kept.ends_with("x=1"));
-    }
-
-    fn load(name: &str) -> Vec<u8> {
-        let path = format!("{}/tests/dtb/{}", env!("CARGO_MANIFEST_DIR"), name);
-        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
-
-    #[test]
-    fn qemu_virt_gicv2_smp6() {
-        let p = Platform::from_fdt(&load("qemu-virt-gicv2-smp6.dtb"), 0x4800_0000).unwrap();
-        assert_eq!(
-            p.memory,
-            MemRange {
-                base: 0x4000_0000,
-                size: 256 << 20
-            }
-        );
-        // VIRT_UART at 0x0900_0000, SPI 1.
-        assert_eq!(
-            p.uart,
-            UartDesc {
-                base: 0x0900_0000,
-                intid: 33
-            }
-        );
-        assert_eq!(
-            p.gic,
-            GicDesc::V2 {
-                gicd: 0x0800_0000,
-                gicc: 0x0801_0000
-            }
-        );
-        // ARCH_TIMER_NS_EL1_IRQ = PPI 14, ARCH_TIMER_VIRT_IRQ = PPI 11.
-        assert_eq!(p.timer.el1_phys_intid, 30);
-        assert_eq!(p.timer.el1_virt_intid, 27);
-        assert_eq!(p.psci.conduit, Conduit::Hvc);
-        assert_eq!(p.cpus.len(), 6);
-        for (i, c) in p.cpus.iter().enumerate() {
-            assert_eq!(c.mpidr, i as u64);
-            assert_eq!(c.cluster, 0);
-            assert_eq!(c.capacity_dmips_mhz, None);
-            assert_eq!(p.capacity_of(CpuId(i as u16)), Some(Capacity(1024)));
-        }
-        assert_eq!(p.bootargs.as_str(), "selftest hz=100");
-        assert_eq!(p.dtb.base, 0x4800_0000);
-        assert_eq!(
-            p.cpu_by_mpidr(0x8000_0003),
-            Some(CpuId(3)),
-            "MPIDR bit 31 (RES1) ignored"
-        );
-    }
-
-    #[test]
-    fn qemu_virt_gicv3_el2_smp4() {
-        let p = Platform::from_fdt(&load("qemu-virt-gicv3-el2-smp4.dtb"), 0).unwrap();
-        assert_eq!(p.memory.size, 512 << 20);
-        assert_eq!(
-            p.gic,
-            GicDesc::V3 {
-                gicd: 0x0800_0000,
-                gicr: 0x080a_0000,
-                gicr_stride: 0x2_0000
-            }
-        );
-        assert_eq!(p.gic.version(), 3);
-        // With virtualization=on QEMU's PSCI is reached through smc.
-        assert_eq!(p.psci.conduit, Conduit::Smc);
-        assert_eq!(p.cpus.len(), 4);
-        assert!(p.bootargs.is_empty());
-    }
-
-    #[test]
-    fn juno_r2_clusters_and_capacities() {
-        let p = Platform::from_fdt(&load("juno-r2-like.dtb"), 0).unwrap();
-        let mpidrs: Vec<u64> = p.cpus.iter().map(|c| c.mpidr).collect();
-        assert_eq!(mpidrs, [0x0, 0x1, 0x100, 0x101, 0x102, 0x103]);
-        let clusters: Vec<u16> = p.cpus.iter().map(|c| c.cluster).collect();
-        assert_eq!(clusters, [0, 0, 1, 1, 1, 1]);
-        let caps: Vec<u32> = (0..6).map(|i| p.capacity_of(CpuId(i)).unwrap().0).collect();
-        // 485 * 1024 / 1024 = 485: normalised to the biggest CPU.
-        assert_eq!(caps, [1024, 1024, 485, 485, 485, 485]);
-        assert_eq!(
-            p.uart,
-            UartDesc {
-                base: 0x7ff8_0000,
-                intid: 83 + 32
-            }
-        );
-        assert_eq!(
-            p.gic,
-            GicDesc::V2 {
-                gicd: 0x2c01_0000,
-                gicc: 0x2c02_f000
-            }
-        );
-        assert_eq!(p.psci.conduit, Conduit::Smc);
-        assert_eq!(p.memory.base, 0x8000_0000);
-        assert_eq!(p.bootargs.as_str(), "hz=300 loglevel=debug");
-    }
-
-    #[test]
-    fn garbage_is_an_error_naming_the_header() {
-        let e = Platform::from_fdt(&[0u8; 64], 0).unwrap_err();
-        assert_eq!((e.property, e.offset), ("magic", Some(0)));
-        let mut blob = load("juno-r2-like.dtb");
-        blob.truncate(100);
-        assert!(Platform::from_fdt(&blob, 0).is_err());
-    }
-
-    #[test]
-    fn missing_psci_is_named() {
-        // Rename the PSCI compatible strings in place (same length) so the node is not found.
-        let mut blob = load("juno-r2-like.dtb");
-        let needle = b"arm,psci-1.0\0arm,psci-0.2";
-        let pos = blob
-            .windows(needle.len())
-            .position(|w| w == needle)
-            .expect("psci compatible in fixture");
-        blob[pos..pos + needle.len()].copy_from_slice(b"xxx,psci-1.0\0xxx,psci-0.2");
-        let e = Platform::from_fdt(&blob, 0).unwrap_err();
-        assert_eq!(e.node, "arm,psci");
-        assert!(e.to_string().contains("no PSCI node"), "{e}");
-    }
-}
+mod tests;

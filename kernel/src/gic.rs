@@ -71,6 +71,9 @@ pub enum GicError {
     NoCpuInterfaceMask { cpu: u16 },
     /// The target CPU has not initialised its GIC CPU interface.
     TargetNotReady { cpu: u16 },
+    /// The INTID already has a different handler: two devices on one interrupt (a device
+    /// tree mistake), which would leave one of them unserved.
+    HandlerConflict(u32),
 }
 
 impl fmt::Display for GicError {
@@ -99,6 +102,10 @@ impl fmt::Display for GicError {
             GicError::TargetNotReady { cpu } => {
                 write!(f, "gic: cpu {cpu} has no initialised CPU interface")
             }
+            GicError::HandlerConflict(id) => write!(
+                f,
+                "gic: INTID {id} already has a different handler (two devices on one interrupt?)"
+            ),
         }
     }
 }
@@ -123,7 +130,7 @@ static UNHANDLED: AtomicU64 = AtomicU64::new(0);
 pub fn init(plat: &'static Platform) -> Result<(), GicError> {
     match plat.gic {
         GicDesc::V2 { gicd, gicc } => {
-            v2::init_dist(gicd, gicc);
+            v2::init_dist(gicd.base, gicc.base);
             VERSION.store(2, Ordering::Release);
         }
         GicDesc::V3 {
@@ -131,7 +138,7 @@ pub fn init(plat: &'static Platform) -> Result<(), GicError> {
             gicr,
             gicr_stride,
         } => {
-            v3::init_dist(gicd, gicr, gicr_stride);
+            v3::init_dist(gicd.base, gicr, gicr_stride);
             VERSION.store(3, Ordering::Release);
         }
     }
@@ -156,14 +163,24 @@ pub fn version() -> Option<u8> {
     }
 }
 
-/// Installs `handler` for `intid` (replacing any earlier one). Does not enable the interrupt.
+/// Installs `handler` for `intid`. Does not enable the interrupt. Refuses an INTID that
+/// already has a different handler ([`GicError::HandlerConflict`]): the earlier one is kept
+/// (Linux `request_irq` without `IRQF_SHARED` likewise fails with `-EBUSY`).
 pub fn register_handler(intid: IntId, handler: IrqHandler) -> Result<(), GicError> {
     let slot = intid.0 as usize;
     if slot >= NR_IRQS {
         return Err(GicError::InvalidIntId(intid.0));
     }
-    HANDLERS.lock()[slot] = Some(handler);
-    Ok(())
+    let mut handlers = HANDLERS.lock();
+    match handlers[slot] {
+        Some(old) if !core::ptr::fn_addr_eq(old, handler) => {
+            Err(GicError::HandlerConflict(intid.0))
+        }
+        _ => {
+            handlers[slot] = Some(handler);
+            Ok(())
+        }
+    }
 }
 
 /// Enables `intid`: an SGI or PPI on the calling CPU only (they are banked), an SPI routed to the

@@ -126,11 +126,8 @@ pub fn now() -> Nanos {
 /// Call once on the boot CPU after the heap and before the tick starts.
 pub fn init(plat: &'static Platform, cmd: &Cmdline) {
     let nr = plat.cpus.len().min(MAX_CPUS);
-    // SAFETY: `plat.dtb` is the blob the boot loader passed in x0 (its size from its header);
-    // RAM is identity-mapped and the heap ends below the DTB (boot.rs `init_heap`), and nothing
-    // writes it after boot.
-    let dtb = unsafe { core::slice::from_raw_parts(plat.dtb.base as *const u8, plat.dtb.size) };
-    let board = match crate::board_dt::parse_board(dtb, plat) {
+    // Parsed with the rest of the DT at boot; the blob is not read again.
+    let board = match crate::board_dt::board_desc(plat) {
         Ok(Some(b)) => Some(&*Box::leak(Box::new(b))),
         Ok(None) => {
             crate::println!(

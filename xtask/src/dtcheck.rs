@@ -134,9 +134,18 @@ pub fn analyse(dtb: &[u8], board: Option<&BoardConfig>) -> Result<Found, String>
         ),
         None => (dtb.to_vec(), false),
     };
-    let plat = Platform::from_fdt(&blob, 0).map_err(|e| e.to_string())?;
+    let plat = Platform::from_fdt(&blob, 0).map_err(|e| {
+        if raw_memory == RawMemory::Placeholder && !fixed_up {
+            format!(
+                "{e} (/memory is a placeholder for the boot loader to fill: --board applies \
+                 that board's u-boot banks)"
+            )
+        } else {
+            e.to_string()
+        }
+    })?;
     let fw = board_dt::parse_firmware(&blob, &plat).map_err(|e| e.to_string())?;
-    let sched = board_dt::parse_board(&blob, &plat).map_err(|e| e.to_string())?;
+    let sched = board_dt::board_desc(&plat).map_err(|e| e.to_string())?;
     if let Some(b) = &sched {
         Topology::from_board(b).map_err(|e| format!("the DT's scheduling description: {e:?}"))?;
     }
@@ -199,8 +208,9 @@ fn raw_memory(dtb: &[u8]) -> Result<RawMemory, String> {
     if !regs.is_empty() && regs.iter().all(|(b, s)| *b == 0 && s.unwrap_or(0) == 0) {
         return Ok(RawMemory::Placeholder);
     }
-    board_dt::memory::memory_banks(&fdt)
-        .map(RawMemory::Banks)
+    // Otherwise the banks as the kernel reads them.
+    Platform::from_fdt(dtb, 0)
+        .map(|p| RawMemory::Banks(p.memory.to_vec()))
         .map_err(|e| e.to_string())
 }
 
@@ -570,7 +580,7 @@ pub fn render(path: &Path, f: &Found, board: Option<&BoardConfig>) -> String {
         } else {
             ""
         },
-        f.fw.memory
+        p.memory
             .iter()
             .map(|m| format!("{} ({})", range(m), mib(m.size)))
             .collect::<Vec<_>>()
@@ -588,26 +598,24 @@ pub fn render(path: &Path, f: &Found, board: Option<&BoardConfig>) -> String {
             }
         );
     }
-    let _ = writeln!(s, "reserved:");
-    if f.fw.reserved.regions.is_empty() && f.fw.reserved.dynamic.is_empty() {
+    let _ = writeln!(s, "reserved (/memreserve/, /reserved-memory):");
+    if p.reserved.is_empty() {
         let _ = writeln!(s, "  none in the DT");
     }
-    for r in &f.fw.reserved.regions {
+    for r in &p.reserved {
         let _ = writeln!(
             s,
-            "  {} {} ({}){}",
-            r.name,
+            "  {} ({}){}",
             range(&r.range),
             mib(r.range.size),
             if r.no_map { " no-map" } else { "" }
         );
     }
-    for (name, size) in &f.fw.reserved.dynamic {
-        let _ = writeln!(
-            s,
-            "  {name}: {} allocated by Linux (nothing fixed)",
-            mib(*size)
-        );
+    for n in &p.notes.list {
+        let _ = writeln!(s, "note: {n}");
+    }
+    if p.notes.dropped > 0 {
+        let _ = writeln!(s, "note: {} more", p.notes.dropped);
     }
     if let Some(c) = board {
         let _ = writeln!(s, "firmware carve-outs the DT does not list (board crate):");
@@ -690,10 +698,10 @@ fn to_json(f: &Found) -> Value {
         "gic": gic(&p.gic),
         "uart": {"base": p.uart.base, "intid": p.uart.intid},
         "timer": {"el1_phys_intid": p.timer.el1_phys_intid, "el1_virt_intid": p.timer.el1_virt_intid, "clock_frequency": p.timer.freq_hz},
-        "memory": ranges(&f.fw.memory),
+        "memory": ranges(&p.memory),
         "memory_fixed_up_by_uboot": f.fixed_up,
-        "reserved": f.fw.reserved.regions.iter().map(|r| json!({"name": r.name, "base": r.range.base, "size": r.range.size, "no_map": r.no_map})).collect::<Vec<_>>(),
-        "reserved_dynamic": f.fw.reserved.dynamic.iter().map(|(n, s)| json!({"name": n, "size": s})).collect::<Vec<_>>(),
+        "reserved": p.reserved.iter().map(|r| json!({"base": r.range.base, "size": r.range.size, "no_map": r.no_map})).collect::<Vec<_>>(),
+        "notes": p.notes.list.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
         "psci": format!("{:?}", p.psci.conduit),
         "idle_states": f.fw.idle.states.iter().map(|s| json!({
             "name": s.name, "psci_suspend_param": s.psci_suspend_param,
@@ -818,7 +826,7 @@ pub fn compare(f: &Found, c: &BoardConfig) -> Vec<Difference> {
     diff(
         "console UART (stdout-path)".into(),
         format!("{:#x} INTID {}", p.uart.base, p.uart.intid),
-        format!("{:#x} INTID {}", c.console.uart.base, c.console.uart.intid),
+        format!("{:#x} INTID {}", c.console.uart_base, c.console.uart_intid),
     );
     diff(
         "timer PPIs (phys, virt)".into(),
@@ -851,35 +859,19 @@ pub fn compare(f: &Found, c: &BoardConfig) -> Vec<Difference> {
     );
     diff(
         "memory the kernel gets".into(),
-        fmt_banks(&f.fw.memory),
+        fmt_banks(&p.memory),
         fmt_banks(c.uboot.memory_banks),
     );
-    diff(
-        "memory bank the kernel maps (Platform.memory)".into(),
-        range(&p.memory),
-        c.uboot.memory_banks.first().map_or("none".into(), range),
-    );
-    let fmt_rsv = |v: Vec<(String, MemRange, bool)>| {
+    let fmt_rsv = |v: Vec<(MemRange, bool)>| {
         v.iter()
-            .map(|(n, r, nm)| format!("{n} {}{}", range(r), if *nm { " no-map" } else { "" }))
+            .map(|(r, nm)| format!("{}{}", range(r), if *nm { " no-map" } else { "" }))
             .collect::<Vec<_>>()
             .join(", ")
     };
     diff(
         "reserved regions".into(),
-        fmt_rsv(
-            f.fw.reserved
-                .regions
-                .iter()
-                .map(|r| (r.name.clone(), r.range, r.no_map))
-                .collect(),
-        ),
-        fmt_rsv(
-            c.dt_reserved
-                .iter()
-                .map(|r| (r.name.to_string(), r.range, r.no_map))
-                .collect(),
-        ),
+        fmt_rsv(p.reserved.iter().map(|r| (r.range, r.no_map)).collect()),
+        fmt_rsv(c.dt_reserved.iter().map(|r| (r.range, r.no_map)).collect()),
     );
     // Idle states.
     let fmt_idle = |v: Vec<(String, u32, u32, u32, u32, bool)>| format!("{v:?}");
@@ -948,7 +940,7 @@ mod tests {
     use asym_kernel::board::{
         BootLayout, Console, EndAction, EndPolicy, FdtSource, IdleState, Region, Timer, UBoot,
     };
-    use asym_kernel::dt::{Conduit, UartDesc};
+    use asym_kernel::dt::Conduit;
     use asym_sched::topology::{CpuDesc, OppDesc, PerfDomainDesc};
     use asym_sched::types::{Khz, MicroVolt};
 
@@ -1037,17 +1029,15 @@ mod tests {
         ],
         carve_outs: &[],
         console: Console {
-            uart: UartDesc {
-                base: 0x1c09_0000,
-                intid: 37,
-            },
+            uart_base: 0x1c09_0000,
+            uart_intid: 37,
             alias: "serial0",
             clock_hz: 24_000_000,
             baud: 115_200,
         },
         gic: GicDesc::V2 {
-            gicd: 0x2f00_0000,
-            gicc: 0x2c00_0000,
+            gicd: r(0x2f00_0000, 0x1000),
+            gicc: r(0x2c00_0000, 0x2000),
         },
         timer: Timer {
             el1_phys_intid: 30,
@@ -1101,8 +1091,8 @@ mod tests {
     fn each_changed_field_is_a_difference() {
         let mut b = BOARD;
         b.gic = GicDesc::V2 {
-            gicd: 0x2f00_0000,
-            gicc: 0x2c01_0000,
+            gicd: r(0x2f00_0000, 0x1000),
+            gicc: r(0x2c01_0000, 0x2000),
         };
         assert_eq!(diffs(&b), ["GIC"]);
         let mut b = BOARD;
@@ -1151,11 +1141,12 @@ mod tests {
         let before = Platform::from_fdt(&dtb, 0).unwrap();
         let after = Platform::from_fdt(&out, 0).unwrap();
         let fdt = Fdt::new(&out).unwrap();
-        assert_eq!(board_dt::memory::memory_banks(&fdt).unwrap(), banks);
-        assert_eq!(after.memory, banks[0]);
+        let _ = fdt;
+        assert_eq!(after.memory.as_slice(), banks);
+        assert_eq!(after.reserved, before.reserved, "/memreserve/ kept");
         assert_eq!(
             Platform {
-                memory: before.memory,
+                memory: before.memory.clone(),
                 dtb: before.dtb,
                 ..after.clone()
             },
@@ -1163,8 +1154,7 @@ mod tests {
         );
         let fw_before = board_dt::parse_firmware(&dtb, &before).unwrap();
         let fw_after = board_dt::parse_firmware(&out, &after).unwrap();
-        assert_eq!(fw_after.reserved, fw_before.reserved, "/memreserve/ kept");
-        assert_eq!(fw_after.dvfs, fw_before.dvfs);
+        assert_eq!(fw_after, fw_before);
     }
 
     #[test]
@@ -1182,7 +1172,7 @@ mod tests {
         // With a board, u-boot's banks go in first and the tree runs.
         let f = analyse(&dtb, Some(&BOARD)).unwrap();
         assert_eq!(f.raw_memory, RawMemory::Placeholder);
-        assert_eq!(f.fw.memory, BANKS);
+        assert_eq!(f.plat.memory.as_slice(), BANKS);
         assert!(analyse(b"garbage", None).is_err());
     }
 }

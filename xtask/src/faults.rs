@@ -102,6 +102,18 @@ pub fn injections(last: u32) -> Vec<Injection> {
             ],
             end: End::Psci,
         },
+        // Finding 5, the other way round: the console lock's holder is a CPU that hung (it
+        // stopped with the lock held), and another CPU's panic report must still get out.
+        Injection {
+            name: "panic while a hung CPU holds the console lock",
+            append: "semihosting crash=held",
+            semihosting: true,
+            expect: vec![
+                once("panic on cpu 0 at kernel/src/boot.rs"),
+                once(&format!("cpu {last} holds the console lock")),
+            ],
+            end: End::Status(101),
+        },
         Injection {
             name: "panic on a secondary, panic=-1",
             append: "crash=panic panic=-1",

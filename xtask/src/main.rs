@@ -11,6 +11,7 @@ mod console;
 mod debian;
 mod dtb;
 mod dtcheck;
+mod equiv;
 mod faults;
 mod image;
 mod kernel;
@@ -88,6 +89,23 @@ enum Cmd {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Refactoring check: build the simulator at --base and from the working tree, run both on
+    /// every bundled workload × --eas on|off × --lb on|off × juno-r2, hikey960 and compare
+    /// report.json, trace.txt and platform_info.yml byte for byte.
+    SimEquiv {
+        /// Git revision to compare against (e.g. main, HEAD~1, a commit id).
+        #[arg(long)]
+        base: String,
+        /// Simulated duration of every run (e.g. 10s); default: each workload's own.
+        #[arg(long)]
+        duration: Option<String>,
+        /// Runs at once.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Only the workloads whose file name contains this.
+        #[arg(long)]
+        only: Option<String>,
     },
     /// Run the simulator: all arguments go to `asym-sim` (try `cargo xtask sim --help`).
     #[command(disable_help_flag = true)]
@@ -275,6 +293,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             BenchCmd::Sched { args } => bench::sched(&args),
             BenchCmd::Sim { args } => bench::sim(&args),
         },
+        Cmd::SimEquiv {
+            base,
+            duration,
+            jobs,
+            only,
+        } => equiv::run(&equiv::EquivArgs {
+            base,
+            duration,
+            jobs,
+            only,
+        }),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
     }
 }

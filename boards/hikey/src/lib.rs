@@ -13,7 +13,7 @@ use asym_kernel::board::{
     BoardConfig, BootLayout, Console, DtMemory, DvfsTransport, EndAction, EndPolicy, FdtSource,
     IdleState, OppSource, Region, Timer, UBoot,
 };
-use asym_kernel::dt::{Conduit, GicDesc, MemRange, UartDesc};
+use asym_kernel::dt::{Conduit, GicDesc, MemRange};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
 use asym_sched::types::{Khz, MicroVolt};
 
@@ -171,10 +171,8 @@ pub const CONFIG: BoardConfig = BoardConfig {
         // source: hi6220.dtsi serial@f7113000 (uart3, `interrupts = <GIC_SPI 39 ...>`),
         // hi6220-hikey.dts `stdout-path = "serial3:115200n8"`; TF-A platform.mk
         // CONSOLE_BASE := PL011_UART3_BASE.
-        uart: UartDesc {
-            base: 0xf711_3000,
-            intid: 39 + 32,
-        },
+        uart_base: 0xf711_3000,
+        uart_intid: 39 + 32,
         alias: "serial3",
         // source: TF-A plat/hisilicon/hikey/include/hikey_def.h PL011_UART_CLK_IN_HZ 19200000.
         clock_hz: 19_200_000,
@@ -182,10 +180,10 @@ pub const CONFIG: BoardConfig = BoardConfig {
         baud: 115_200,
     },
     // source: hi6220.dtsi interrupt-controller@f6801000 `arm,gic-400`: GICD 0xf6801000,
-    // GICC 0xf6802000 (u-boot hikey.h GICD_BASE/GICC_BASE agree).
+    // GICC 0xf6802000 (reg sizes 4 KiB, 8 KiB; u-boot hikey.h GICD_BASE/GICC_BASE agree).
     gic: GicDesc::V2 {
-        gicd: 0xf680_1000,
-        gicc: 0xf680_2000,
+        gicd: range(0xf680_1000, 0x1000),
+        gicc: range(0xf680_2000, 0x2000),
     },
     timer: Timer {
         // source: hi6220.dtsi timer `arm,armv8-timer` PPIs 13, 14, 11, 10.

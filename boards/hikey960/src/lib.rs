@@ -13,7 +13,7 @@ use asym_kernel::board::{
     BoardConfig, BootLayout, Console, DtMemory, DvfsTransport, EndAction, EndPolicy, FdtSource,
     IdleState, OppSource, Region, Timer, UBoot,
 };
-use asym_kernel::dt::{Conduit, GicDesc, MemRange, UartDesc};
+use asym_kernel::dt::{Conduit, GicDesc, MemRange};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
 use asym_sched::types::{Khz, MicroVolt};
 
@@ -181,10 +181,8 @@ pub const CONFIG: BoardConfig = BoardConfig {
     console: Console {
         // source: hi3660.dtsi serial@fff32000 (uart6, `interrupts = <GIC_SPI 79 ...>`),
         // hi3660-hikey960.dts `stdout-path = "serial6:115200n8"`.
-        uart: UartDesc {
-            base: 0xfff3_2000,
-            intid: 79 + 32,
-        },
+        uart_base: 0xfff3_2000,
+        uart_intid: 79 + 32,
         alias: "serial6",
         // source: TF-A hikey960_def.h PL011_UART_CLK_IN_HZ 19200000.
         clock_hz: 19_200_000,
@@ -192,10 +190,10 @@ pub const CONFIG: BoardConfig = BoardConfig {
         baud: 115_200,
     },
     // source: hi3660.dtsi interrupt-controller@e82b0000 `arm,gic-400` reg: GICD 0xe82b1000,
-    // GICC 0xe82b2000 (u-boot hikey960.h GICD_BASE/GICC_BASE agree).
+    // GICC 0xe82b2000 (reg sizes 4 KiB, 8 KiB; u-boot hikey960.h GICD_BASE/GICC_BASE agree).
     gic: GicDesc::V2 {
-        gicd: 0xe82b_1000,
-        gicc: 0xe82b_2000,
+        gicd: range(0xe82b_1000, 0x1000),
+        gicc: range(0xe82b_2000, 0x2000),
     },
     timer: Timer {
         // source: hi3660.dtsi timer `arm,armv8-timer` PPIs 13, 14, 11, 10.

@@ -17,7 +17,7 @@ use asym_kernel::board::{
     BoardConfig, BootLayout, Console, DtMemory, DvfsTransport, EndAction, EndPolicy, FdtSource,
     IdleState, OppSource, Region, Timer, UBoot,
 };
-use asym_kernel::dt::{Conduit, GicDesc, MemRange, UartDesc};
+use asym_kernel::dt::{Conduit, GicDesc, MemRange};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
 use asym_sched::types::{Khz, MicroVolt};
 
@@ -163,10 +163,8 @@ pub const CONFIG: BoardConfig = BoardConfig {
     console: Console {
         // source: juno-base.dtsi serial@7ff80000 (`arm,pl011`, `interrupts = <GIC_SPI 83 ...>`),
         // juno-r2.dts `stdout-path = "serial0:115200n8"`, aliases serial0.
-        uart: UartDesc {
-            base: 0x7ff8_0000,
-            intid: 83 + 32,
-        },
+        uart_base: 0x7ff8_0000,
+        uart_intid: 83 + 32,
         alias: "serial0",
         // source: juno-clocks.dtsi soc_uartclk 7372800 Hz; u-boot vexpress_aemv8.h
         // CFG_PL011_CLOCK 7372800.
@@ -175,10 +173,11 @@ pub const CONFIG: BoardConfig = BoardConfig {
         baud: 115_200,
     },
     // source: juno-base.dtsi interrupt-controller@2c010000 `arm,gic-400`: GICD 0x2c010000,
-    // GICC 0x2c02f000 (u-boot vexpress_aemv8.h GICD_BASE/GICC_BASE agree).
+    // GICC 0x2c02f000 (reg sizes 4 KiB, 8 KiB; u-boot vexpress_aemv8.h GICD_BASE/GICC_BASE
+    // agree).
     gic: GicDesc::V2 {
-        gicd: 0x2c01_0000,
-        gicc: 0x2c02_f000,
+        gicd: range(0x2c01_0000, 0x1000),
+        gicc: range(0x2c02_f000, 0x2000),
     },
     timer: Timer {
         // source: juno-base.dtsi timer `arm,armv8-timer` PPIs 13, 14, 11, 10: NS EL1

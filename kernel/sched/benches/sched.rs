@@ -27,7 +27,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn setup(n: u32) -> (Rq, u64) {
     let mut now = 1_000_000_000u64;
     let mut cfg = RqConfig::new(CpuId(0), 8);
-    cfg.expected_tasks = n as usize + 1;
+    cfg.max_tasks = n as usize + 1;
     let mut rq = Rq::new(cfg, Nanos(now));
     for i in 0..n {
         let nice = (i % 11) as i32 - 5;

@@ -63,6 +63,13 @@ use crate::uclamp::uclamp_eff_range;
 pub const SYSCTL_SCHED_MIGRATION_COST_NS: u64 = 500_000;
 /// `sysctl_sched_nr_migrate` / `SCHED_NR_MIGRATE_BREAK` (non-RT).
 pub const SYSCTL_SCHED_NR_MIGRATE: u32 = 32;
+/// The most tasks one `detach_tasks` examines and detaches: [`LbContext::nr_migrate`] is
+/// capped here, so the detached list is a fixed-size [`Detached`] (no allocation).
+pub const MAX_NR_MIGRATE: usize = SYSCTL_SCHED_NR_MIGRATE as usize;
+
+/// Tasks detached from one run queue, on their way to another (Linux's `env->tasks`):
+/// at most [`MAX_NR_MIGRATE`], held by value so none is lost between the two locks.
+pub type Detached = heapless::Vec<Task, MAX_NR_MIGRATE>;
 /// `MAX_PINNED_INTERVAL` (ms): backoff cap when every task was pinned.
 pub const MAX_PINNED_INTERVAL_MS: u32 = 512;
 
@@ -324,7 +331,7 @@ pub struct LbContext {
     pub uclamp_used: bool,
     /// `sysctl_sched_migration_cost` (ns).
     pub migration_cost_ns: u64,
-    /// `sysctl_sched_nr_migrate`.
+    /// `sysctl_sched_nr_migrate`, at most [`MAX_NR_MIGRATE`] (larger values act as it).
     pub nr_migrate: u32,
 }
 
@@ -945,7 +952,7 @@ pub fn sched_balance_rq<R: RqSet + ?Sized>(
         env.flags |= LBF_ALL_PINNED;
         let src_nr = rqs[busiest.index()].nr_running();
         if src_nr > 1 {
-            env.loop_max = ctx.nr_migrate.min(src_nr);
+            env.loop_max = nr_migrate(ctx).min(src_nr);
             loop {
                 let moved = move_tasks(&mut env, sd, rqs, ctx)?;
                 ld_moved += moved;
@@ -1416,28 +1423,33 @@ fn move_tasks<R: RqSet + ?Sized>(
     rqs: &mut R,
     ctx: &LbContext,
 ) -> Result<u32, BalanceError> {
-    let mut detached: Vec<Task> = Vec::new();
+    let mut detached = Detached::new();
     detach_tasks_env(env, sd, rqs, ctx, &mut detached);
     let n = detached.len() as u32;
-    attach_all(rqs, env.dst_cpu, env.src_cpu, detached)?;
+    for t in detached {
+        attach_one(rqs, env.dst_cpu, env.src_cpu, t)?;
+    }
     Ok(n)
 }
 
-fn attach_all<R: RqSet + ?Sized>(
+fn attach_one<R: RqSet + ?Sized>(
     rqs: &mut R,
     dst: CpuId,
     src: CpuId,
-    tasks: Vec<Task>,
+    t: Task,
 ) -> Result<(), BalanceError> {
-    for t in tasks {
-        let id = t.id;
-        if let Err(e) = rqs[dst.index()].attach_task(t) {
-            rqs[src.index()]
-                .attach_task(e.task)
-                .map_err(|_| BalanceError::AttachFailed { task: id, dst })?;
-        }
+    let id = t.id;
+    if let Err(e) = rqs[dst.index()].attach_task(t) {
+        rqs[src.index()]
+            .attach_task(e.task)
+            .map_err(|_| BalanceError::AttachFailed { task: id, dst })?;
     }
     Ok(())
+}
+
+/// `sysctl_sched_nr_migrate` as used: at most [`MAX_NR_MIGRATE`].
+fn nr_migrate(ctx: &LbContext) -> u32 {
+    ctx.nr_migrate.min(MAX_NR_MIGRATE as u32)
 }
 
 /// One `detach_tasks` attempt from `src` for an imbalance of `imbalance` of kind
@@ -1456,7 +1468,7 @@ pub fn detach_tasks<R: RqSet + ?Sized>(
     migration_type: MigrationType,
     imbalance: i64,
     ctx: &LbContext,
-) -> Vec<Task> {
+) -> Detached {
     let mut env = LbEnv {
         dst_cpu: dst,
         dst_grpmask: CpuMask::of(dst),
@@ -1467,10 +1479,10 @@ pub fn detach_tasks<R: RqSet + ?Sized>(
         cpus: sd.span,
         flags: LBF_ALL_PINNED,
         loop_: 0,
-        loop_max: ctx.nr_migrate.min(rqs[src.index()].nr_running()),
+        loop_max: nr_migrate(ctx).min(rqs[src.index()].nr_running()),
         migration_type,
     };
-    let mut out = Vec::new();
+    let mut out = Detached::new();
     detach_tasks_env(&mut env, sd, rqs, ctx, &mut out);
     out
 }
@@ -1489,7 +1501,7 @@ fn detach_tasks_env<R: RqSet + ?Sized>(
     sd: &SchedDomain,
     rqs: &mut R,
     ctx: &LbContext,
-    out: &mut Vec<Task>,
+    out: &mut Detached,
 ) {
     let src = env.src_cpu.index();
     if rqs[src].nr_running() <= 1 {
@@ -1501,22 +1513,24 @@ fn detach_tasks_env<R: RqSet + ?Sized>(
     }
     let biggest = ctx.features.enabled(Feature::LB_BIGGEST_TASK);
     // The window this attempt may examine: the loop_max least recently run tasks.
-    let mut window: Vec<TaskId> = rqs[src]
+    let mut window: heapless::Vec<(TaskId, u64), MAX_NR_MIGRATE> = rqs[src]
         .cfs_tasks()
         .rev()
         .take(env.loop_max.saturating_sub(env.loop_) as usize)
+        .take(MAX_NR_MIGRATE)
+        .map(|id| (id, 0))
         .collect();
     if biggest {
-        let key = |id: &TaskId| {
-            rqs[src].task(*id).map_or(0, |p| match env.migration_type {
+        for (id, key) in window.iter_mut() {
+            *key = rqs[src].task(*id).map_or(0, |p| match env.migration_type {
                 MigrationType::Util => task_util(p, ctx),
                 _ => task_load(p),
-            })
-        };
+            });
+        }
         // Stable: equal sizes keep least-recently-run first.
-        window.sort_by_key(|id| core::cmp::Reverse(key(id)));
+        insertion_sort_desc(&mut window);
     }
-    for id in window {
+    for (id, _) in window {
         if env.idle != CpuIdleType::NotIdle && rqs[src].nr_running() <= 1 {
             break;
         }
@@ -1579,7 +1593,13 @@ fn detach_tasks_env<R: RqSet + ?Sized>(
             continue;
         }
         match rqs[src].detach_task(id) {
-            Ok(t) => out.push(t),
+            // At most loop_max ≤ MAX_NR_MIGRATE tasks are detached: it always fits.
+            Ok(t) => {
+                if let Err(t) = out.push(t) {
+                    let _ = rqs[src].attach_task(t);
+                    break;
+                }
+            }
             Err(_) => continue,
         }
         // CONFIG_PREEMPTION: one task is enough to end newidle.
@@ -1588,6 +1608,18 @@ fn detach_tasks_env<R: RqSet + ?Sized>(
         }
         if env.imbalance <= 0 {
             break;
+        }
+    }
+}
+
+/// Stable insertion sort by key, largest first (no allocation; at most
+/// [`MAX_NR_MIGRATE`] elements).
+fn insertion_sort_desc(v: &mut [(TaskId, u64)]) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && v[j - 1].1 < v[j].1 {
+            v.swap(j - 1, j);
+            j -= 1;
         }
     }
 }
@@ -1673,20 +1705,24 @@ pub fn active_load_balance_cpu_stop<R: RqSet + ?Sized>(
         loop_max: 0,
         migration_type: MigrationType::Load,
     };
-    let ids: Vec<TaskId> = rqs[req.src.index()].cfs_tasks().rev().collect();
-    for id in ids {
-        let Some(p) = rqs[req.src.index()].task(id) else {
-            continue;
-        };
-        if !can_migrate_task(p, &mut env, sd, rqs, &LbContext::new(SchedFeatures::none())) {
-            continue;
+    // detach_one_task: the first movable task from the tail. The first one
+    // can_migrate_task accepts is detached; the walk ends there.
+    let ctx = LbContext::new(SchedFeatures::none());
+    let src = &rqs[req.src.index()];
+    let found = src.cfs_tasks().rev().find(|&id| {
+        src.task(id)
+            .is_some_and(|p| can_migrate_task(p, &mut env, sd, rqs, &ctx))
+    });
+    let Some(id) = found else {
+        return Ok(None);
+    };
+    match rqs[req.src.index()].detach_task(id) {
+        Ok(t) => {
+            attach_one(rqs, req.dst, req.src, t)?;
+            Ok(Some(id))
         }
-        if let Ok(t) = rqs[req.src.index()].detach_task(id) {
-            attach_all(rqs, req.dst, req.src, alloc::vec![t])?;
-            return Ok(Some(id));
-        }
+        Err(_) => Ok(None),
     }
-    Ok(None)
 }
 
 #[cfg(test)]

@@ -409,10 +409,12 @@ pub struct CfsRq {
 }
 
 impl CfsRq {
-    /// An empty cfs_rq for a system of `nr_cpus` CPUs ticking every `tick_nsec`.
-    pub fn new(nr_cpus: u32, tick_nsec: u64) -> CfsRq {
+    /// An empty cfs_rq for a system of `nr_cpus` CPUs ticking every `tick_nsec`, with
+    /// room for `max_entities` queued entities (allocated now; the caller never queues
+    /// more: the run queue checks its own capacity, which is the same).
+    pub fn new(nr_cpus: u32, tick_nsec: u64, max_entities: usize) -> CfsRq {
         CfsRq {
-            timeline: AugTree::new(),
+            timeline: AugTree::with_capacity(max_entities),
             curr: None,
             avg_vruntime: 0,
             avg_load: 0,
@@ -903,7 +905,7 @@ mod tests {
     /// average towards zero would put it just after the true V. Oracle: f64 floor.
     #[test]
     fn avg_vruntime_rounds_down_so_zero_lag_is_eligible() {
-        let mut cfs = CfsRq::new(1, DEFAULT_TICK_NSEC);
+        let mut cfs = CfsRq::new(1, DEFAULT_TICK_NSEC, 16);
         for (sum, load) in [(-5i64, 2u64), (-7, 3), (5, 2), (-1, 1024), (0, 3)] {
             cfs.avg_vruntime = sum;
             cfs.avg_load = load;

@@ -6,9 +6,11 @@
 //! code therefore runs on the host under `cargo test`, in the deterministic
 //! simulator and in the kernel.
 //!
-//! It needs `alloc` (the kernel has a heap) only for the run queue's arenas
-//! ([`fair::tree`]), which grow to the high-water mark of queued tasks and are then
-//! reused, so no scheduler path allocates in steady state.
+//! It needs `alloc` (the kernel has a heap) only for what is built once at set-up: the run
+//! queue's arenas ([`fair::tree`], sized by [`rq::RqConfig::max_tasks`] and never grown),
+//! the sched domains, the energy model and the cpufreq tables. No scheduler path
+//! allocates after that: a full run queue refuses an enqueue with an error value, and the
+//! balancer's lists are fixed-size (`heapless`).
 //!
 //! Module map (Linux file in brackets):
 //! - [`types`]: fixed-point newtypes shared by everything (`Util`, `Capacity`, ...).

@@ -24,10 +24,11 @@
 //!
 //! Ownership: an [`Rq`] owns its queued [`Task`]s (running included); a dequeued task
 //! is handed back by value and owned by the caller while it sleeps or migrates, so
-//! "no task lost or duplicated" is checkable. Nothing here blocks or does I/O; the
-//! only allocation is growth of the task and timeline arenas (pre-size them with
-//! [`RqConfig::expected_tasks`]), so every method may run with the rq lock held in
-//! interrupt context.
+//! "no task lost or duplicated" is checkable. Nothing here blocks, does I/O or
+//! allocates: the task and timeline arenas are allocated once by [`Rq::new`] for
+//! [`RqConfig::max_tasks`] tasks, and an enqueue beyond that is refused with
+//! [`RqError::Full`], handing the task back, so every method may run with the rq lock
+//! held in interrupt context.
 //!
 //! Callers drive time: call [`Rq::update_rq_clock`] before each operation, as Linux
 //! does on entry to every scheduler path (`rq_clock_task` is what EEVDF charges;
@@ -61,7 +62,6 @@
 //! with [`Rq::sync_entity_load_avg`] before they are read.
 
 use crate::cpu_util::{CfsRqUtil, CpuSnapshot, TaskUtil};
-use crate::fair::tree::{AugTree, NoAugment};
 use crate::fair::{
     scale_load_down, CfsRq, DequeueMode, FairError, LoadWeight, Nice, PlaceFlags, SchedEntity,
     DEFAULT_TICK_NSEC,
@@ -74,8 +74,12 @@ use crate::pelt::{
 use crate::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
 use crate::uclamp::{ClampRange, TaskUclamp, UclampRq, UclampSysctl};
 use crate::util_est::{task_util_est_raw, util_est_dequeue, util_est_enqueue, util_est_update};
-use alloc::collections::VecDeque;
 use core::fmt;
+
+mod arena;
+
+pub use arena::ListIter;
+use arena::TaskArena;
 
 /// A task of the fair class: its EEVDF entity, PELT signals and clamps.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -254,6 +258,15 @@ pub enum RqError {
         /// `task_cpu(p)`.
         task_cpu: Option<CpuId>,
     },
+    /// The run queue already holds [`RqConfig::max_tasks`] tasks.
+    Full {
+        /// The task refused.
+        task: TaskId,
+        /// This CPU.
+        cpu: CpuId,
+        /// The capacity.
+        max_tasks: usize,
+    },
     /// The clock went backwards.
     ClockWentBackwards {
         /// This CPU.
@@ -301,6 +314,15 @@ impl fmt::Display for RqError {
                 "rq {}: task {} belongs to cpu {:?}, not this one",
                 cpu.0, task.0, task_cpu
             ),
+            RqError::Full {
+                task,
+                cpu,
+                max_tasks,
+            } => write!(
+                f,
+                "rq {}: task {} refused: the run queue is full ({max_tasks} tasks)",
+                cpu.0, task.0
+            ),
             RqError::ClockWentBackwards { cpu, clock, now } => write!(
                 f,
                 "rq {}: clock went backwards from {} ns to {} ns",
@@ -334,12 +356,15 @@ pub struct RqConfig {
     pub features: SchedFeatures,
     /// The uclamp sysctls.
     pub uclamp: UclampSysctl,
-    /// Arena size to reserve for tasks (avoids allocation until exceeded).
-    pub expected_tasks: usize,
+    /// The most tasks the run queue can hold (running one included). Its arenas are
+    /// allocated for this many when it is built and never grow: a further enqueue is
+    /// refused with [`RqError::Full`].
+    pub max_tasks: usize,
 }
 
 impl RqConfig {
-    /// Defaults: HZ=250, Linux's features, capacity 1024, default uclamp sysctls.
+    /// Defaults: HZ=250, Linux's features, capacity 1024, default uclamp sysctls, room
+    /// for [`RqConfig::DEFAULT_MAX_TASKS`] tasks.
     pub fn new(cpu: CpuId, nr_cpus: u32) -> RqConfig {
         RqConfig {
             cpu,
@@ -348,9 +373,12 @@ impl RqConfig {
             tick_nsec: DEFAULT_TICK_NSEC,
             features: SchedFeatures::default(),
             uclamp: UclampSysctl::default(),
-            expected_tasks: 16,
+            max_tasks: RqConfig::DEFAULT_MAX_TASKS,
         }
     }
+
+    /// The default [`RqConfig::max_tasks`].
+    pub const DEFAULT_MAX_TASKS: usize = 64;
 }
 
 /// One CPU's run queue (`struct rq` with its root `struct cfs_rq`).
@@ -367,8 +395,10 @@ pub struct Rq {
     cfs_avg: CfsRqAvg,
     /// `cfs_rq->h_nr_running` (= `rq->nr_running`: one class).
     h_nr_running: u32,
-    /// The queued tasks, running one included.
-    tasks: AugTree<TaskId, Task, NoAugment>,
+    /// The queued tasks, running one included, and `rq->cfs_tasks` through them: most
+    /// recently run at the head, least recently run at the tail, where `detach_tasks`
+    /// starts.
+    tasks: TaskArena,
     uclamp: UclampRq,
     uclamp_sysctl: UclampSysctl,
     capacity_orig: Capacity,
@@ -384,9 +414,6 @@ pub struct Rq {
     cpufreq_update: Option<CpufreqUpdate>,
     misfit_task_load: u64,
     next_balance: Nanos,
-    /// `rq->cfs_tasks`: queued task ids, most recently run at the front (head), least
-    /// recently run at the back (tail), where `detach_tasks` starts.
-    cfs_tasks: VecDeque<TaskId>,
 }
 
 impl Rq {
@@ -396,10 +423,10 @@ impl Rq {
             cpu: config.cpu,
             clock: now.0,
             pelt: PeltClock::new(now, PeltInvariance::from_features(config.features)),
-            cfs: CfsRq::new(config.nr_cpus, config.tick_nsec),
+            cfs: CfsRq::new(config.nr_cpus, config.tick_nsec, config.max_tasks),
             cfs_avg: CfsRqAvg::default(),
             h_nr_running: 0,
-            tasks: AugTree::with_capacity(config.expected_tasks),
+            tasks: TaskArena::with_capacity(config.max_tasks),
             uclamp: UclampRq::new(),
             uclamp_sysctl: config.uclamp,
             capacity_orig: config.capacity_orig,
@@ -410,7 +437,6 @@ impl Rq {
             cpufreq_update: None,
             misfit_task_load: 0,
             next_balance: now,
-            cfs_tasks: VecDeque::with_capacity(config.expected_tasks),
         }
     }
 
@@ -502,7 +528,7 @@ impl Rq {
             .set_invariance(PeltInvariance::from_features(features));
         if features.enabled(Feature::UTIL_EST) != util_est_was {
             self.cfs_avg.avg.util_est = 0;
-            for (_, t) in self.tasks.iter() {
+            for t in self.tasks.iter() {
                 util_est_enqueue(&mut self.cfs_avg.avg, &t.avg, features);
             }
         }
@@ -543,12 +569,12 @@ impl Rq {
 
     /// A queued task.
     pub fn task(&self, id: TaskId) -> Option<&Task> {
-        self.tasks.get(&id)
+        self.tasks.get(id)
     }
 
     /// The queued tasks (running one included), by id.
     pub fn tasks(&self) -> impl Iterator<Item = &Task> + '_ {
-        self.tasks.iter().map(|(_, t)| t)
+        self.tasks.iter()
     }
 
     /// The EEVDF state.
@@ -583,7 +609,7 @@ impl Rq {
     /// A queued task's `cpu_util` input.
     pub fn task_util(&self, id: TaskId) -> Option<TaskUtil> {
         self.tasks
-            .get(&id)
+            .get(id)
             .map(|t| TaskUtil::from_avg(&t.avg, self.cpu, true))
     }
 
@@ -631,22 +657,20 @@ impl Rq {
 
     /// `rq->cfs_tasks` from head (most recently run or enqueued) to tail (least
     /// recently run: `detach_tasks` looks there first).
-    pub fn cfs_tasks(&self) -> impl DoubleEndedIterator<Item = TaskId> + '_ {
-        self.cfs_tasks.iter().copied()
+    pub fn cfs_tasks(&self) -> ListIter<'_> {
+        self.tasks.list()
+    }
+
+    /// [`RqConfig::max_tasks`].
+    pub fn max_tasks(&self) -> usize {
+        self.tasks.capacity()
     }
 
     /// `list_move(&p->se.group_node, &rq->cfs_tasks)`: put a queued task at the head,
     /// as `detach_tasks` does with a task it skipped so the next attempt looks at
-    /// others first. Returns false if `id` is not queued here.
+    /// others first. Returns false if `id` is not queued here. O(log n).
     pub fn cfs_tasks_move_to_head(&mut self, id: TaskId) -> bool {
-        match self.cfs_tasks.iter().position(|&t| t == id) {
-            Some(i) => {
-                self.cfs_tasks.remove(i);
-                self.cfs_tasks.push_front(id);
-                true
-            }
-            None => false,
-        }
+        self.tasks.move_to_head(id)
     }
 
     // ---- enqueue / dequeue --------------------------------------------------------
@@ -699,7 +723,7 @@ impl Rq {
         let curr = self
             .cfs
             .curr()
-            .and_then(|c| self.tasks.get(&c))
+            .and_then(|c| self.tasks.get(c))
             .map(|t| &t.se);
         let place = PlaceFlags {
             initial: flags.contains(EnqueueFlags::NEW),
@@ -714,11 +738,13 @@ impl Rq {
             .inc(&mut task.uclamp, &self.uclamp_sysctl, false);
         task.in_iowait = false;
         let id = task.id;
-        // account_entity_enqueue: list_add at the head.
-        self.cfs_tasks.push_front(id);
-        let inserted = self.tasks.insert(id, task);
-        // check_enqueue ruled a duplicate out.
-        debug_assert!(inserted.is_ok(), "task {id:?} inserted twice");
+        // account_entity_enqueue: list_add at the head. check_enqueue ruled a duplicate
+        // and a full arena out.
+        let inserted = self.tasks.insert_head(task);
+        debug_assert!(
+            inserted.is_ok(),
+            "task {id:?} inserted twice or past capacity"
+        );
         Ok(())
     }
 
@@ -728,13 +754,10 @@ impl Rq {
     /// Dequeuing the running task leaves the rq without `curr` and sets
     /// `need_resched`.
     pub fn dequeue_task(&mut self, id: TaskId, flags: DequeueFlags) -> Result<Task, RqError> {
-        let mut task = self.tasks.remove(&id).ok_or(RqError::NotQueued {
+        let mut task = self.tasks.remove(id).ok_or(RqError::NotQueued {
             task: id,
             cpu: self.cpu,
         })?;
-        if let Some(i) = self.cfs_tasks.iter().position(|&t| t == id) {
-            self.cfs_tasks.remove(i);
-        }
         let feat = self.features;
         // uclamp_rq_dec before the class dequeue (v6.12 order).
         self.uclamp.dec(&mut task.uclamp);
@@ -770,7 +793,7 @@ impl Rq {
         let curr = self
             .cfs
             .curr()
-            .and_then(|c| self.tasks.get(&c))
+            .and_then(|c| self.tasks.get(c))
             .map(|t| &t.se);
         let mode = DequeueMode {
             sleep: flags.contains(DequeueFlags::SLEEP),
@@ -808,7 +831,7 @@ impl Rq {
     /// `find_energy_efficient_cpu` and `select_task_rq_fair` do before reading a waking
     /// task's util. A task attached elsewhere, or queued, is refused.
     pub fn sync_entity_load_avg(&self, task: &mut Task) -> Result<(), RqError> {
-        if task.cpu != Some(self.cpu) || self.tasks.get(&task.id).is_some() {
+        if task.cpu != Some(self.cpu) || self.tasks.get(task.id).is_some() {
             return Err(RqError::WrongCpu {
                 task: task.id,
                 cpu: self.cpu,
@@ -829,7 +852,7 @@ impl Rq {
     /// an idle cfs_rq is not updated, so the removal sync stops at its last update) and
     /// it becomes unattached.
     pub fn migrate_task_rq_fair(&mut self, task: &mut Task) -> Result<(), RqError> {
-        if task.cpu != Some(self.cpu) || self.tasks.get(&task.id).is_some() {
+        if task.cpu != Some(self.cpu) || self.tasks.get(task.id).is_some() {
             return Err(RqError::WrongCpu {
                 task: task.id,
                 cpu: self.cpu,
@@ -858,7 +881,7 @@ impl Rq {
         self.need_resched = false;
         self.update_curr();
         let prev = self.cfs.curr();
-        let curr_se = prev.and_then(|c| self.tasks.get(&c)).map(|t| &t.se);
+        let curr_se = prev.and_then(|c| self.tasks.get(c)).map(|t| &t.se);
         let next = self.cfs.pick_eevdf(curr_se, feat);
         self.curr_is_idle = next.is_none();
         if next == prev && next.is_some() {
@@ -886,7 +909,7 @@ impl Rq {
             return;
         };
         self.update_curr();
-        let Some(task) = self.tasks.get_mut(&id) else {
+        let Some(task) = self.tasks.get_mut(id) else {
             return;
         };
         // Linux: `__enqueue_entity`, then `update_load_avg(cfs_rq, prev, 0)` while
@@ -913,7 +936,7 @@ impl Rq {
             return self.need_resched;
         };
         self.update_curr();
-        if let Some(task) = self.tasks.get_mut(&id) {
+        if let Some(task) = self.tasks.get_mut(id) {
             let changed = Self::update_load_avg(
                 &mut self.cfs_avg,
                 &self.pelt,
@@ -932,7 +955,7 @@ impl Rq {
     /// `wakeup_preempt` after enqueuing `id` (a wake-up): should it preempt the
     /// running task? An idle rq always reschedules. Sets `need_resched` if so.
     pub fn check_preempt_wakeup(&mut self, id: TaskId) -> Result<bool, RqError> {
-        let pse = match self.tasks.get(&id) {
+        let pse = match self.tasks.get(id) {
             Some(t) => t.se,
             None => {
                 return Err(RqError::NotQueued {
@@ -950,7 +973,7 @@ impl Rq {
         }
         let now = self.pelt.rq_clock_task();
         let feat = self.features;
-        if let Some(t) = self.tasks.get_mut(&curr) {
+        if let Some(t) = self.tasks.get_mut(curr) {
             if self.cfs.check_preempt_wakeup(&mut t.se, &pse, now, feat) {
                 self.need_resched = true;
             }
@@ -968,7 +991,7 @@ impl Rq {
             return;
         }
         self.update_curr();
-        if let Some(t) = self.tasks.get_mut(&id) {
+        if let Some(t) = self.tasks.get_mut(id) {
             self.cfs.yield_entity(&mut t.se);
         }
         self.need_resched = true;
@@ -1009,8 +1032,7 @@ impl Rq {
     /// owns it): reweight its lag and its blocked load contribution.
     pub fn set_nice_blocked(&mut self, task: &mut Task, nice: i32) -> Result<(), RqError> {
         let nice = Nice::new(nice).map_err(|err| RqError::Fair { task: task.id, err })?;
-        if self.tasks.get(&task.id).is_some() || (task.cpu.is_some() && task.cpu != Some(self.cpu))
-        {
+        if self.tasks.get(task.id).is_some() || (task.cpu.is_some() && task.cpu != Some(self.cpu)) {
             return Err(RqError::WrongCpu {
                 task: task.id,
                 cpu: self.cpu,
@@ -1056,11 +1078,7 @@ impl Rq {
         if self.uclamp.nr_tasks() != self.h_nr_running {
             return Err("uclamp accounts a different number of tasks");
         }
-        if self.cfs_tasks.len() != self.tasks.len()
-            || self.cfs_tasks.iter().any(|id| self.tasks.get(id).is_none())
-        {
-            return Err("cfs_tasks list differs from the queued tasks");
-        }
+        self.tasks.check()?;
         let mut load = 0u64;
         let (mut avg, mut w_sum) = (0i64, 0u64);
         for t in self.tasks() {
@@ -1093,7 +1111,7 @@ impl Rq {
             return Err("avg_vruntime/avg_load differ from their definition");
         }
         // Σ w_i (V − v_i) = 0 up to V's rounding (< 1 ns of virtual time each).
-        let curr_se = curr.and_then(|c| self.tasks.get(&c)).map(|t| &t.se);
+        let curr_se = curr.and_then(|c| self.tasks.get(c)).map(|t| &t.se);
         let v = self.cfs.avg_vruntime(curr_se);
         let (mut lag_sum, mut total_w) = (0i128, 0i128);
         for t in self.tasks() {
@@ -1111,8 +1129,15 @@ impl Rq {
 
     fn check_enqueue(&self, task: &Task) -> Result<(), RqError> {
         let (id, cpu) = (task.id, self.cpu);
-        if self.tasks.get(&id).is_some() {
+        if self.tasks.get(id).is_some() {
             return Err(RqError::AlreadyQueued { task: id, cpu });
+        }
+        if self.tasks.len() >= self.tasks.capacity() {
+            return Err(RqError::Full {
+                task: id,
+                cpu,
+                max_tasks: self.tasks.capacity(),
+            });
         }
         if !task.cpus_allowed.contains(cpu) {
             return Err(RqError::NotAllowed { task: id, cpu });
@@ -1139,7 +1164,7 @@ impl Rq {
         };
         let now = self.pelt.rq_clock_task();
         let feat = self.features;
-        if let Some(t) = self.tasks.get_mut(&id) {
+        if let Some(t) = self.tasks.get_mut(id) {
             if self.cfs.update_curr(&mut t.se, now, feat).resched {
                 self.need_resched = true;
             }
@@ -1149,7 +1174,7 @@ impl Rq {
     /// `set_next_task_fair` / `set_next_entity` for a queued task.
     fn set_next_task(&mut self, id: TaskId) {
         let now = self.pelt.rq_clock_task();
-        let Some(task) = self.tasks.get_mut(&id) else {
+        let Some(task) = self.tasks.get_mut(id) else {
             return;
         };
         // Linux: `__dequeue_entity`, `update_load_avg(cfs_rq, se, UPDATE_TG)` with

@@ -525,7 +525,7 @@ fn shorter_slice_waker_cancels_run_to_parity() {
     use asym_sched::fair::{CfsRq, Nice, PlaceFlags, SchedEntity};
     for short in [true, false] {
         let f = SchedFeatures::default().with(Feature::PREEMPT_SHORT, short);
-        let mut cfs = CfsRq::new(8, TICK_NS);
+        let mut cfs = CfsRq::new(8, TICK_NS, 64);
         let nice0 = Nice::new(0).unwrap();
         let mut a = SchedEntity::new(TaskId(1), nice0);
         cfs.enqueue_entity(None, &mut a, PlaceFlags::default(), f);

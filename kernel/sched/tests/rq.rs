@@ -10,7 +10,7 @@
 use asym_sched::cpu_util::cpu_util_cfs;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::pelt::{EntityState, PeltScale, SchedAvg, LOAD_AVG_MAX};
-use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, Task};
+use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError, Task};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, TaskId};
 use asym_sched::uclamp::TaskUclamp;
 use asym_sched::util_est::task_util_est_raw;
@@ -481,6 +481,125 @@ fn errors_name_the_problem_and_hand_the_task_back() {
     assert!(rq1.update_rq_clock(Nanos(now - 1)).is_err());
     assert!(Task::new(TaskId(9), -21, TaskUclamp::new(), only1).is_err());
     assert!(Task::new(TaskId(9), 0, TaskUclamp::new(), CpuMask::EMPTY).is_err());
+}
+
+#[test]
+fn a_full_run_queue_refuses_and_hands_the_task_back() {
+    let now = 1_000_000_000u64;
+    let mut cfg = RqConfig::new(CpuId(0), 1);
+    cfg.max_tasks = 2;
+    let mut rq = Rq::new(cfg, Nanos(now));
+    let all = CpuMask::of(CpuId(0));
+    for id in 1..=2 {
+        let t = Task::new(TaskId(id), 0, TaskUclamp::new(), all).unwrap();
+        rq.enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    }
+    let t = Task::new(TaskId(3), 3, TaskUclamp::new(), all).unwrap();
+    let e = rq.enqueue_task(t.clone(), EnqueueFlags::NEW).unwrap_err();
+    assert_eq!(e.task, t, "the refused task comes back unchanged");
+    assert!(
+        e.reason.to_string().contains("full (2 tasks)"),
+        "{}",
+        e.reason
+    );
+    let e = rq.attach_task(e.task).unwrap_err();
+    assert!(matches!(e.reason, RqError::Full { max_tasks: 2, .. }));
+    // Room again after a dequeue, and the queue still checks out.
+    rq.dequeue_task(TaskId(1), DequeueFlags::SLEEP).unwrap();
+    rq.enqueue_task(e.task, EnqueueFlags::NEW).unwrap();
+    assert_eq!(rq.nr_running(), 2);
+    rq.check_invariants().unwrap();
+}
+
+#[derive(Clone, Debug)]
+enum ListOp {
+    Enqueue(u8),
+    Dequeue(u8),
+    Pick,
+    MoveToHead(u8),
+}
+
+fn list_op() -> impl Strategy<Value = ListOp> {
+    prop_oneof![
+        3 => (0u8..24).prop_map(ListOp::Enqueue),
+        2 => (0u8..24).prop_map(ListOp::Dequeue),
+        2 => Just(ListOp::Pick),
+        2 => (0u8..24).prop_map(ListOp::MoveToHead),
+    ]
+}
+
+proptest! {
+    /// `rq->cfs_tasks` (head = most recently run or enqueued) against a `VecDeque`
+    /// model: `list_add` at enqueue, `list_del` at dequeue, `list_move` to the head when
+    /// a task starts running and by [`Rq::cfs_tasks_move_to_head`].
+    #[test]
+    fn cfs_tasks_order_matches_a_list_model(ops in proptest::collection::vec(list_op(), 1..200)) {
+        let mut now = 1_000_000_000u64;
+        let mut cfg = RqConfig::new(CpuId(0), 1);
+        cfg.max_tasks = 16;
+        let mut rq = Rq::new(cfg, Nanos(now));
+        let mut model: std::collections::VecDeque<TaskId> = Default::default();
+        let mut parked: std::collections::BTreeMap<TaskId, Task> = Default::default();
+        for op in &ops {
+            now += 100_000;
+            rq.update_rq_clock(Nanos(now)).unwrap();
+            match *op {
+                ListOp::Enqueue(k) => {
+                    let id = TaskId(k as u32);
+                    if model.contains(&id) {
+                        continue;
+                    }
+                    let t = parked.remove(&id).unwrap_or_else(|| {
+                        Task::new(id, 0, TaskUclamp::new(), CpuMask::of(CpuId(0))).unwrap()
+                    });
+                    let flags = if t.cpu.is_none() { EnqueueFlags::NEW } else { EnqueueFlags::WAKEUP };
+                    match rq.enqueue_task(t, flags) {
+                        Ok(()) => model.push_front(id),
+                        Err(e) => {
+                            let full = matches!(e.reason, RqError::Full { .. });
+                            prop_assert!(full, "{}", e.reason);
+                            prop_assert_eq!(model.len(), 16);
+                            parked.insert(id, e.task);
+                        }
+                    }
+                }
+                ListOp::Dequeue(k) => {
+                    let id = TaskId(k as u32);
+                    let r = rq.dequeue_task(id, DequeueFlags::SLEEP);
+                    prop_assert_eq!(r.is_ok(), model.contains(&id));
+                    if let Ok(t) = r {
+                        model.retain(|&x| x != id);
+                        parked.insert(id, t);
+                    }
+                }
+                ListOp::Pick => {
+                    // A task that keeps running is not set_next'ed again.
+                    let prev = rq.curr();
+                    match rq.pick_next_task() {
+                        Some(id) if Some(id) != prev => {
+                            model.retain(|&x| x != id);
+                            model.push_front(id);
+                        }
+                        _ => {}
+                    }
+                }
+                ListOp::MoveToHead(k) => {
+                    let id = TaskId(k as u32);
+                    prop_assert_eq!(rq.cfs_tasks_move_to_head(id), model.contains(&id));
+                    if model.contains(&id) {
+                        model.retain(|&x| x != id);
+                        model.push_front(id);
+                    }
+                }
+            }
+            let ours: Vec<TaskId> = rq.cfs_tasks().collect();
+            let theirs: Vec<TaskId> = model.iter().copied().collect();
+            prop_assert_eq!(&ours, &theirs);
+            let back: Vec<TaskId> = rq.cfs_tasks().rev().collect();
+            prop_assert_eq!(back, theirs.into_iter().rev().collect::<Vec<_>>());
+            prop_assert!(rq.check_invariants().is_ok());
+        }
+    }
 }
 
 #[test]

@@ -13,10 +13,14 @@ use super::regs::{
 };
 use super::{dispatch, GicError, IntId, DEFAULT_PRIORITY, NR_IRQS, PRIORITY_MASK};
 use crate::arch::aarch64::{cpu_regs, gicv3_icc as icc};
+use crate::dt::MemRange;
 use crate::percpu::{current_cpu, PerCpu, MAX_CPUS};
 
 static GICD_BASE: AtomicUsize = AtomicUsize::new(0);
 static GICR_BASE: AtomicUsize = AtomicUsize::new(0);
+/// One past the redistributor region (the walk never reads beyond it).
+static GICR_END: AtomicUsize = AtomicUsize::new(0);
+/// The DT's `redistributor-stride`, 0 when absent (then the frames say).
 static GICR_STRIDE: AtomicUsize = AtomicUsize::new(0);
 static NR_LINES: AtomicUsize = AtomicUsize::new(0);
 /// Each CPU's redistributor `RD_base`; 0 until that CPU ran [`init_cpu`].
@@ -50,10 +54,11 @@ fn gicr_sgi(rd_base: usize) -> &'static GicrSgiRegs {
 
 /// Linux `gic_dist_init` (v3): disable and wait for RWP, SPIs group 1, level, default priority,
 /// disabled and inactive, enable affinity routing and group 1, route every SPI to the boot CPU.
-pub(super) fn init_dist(gicd_base: usize, gicr_base: usize, gicr_stride: usize) {
+pub(super) fn init_dist(gicd_base: usize, gicr: MemRange, gicr_stride: Option<usize>) {
     GICD_BASE.store(gicd_base, Ordering::Relaxed);
-    GICR_BASE.store(gicr_base, Ordering::Relaxed);
-    GICR_STRIDE.store(gicr_stride, Ordering::Relaxed);
+    GICR_BASE.store(gicr.base, Ordering::Relaxed);
+    GICR_END.store(gicr.end(), Ordering::Relaxed);
+    GICR_STRIDE.store(gicr_stride.unwrap_or(0), Ordering::Relaxed);
     let d = gicd();
     d.ctlr.set(0);
     wait_rwp_dist();
@@ -198,14 +203,14 @@ pub(super) fn send_sgi(sgi: u8, target: CpuId) -> Result<(), GicError> {
 }
 
 /// Walks the redistributor region (Linux `gic_iterate_rdists`) for the frame whose
-/// `GICR_TYPER.Affinity` equals `mpidr`'s Aff3.Aff2.Aff1.Aff0.
+/// `GICR_TYPER.Affinity` equals `mpidr`'s Aff3.Aff2.Aff1.Aff0. Never reads past the region
+/// the device tree gave (which is what the MMU maps): a redistributor must fit whole in it.
 fn find_redistributor(mpidr: u64) -> Option<usize> {
     let want = gicr_affinity(mpidr);
-    let base = GICR_BASE.load(Ordering::Relaxed);
+    let end = GICR_END.load(Ordering::Relaxed);
     let stride = GICR_STRIDE.load(Ordering::Relaxed);
-    let mut rd = base;
-    // Bounded by the architectural maximum of redistributors we could ever be given.
-    for _ in 0..4096 {
+    let mut rd = GICR_BASE.load(Ordering::Relaxed);
+    while rd.checked_add(2 * GICR_FRAME).is_some_and(|e| e <= end) {
         let typer = gicr_rd(rd).typer.extract();
         if typer.read(GICR_TYPER::Affinity) == want {
             return Some(rd);
@@ -213,13 +218,14 @@ fn find_redistributor(mpidr: u64) -> Option<usize> {
         if typer.is_set(GICR_TYPER::Last) {
             return None;
         }
-        // The DT default stride (two frames) is too short for GICv4 redistributors.
-        let step = if typer.is_set(GICR_TYPER::VLPIS) {
-            stride.max(4 * GICR_FRAME)
-        } else {
-            stride.max(2 * GICR_FRAME)
+        // Linux: the DT's stride when given (checked against the binding by the DT parser),
+        // else two frames, four with GICv4 vLPIs.
+        let step = match stride {
+            0 if typer.is_set(GICR_TYPER::VLPIS) => 4 * GICR_FRAME,
+            0 => 2 * GICR_FRAME,
+            s => s,
         };
-        rd += step;
+        rd = rd.checked_add(step)?;
     }
     None
 }

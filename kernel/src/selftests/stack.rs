@@ -72,7 +72,8 @@ fn check_own_guard(cpu: CpuId) {
     let guard = stack_guard_page(want_slot) as u64;
     let probe = guard + 0x18;
     let report = expect_fault(|| {
-        // SAFETY: reads this CPU's own guard page, which must fault; `expect_fault` resumes.
+        // SAFETY: as `expect_fault` documents: the guard page is unmapped, so the one `ldr`
+        // faults before producing a value, and execution resumes after it.
         let _ = unsafe { core::ptr::read_volatile(probe as *const u64) };
     });
     let Some(r) = report else {
@@ -91,7 +92,7 @@ fn check_own_guard(cpu: CpuId) {
     // The overflow stack (indexed by TPIDR_EL1, i.e. the logical CPU) has its own guard page.
     let ovf_guard = overflow_guard_page(cpu.index()) as u64 + 0x20;
     match expect_fault(|| {
-        // SAFETY: reads this CPU's overflow stack guard page, which must fault.
+        // SAFETY: as above: an unmapped guard page; the `ldr` faults and is skipped.
         let _ = unsafe { core::ptr::read_volatile(ovf_guard as *const u64) };
     }) {
         Some(r) if r.far == ovf_guard && r.iss() & 0x3f == FSC_TRANSLATION_L3 => {}

@@ -612,7 +612,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 rc.capacity_orig = Capacity(board.cpus[c].capacity_orig);
                 rc.tick_nsec = tick_ns;
                 rc.features = cfg.features;
-                rc.expected_tasks = wl.tasks.len().min(1024);
+                rc.max_tasks = wl.tasks.len().max(1);
                 SimCpu {
                     rq: Rq::new(rc, Nanos(RQ_CLOCK_BASE_NS)),
                     running: None,

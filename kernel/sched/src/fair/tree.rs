@@ -6,10 +6,13 @@
 //! - AVL instead of red-black balancing: both are O(log n) worst case; AVL needs no
 //!   colour fix-up cases and recomputes the augmented value on the same path it
 //!   rebalances, which keeps the code short and obviously correct.
-//! - Nodes live in a `Vec` arena addressed by `u32` indices (no pointers, no
-//!   `unsafe`); freed slots form an intrusive free list, so after the arena has grown
-//!   to its high-water mark inserts and removals never allocate (callable with a run
-//!   queue lock held in interrupt context). `with_capacity` pre-sizes the arena.
+//! - Nodes live in an arena addressed by `u32` indices (no pointers, no `unsafe`),
+//!   allocated once with a fixed capacity ([`AugTree::with_capacity`]); freed slots form
+//!   an intrusive free list and a full tree refuses an insert ([`InsertError::Full`])
+//!   instead of growing, so inserts and removals never allocate (callable with a run
+//!   queue lock held in interrupt context). A node keeps its slot while it is in the
+//!   tree ([`AugTree::slot_of`]), so callers may thread their own intrusive lists
+//!   through the values (the run queue's `cfs_tasks`).
 //! - The augmented value is generic ([`Augment`]): the fair class keeps the subtree
 //!   minimum vruntime (Linux's `se->min_vruntime`), the task index keeps nothing.
 //! - No leftmost cache: `first()` walks the left spine, O(log n).
@@ -59,7 +62,7 @@ struct Node<K, V, S> {
 }
 
 #[derive(Debug)]
-enum Slot<K, V, S> {
+enum SlotState<K, V, S> {
     Used(Node<K, V, S>),
     Free { next: u32 },
 }
@@ -67,10 +70,44 @@ enum Slot<K, V, S> {
 /// An ordered map from `K` to `V` with a per-subtree summary `A::Summary`.
 #[derive(Debug)]
 pub struct AugTree<K, V, A: Augment<K, V>> {
-    slots: Vec<Slot<K, V, A::Summary>>,
+    /// Never longer than `capacity` (its buffer is reserved at construction).
+    slots: Vec<SlotState<K, V, A::Summary>>,
+    capacity: usize,
     root: u32,
     free: u32,
     len: usize,
+}
+
+/// Why [`AugTree::insert`] refused; the value is handed back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsertError<V> {
+    /// The key is already present.
+    Duplicate(V),
+    /// The tree holds [`AugTree::capacity`] entries.
+    Full(V),
+}
+
+impl<V> InsertError<V> {
+    /// The refused value.
+    pub fn into_value(self) -> V {
+        match self {
+            InsertError::Duplicate(v) | InsertError::Full(v) => v,
+        }
+    }
+}
+
+/// A node's arena index: stable from its insertion to its removal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slot(u32);
+
+impl Slot {
+    /// "No slot", for the ends of intrusive lists.
+    pub const NONE: Slot = Slot(NIL);
+
+    /// Whether this is [`Slot::NONE`].
+    pub const fn is_none(self) -> bool {
+        self.0 == NIL
+    }
 }
 
 /// A violated tree invariant, found by [`AugTree::check`].
@@ -86,31 +123,23 @@ pub enum TreeError {
     Count,
 }
 
-impl<K: Ord, V, A: Augment<K, V>> Default for AugTree<K, V, A> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl<K: Ord, V, A: Augment<K, V>> AugTree<K, V, A> {
-    /// An empty tree; allocates nothing.
-    pub const fn new() -> Self {
-        AugTree {
-            slots: Vec::new(),
-            root: NIL,
-            free: NIL,
-            len: 0,
-        }
-    }
-
-    /// An empty tree whose arena holds `n` nodes before it must grow.
+    /// An empty tree holding at most `n` entries (at most `u32::MAX - 1`), its arena
+    /// allocated now, once.
     pub fn with_capacity(n: usize) -> Self {
+        let n = n.min(NIL as usize - 1);
         AugTree {
             slots: Vec::with_capacity(n),
+            capacity: n,
             root: NIL,
             free: NIL,
             len: 0,
         }
+    }
+
+    /// The most entries the tree can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Number of entries.
@@ -123,16 +152,40 @@ impl<K: Ord, V, A: Augment<K, V>> AugTree<K, V, A> {
         self.len == 0
     }
 
-    /// Insert `key → value`. If `key` is already present nothing changes and the
-    /// value is handed back.
-    pub fn insert(&mut self, key: K, value: V) -> Result<(), V> {
+    /// Insert `key → value` and return its slot. If `key` is already present, or the
+    /// tree is full, nothing changes and the value is handed back.
+    pub fn insert(&mut self, key: K, value: V) -> Result<Slot, InsertError<V>> {
         if self.find(&key).is_some() {
-            return Err(value);
+            return Err(InsertError::Duplicate(value));
+        }
+        if self.len >= self.capacity {
+            return Err(InsertError::Full(value));
         }
         let idx = self.alloc(key, value);
         self.root = self.insert_at(self.root, idx);
         self.len += 1;
-        Ok(())
+        Ok(Slot(idx))
+    }
+
+    /// The slot of `key`'s node, O(log n).
+    pub fn slot_of(&self, key: &K) -> Option<Slot> {
+        self.find(key).map(Slot)
+    }
+
+    /// The value in `slot`, `None` for a free or out-of-range slot.
+    pub fn at(&self, slot: Slot) -> Option<&V> {
+        match self.slots.get(slot.0 as usize) {
+            Some(SlotState::Used(n)) => Some(&n.value),
+            _ => None,
+        }
+    }
+
+    /// The value in `slot`, mutably (see [`AugTree::get_mut`] for what must not change).
+    pub fn at_mut(&mut self, slot: Slot) -> Option<&mut V> {
+        match self.slots.get_mut(slot.0 as usize) {
+            Some(SlotState::Used(n)) => Some(&mut n.value),
+            _ => None,
+        }
     }
 
     /// Remove `key`, returning its value.
@@ -272,38 +325,44 @@ impl<K: Ord, V, A: Augment<K, V>> AugTree<K, V, A> {
         };
         if self.free != NIL {
             let i = self.free;
-            if let Slot::Free { next } = self.slots[i as usize] {
+            if let SlotState::Free { next } = self.slots[i as usize] {
                 self.free = next;
             }
-            self.slots[i as usize] = Slot::Used(node);
+            self.slots[i as usize] = SlotState::Used(node);
             i
         } else {
-            self.slots.push(Slot::Used(node));
+            // `insert` checked `len < capacity`, and with no free slot every slot is
+            // used, so `slots.len() < capacity`: the reserved buffer takes the push.
+            debug_assert!(self.slots.len() < self.slots.capacity());
+            self.slots.push(SlotState::Used(node));
             (self.slots.len() - 1) as u32
         }
     }
 
     fn release(&mut self, i: u32) -> V {
-        let slot = core::mem::replace(&mut self.slots[i as usize], Slot::Free { next: self.free });
+        let slot = core::mem::replace(
+            &mut self.slots[i as usize],
+            SlotState::Free { next: self.free },
+        );
         self.free = i;
         match slot {
-            Slot::Used(n) => n.value,
+            SlotState::Used(n) => n.value,
             // `release` is only called on indices `find` returned.
-            Slot::Free { .. } => unreachable!("released a free slot"),
+            SlotState::Free { .. } => unreachable!("released a free slot"),
         }
     }
 
     fn node(&self, i: u32) -> &Node<K, V, A::Summary> {
         match &self.slots[i as usize] {
-            Slot::Used(n) => n,
-            Slot::Free { .. } => unreachable!("tree link to a free slot"),
+            SlotState::Used(n) => n,
+            SlotState::Free { .. } => unreachable!("tree link to a free slot"),
         }
     }
 
     fn node_mut(&mut self, i: u32) -> &mut Node<K, V, A::Summary> {
         match &mut self.slots[i as usize] {
-            Slot::Used(n) => n,
-            Slot::Free { .. } => unreachable!("tree link to a free slot"),
+            SlotState::Used(n) => n,
+            SlotState::Free { .. } => unreachable!("tree link to a free slot"),
         }
     }
 
@@ -508,7 +567,7 @@ mod tests {
 
     #[test]
     fn matches_btreemap_oracle_under_random_ops() {
-        let mut t: AugTree<u32, u64, MinVal> = AugTree::new();
+        let mut t: AugTree<u32, u64, MinVal> = AugTree::with_capacity(512);
         let mut oracle = BTreeMap::new();
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         for step in 0..20_000 {
@@ -520,10 +579,10 @@ mod tests {
             if x & (1 << 20) != 0 {
                 match oracle.entry(key) {
                     std::collections::btree_map::Entry::Occupied(_) => {
-                        assert_eq!(t.insert(key, val), Err(val));
+                        assert_eq!(t.insert(key, val), Err(InsertError::Duplicate(val)));
                     }
                     std::collections::btree_map::Entry::Vacant(e) => {
-                        assert_eq!(t.insert(key, val), Ok(()));
+                        assert!(t.insert(key, val).is_ok());
                         e.insert(val);
                     }
                 }
@@ -545,7 +604,7 @@ mod tests {
 
     #[test]
     fn height_is_logarithmic_and_slots_are_reused() {
-        let mut t: AugTree<u32, u64, MinVal> = AugTree::new();
+        let mut t: AugTree<u32, u64, MinVal> = AugTree::with_capacity(4096);
         for k in 0..4096 {
             t.insert(k, 0).unwrap();
         }
@@ -559,5 +618,44 @@ mod tests {
         }
         assert_eq!(t.slots.len(), cap, "arena grew although slots were free");
         t.check().unwrap();
+    }
+
+    #[test]
+    fn a_full_tree_refuses_and_never_reallocates() {
+        let mut t: AugTree<u32, u64, MinVal> = AugTree::with_capacity(8);
+        let buf = t.slots.as_ptr();
+        for k in 0..8 {
+            t.insert(k, k as u64).unwrap();
+        }
+        assert_eq!(t.insert(100, 7), Err(InsertError::Full(7)));
+        assert_eq!(t.insert(3, 7), Err(InsertError::Duplicate(7)));
+        assert_eq!(t.remove(&2), Some(2));
+        t.insert(100, 7).unwrap();
+        assert_eq!(t.slots.as_ptr(), buf, "the arena moved: it was reallocated");
+        t.check().unwrap();
+    }
+
+    #[test]
+    fn slots_are_stable_while_the_entry_lives() {
+        let mut t: AugTree<u32, u64, MinVal> = AugTree::with_capacity(256);
+        let mut slots = std::vec::Vec::new();
+        for k in 0..200u32 {
+            let s = t.insert(k * 7 % 200, k as u64).unwrap();
+            slots.push((k * 7 % 200, s));
+        }
+        // Rotations of removals and inserts elsewhere must not move a node.
+        for k in (0..200u32).step_by(3) {
+            t.remove(&k);
+        }
+        for k in 300..350u32 {
+            t.insert(k, 0).unwrap();
+        }
+        for (k, s) in slots {
+            if k % 3 == 0 {
+                continue;
+            }
+            assert_eq!(t.slot_of(&k), Some(s));
+            assert_eq!(t.at(s), t.get(&k));
+        }
     }
 }

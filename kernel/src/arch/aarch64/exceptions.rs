@@ -129,6 +129,12 @@ static CAUGHT_VALID: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) };
 /// instruction abort on a branch target: at the link register, i.e. the `blr` returns), and the
 /// report is returned; `None` if `f` ran without faulting. Only the first fault is caught; a second one
 /// inside `f` is a real fault.
+///
+/// What a test reading an unmapped address inside `f` relies on: for Rust such a read is
+/// undefined behaviour whatever the hardware does (the address is no allocation). It holds in
+/// practice only because `read_volatile` becomes exactly one load the compiler cannot reason
+/// about, the load faults before producing a value, and execution resumes after it. Tests
+/// only, and only that way.
 pub fn expect_fault(f: impl FnOnce()) -> Option<FaultReport> {
     let cpu = super::cpu_index();
     if cpu >= MAX_CPUS {

@@ -3,15 +3,19 @@
 //! Linux builds its page tables in `arch/arm64/mm/mmu.c` (`paging_init`, `map_mem`,
 //! `map_kernel` with per-segment permissions) with the linear map at a high VA; asym keeps the
 //! kernel identity-mapped in TTBR0 (4 KiB granule, 39-bit VA, translation starting at level 1):
-//! - RAM from the DT's memory node: Normal write-back, inner-shareable, read/write, never
-//!   executable — whole GiBs as 1 GiB blocks, the rest as 2 MiB blocks (RAM not 2 MiB aligned
-//!   at either end is left out, so nothing past RAM is mapped Normal and fetched speculatively);
+//! - RAM, every bank of the DT's memory nodes: Normal write-back, inner-shareable, read/write,
+//!   never executable — whole GiBs as 1 GiB blocks, the rest as 2 MiB blocks (RAM not 2 MiB
+//!   aligned at either end is left out, so nothing past RAM is mapped Normal and fetched
+//!   speculatively);
 //! - the kernel image in 4 KiB pages, as Linux's `map_kernel` does per segment: text read-only
 //!   and executable, rodata (and the self-test table) read-only, data/BSS/stacks read/write;
 //! - the UART and the GIC (distributor, CPU interface or redistributors) as Device-nGnRnE: a
 //!   1 GiB block where the GiB holds no RAM, else 2 MiB blocks.
 //!
-//! Everything else is unmapped, so a stray access takes a translation fault. Why at all: with
+//! Everything else is unmapped, so a stray access takes a translation fault. The builder
+//! refuses an address at or above 2^39 (the map's reach, [`crate::dt::PA_LIMIT`]) instead of
+//! wrapping its table index onto a lower address, and a map it cannot finish is an error the
+//! boot reports, not a silent partial map. Why at all: with
 //! the MMU off every access is Device memory, on which load/store-exclusive (our locks and
 //! atomics) is not guaranteed to work across CPUs on real hardware, and caches are off.
 //! The boot CPU first runs on an early map ([`init_early`]: kernel image, DTB, early UART) to
@@ -22,8 +26,9 @@
 
 use core::arch::asm;
 use core::cell::UnsafeCell;
+use core::fmt;
 
-use crate::dt::{GicDesc, Platform};
+use crate::dt::{GicDesc, MemRange, Platform, PA_LIMIT};
 
 const ENTRIES: usize = 512;
 const L1_SHIFT: u32 = 30;
@@ -52,16 +57,43 @@ const KERNEL_TEXT: u64 = ATTR_NORMAL | AF | SH_INNER | AP_RO | UXN;
 const KERNEL_RO: u64 = ATTR_NORMAL | AF | SH_INNER | AP_RO | PXN | UXN;
 const DEVICE: u64 = ATTR_DEVICE | AF | PXN | UXN;
 
-/// TCR_EL1 without IPS: T0SZ = 25 (39-bit VA), IRGN0/ORGN0 = WBWA, SH0 inner, TG0 4 KiB,
-/// EPD1 (no TTBR1 walks).
-const TCR_BASE: u64 = 25 | (0b01 << 8) | (0b01 << 10) | (0b11 << 12) | (1 << 23);
+/// TCR_EL1.T0SZ: 39-bit virtual addresses, translation starting at level 1.
+const T0SZ: u64 = 25;
+/// TCR_EL1 without IPS: T0SZ, IRGN0/ORGN0 = WBWA, SH0 inner, TG0 4 KiB, EPD1 (no TTBR1 walks).
+const TCR_BASE: u64 = T0SZ | (0b01 << 8) | (0b01 << 10) | (0b11 << 12) | (1 << 23);
+// The DT checks every address against PA_LIMIT: it must be what T0SZ gives.
+const _: () = assert!(PA_LIMIT == 1 << (64 - T0SZ));
 
 /// SCTLR_EL1 M (MMU), C (data cache), I (instruction cache) on top of the RES1 bits.
 const SCTLR_MMU_ON: u64 = super::entry::SCTLR_EL1_MMU_OFF | 1 | (1 << 2) | (1 << 12);
 
 /// Translation tables: index 0 is the level-1 table, the rest are handed out as level-2/3
-/// tables while building (one per partly-RAM GiB, one per 2 MiB block the kernel image spans).
-const TABLES: usize = 8;
+/// tables while building (one per GiB partly RAM or shared by RAM and devices, one per 2 MiB
+/// block the kernel image spans).
+const TABLES: usize = 16;
+
+/// Why a map could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapError {
+    /// More translation tables needed than the pool has.
+    OutOfTables,
+    /// An address at or above 2^39, beyond what the map translates.
+    OutOfRange { addr: u64 },
+}
+
+impl fmt::Display for MapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            MapError::OutOfTables => {
+                write!(f, "mmu: out of translation tables ({TABLES} available)")
+            }
+            MapError::OutOfRange { addr } => write!(
+                f,
+                "mmu: address {addr:#x} is beyond the 39-bit identity map"
+            ),
+        }
+    }
+}
 
 #[repr(C, align(4096))]
 struct Pool(UnsafeCell<[[u64; ENTRIES]; TABLES]>);
@@ -102,7 +134,7 @@ impl Builder<'_> {
     /// Sets the descriptor for `addr` at `level` (1: 1 GiB block, 2: 2 MiB block, 3: 4 KiB
     /// page), creating next-level tables on the way and splitting a block in the way into
     /// a table of the same attributes. `keep` leaves an existing valid entry alone.
-    fn set(&mut self, addr: u64, level: u32, attrs: u64, keep: bool) -> Result<(), ()> {
+    fn set(&mut self, addr: u64, level: u32, attrs: u64, keep: bool) -> Result<(), MapError> {
         let shift = match level {
             1 => L1_SHIFT,
             2 => L2_SHIFT,
@@ -117,14 +149,18 @@ impl Builder<'_> {
     }
 
     /// Makes the 4 KiB page at `addr` invalid (a guard page), splitting blocks on the way.
-    fn unmap_page(&mut self, addr: u64) -> Result<(), ()> {
+    fn unmap_page(&mut self, addr: u64) -> Result<(), MapError> {
         *self.entry(addr, 3)? = 0;
         Ok(())
     }
 
     /// The descriptor for `addr` at `level`, creating next-level tables on the way (splitting a
-    /// block into a table of the same attributes).
-    fn entry(&mut self, addr: u64, level: u32) -> Result<&mut u64, ()> {
+    /// block into a table of the same attributes). An address the map cannot translate is an
+    /// error, never folded onto another index.
+    fn entry(&mut self, addr: u64, level: u32) -> Result<&mut u64, MapError> {
+        if addr >= PA_LIMIT as u64 {
+            return Err(MapError::OutOfRange { addr });
+        }
         let mut table = 0;
         for lvl in 1..=level {
             let shift = match lvl {
@@ -132,7 +168,8 @@ impl Builder<'_> {
                 2 => L2_SHIFT,
                 _ => L3_SHIFT,
             };
-            let idx = ((addr >> shift) as usize) % ENTRIES;
+            // Below 2^39 every level's index is < ENTRIES (level 1 takes bits 38:30).
+            let idx = ((addr >> shift) as usize) & (ENTRIES - 1);
             let entry = self.pool[table][idx];
             if lvl == level {
                 return Ok(&mut self.pool[table][idx]);
@@ -141,7 +178,7 @@ impl Builder<'_> {
                 (((entry & TABLE_ADDR) - self.base()) / 4096) as usize
             } else {
                 if self.used == TABLES {
-                    return Err(());
+                    return Err(MapError::OutOfTables);
                 }
                 let new = self.used;
                 self.used += 1;
@@ -160,11 +197,11 @@ impl Builder<'_> {
                 new
             };
         }
-        Err(())
+        Err(MapError::OutOfTables)
     }
 
     /// Maps `[start, end)` (2 MiB aligned) with the largest blocks that fit.
-    fn map_blocks(&mut self, start: u64, end: u64, attrs: u64) -> Result<(), ()> {
+    fn map_blocks(&mut self, start: u64, end: u64, attrs: u64) -> Result<(), MapError> {
         let mut a = start;
         while a < end {
             let gib = 1u64 << L1_SHIFT;
@@ -203,66 +240,79 @@ const DTB_MAX: u64 = 2 << 20;
 /// parser reads byte streams and may well do unaligned loads (QEMU does not fault them, silicon
 /// does), and the caches stay off. Linux likewise parses the DT only with the MMU on.
 ///
+/// An address the DT parser will refuse (`crate::dt::check_dtb_pa`: 0, misaligned, beyond
+/// 2^39) is not mapped. On error the MMU stays off (the caller reports and stops).
+///
 /// # Safety
 /// Call once, on the boot CPU, with the MMU off, before any other CPU runs. `dtb_pa` is the
 /// address the loader passed (it is only mapped, and read for its size when it holds the FDT
 /// magic); `early_uart` is a device's base address or `None`.
-pub unsafe fn init_early(dtb_pa: usize, early_uart: Option<usize>) {
+pub unsafe fn init_early(dtb_pa: usize, early_uart: Option<usize>) -> Result<(), MapError> {
     // SAFETY: the caller guarantees nobody else touches the tables yet.
     let pool = unsafe { &mut *EARLY_POOL.0.get() };
     let mut b = Builder { pool, used: 1 };
-    let mut ok = map_kernel_image(&mut b);
-    let dtb = dtb_pa as u64 & !0xfff;
-    let dtb_end = (dtb_pa as u64).saturating_add(fdt_size_mmu_off(dtb_pa).clamp(1, DTB_MAX));
-    let mut page = dtb;
-    while page < dtb_end && ok {
-        ok &= b.set(page, 3, RAM_RW, true).is_ok();
-        page += 1 << L3_SHIFT;
+    map_kernel_image(&mut b)?;
+    if crate::dt::check_dtb_pa(dtb_pa).is_ok() {
+        // Below 2^39 - 2 MiB (checked), so no sum below overflows or leaves the map.
+        let dtb = dtb_pa as u64 & !0xfff;
+        let dtb_end = dtb_pa as u64 + fdt_size_mmu_off(dtb_pa).clamp(1, DTB_MAX);
+        let mut page = dtb;
+        while page < dtb_end {
+            b.set(page, 3, RAM_RW, true)?;
+            page += 1 << L3_SHIFT;
+        }
     }
     if let Some(uart) = early_uart {
-        ok &= map_device(&mut b, uart as u64, 0x1000);
-    }
-    if !ok {
-        super::park();
+        map_device(
+            &mut b,
+            MemRange {
+                base: uart,
+                size: crate::dt::UART_MIN,
+            },
+        )?;
     }
     let tables_end = b.base() + (b.used as u64) * 4096;
     // SAFETY: MMU off, boot CPU only; the map covers the running code and stack identically.
     unsafe { enable_cold(EARLY_POOL.0.get() as u64, tables_end) };
+    Ok(())
 }
 
 /// Builds the final identity map for `plat` (see the module docs) and switches the boot CPU to
 /// it: from the early map of [`init_early`] (same kernel-image entries, so the code and stack
 /// translate identically across the switch), or from MMU off.
 ///
+/// Returns an error, leaving the MMU as it was, when the map cannot be built (the caller
+/// reports it and stops): the DT's ranges are checked, so that takes more tables than the pool
+/// has.
+///
 /// # Safety
 /// Call once, on the boot CPU, before any other CPU runs, with the MMU off or on the early map.
-pub unsafe fn init_boot_cpu(plat: &Platform) {
+pub unsafe fn init_boot_cpu(plat: &Platform) -> Result<(), MapError> {
     // SAFETY: the caller guarantees nobody else touches the tables yet.
     let pool = unsafe { &mut *POOL.0.get() };
     let mut b = Builder { pool, used: 1 };
     let two_mib = 1u64 << L2_SHIFT;
 
-    let ram_start = (plat.memory.base as u64).next_multiple_of(two_mib);
-    let ram_end = plat.memory.end() as u64 & !(two_mib - 1);
-    let mut ok = ram_end <= ram_start || b.map_blocks(ram_start, ram_end, RAM_RW).is_ok();
-
+    for bank in &plat.memory {
+        // Banks lie below 2^39 (checked by the DT parser), so nothing here overflows.
+        let ram_start = (bank.base as u64).next_multiple_of(two_mib);
+        let ram_end = bank.end() as u64 & !(two_mib - 1);
+        if ram_end > ram_start {
+            b.map_blocks(ram_start, ram_end, RAM_RW)?;
+        }
+    }
     let (gic_a, gic_b) = match plat.gic {
-        GicDesc::V2 { gicd, gicc } => ((gicd, 0x1_0000), (gicc, 0x2000)),
-        GicDesc::V3 {
-            gicd,
-            gicr,
-            gicr_stride,
-        } => ((gicd, 0x1_0000), (gicr, gicr_stride * crate::dt::MAX_CPUS)),
+        GicDesc::V2 { gicd, gicc } => (gicd, gicc),
+        GicDesc::V3 { gicd, gicr, .. } => (gicd, gicr),
     };
-    for (base, len) in [(plat.uart.base, 0x1000), gic_a, gic_b] {
-        ok &= map_device(&mut b, base as u64, len as u64);
+    let uart = MemRange {
+        base: plat.uart.base,
+        size: plat.uart.size,
+    };
+    for range in [uart, gic_a, gic_b] {
+        map_device(&mut b, range)?;
     }
-    ok &= map_kernel_image(&mut b);
-    if !ok {
-        // Early console (lock-free): the tables are incomplete; the kernel cannot go on.
-        crate::println!("mmu: out of translation tables ({} available)", TABLES);
-        super::park();
-    }
+    map_kernel_image(&mut b)?;
     let tables_end = b.base() + (b.used as u64) * 4096;
     let ttbr0 = POOL.0.get() as u64;
     if mmu_enabled() {
@@ -291,15 +341,15 @@ pub unsafe fn init_boot_cpu(plat: &Platform) {
     // Secondaries read MMU_CONFIG with their MMU (and so caches) off: push it to memory.
     // SAFETY: cleaning a cache line has no architectural effect on data.
     unsafe { asm!("dc cvac, {}", "dsb sy", in(reg) MMU_CONFIG.0.get() as u64, options(nostack)) };
+    Ok(())
 }
 
 /// Maps the kernel image in 4 KiB pages (text RX, rodata RO, the rest RW) and leaves the
 /// stacks' guard pages invalid. Identical in the early and the final map.
-fn map_kernel_image(b: &mut Builder<'_>) -> bool {
+fn map_kernel_image(b: &mut Builder<'_>) -> Result<(), MapError> {
     let (k_start, text_end, ro_end, k_end) = kernel_bounds();
-    let mut ok = true;
     let mut page = k_start;
-    while page < k_end && ok {
+    while page < k_end {
         let attrs = if page < text_end {
             KERNEL_TEXT
         } else if page < ro_end {
@@ -307,40 +357,39 @@ fn map_kernel_image(b: &mut Builder<'_>) -> bool {
         } else {
             RAM_RW
         };
-        ok &= b.set(page, 3, attrs, false).is_ok();
+        b.set(page, 3, attrs, false)?;
         page += 1 << L3_SHIFT;
     }
     // Guard pages below every boot stack and every overflow stack
     // (arch::aarch64::entry::STACK_GUARD_SIZE, OVERFLOW_STACK_SIZE).
     for slot in 0..=crate::dt::MAX_CPUS {
-        ok &= b
-            .unmap_page(super::entry::stack_guard_page(slot) as u64)
-            .is_ok();
+        b.unmap_page(super::entry::stack_guard_page(slot) as u64)?;
     }
     for cpu in 0..crate::dt::MAX_CPUS {
-        ok &= b
-            .unmap_page(super::entry::overflow_guard_page(cpu) as u64)
-            .is_ok();
+        b.unmap_page(super::entry::overflow_guard_page(cpu) as u64)?;
     }
-    ok
+    Ok(())
 }
 
-/// Maps `[base, base + len)` as Device memory: whole 1 GiB blocks where the GiB holds nothing
-/// else, else 2 MiB blocks (existing entries are kept).
-fn map_device(b: &mut Builder<'_>, base: u64, len: u64) -> bool {
+/// Maps `range` as Device memory: whole 1 GiB blocks where the GiB holds nothing else, else
+/// 2 MiB blocks (existing entries are kept).
+fn map_device(b: &mut Builder<'_>, range: MemRange) -> Result<(), MapError> {
     let two_mib = 1u64 << L2_SHIFT;
-    let mut ok = true;
+    let base = range.base as u64;
+    let end = base
+        .checked_add(range.size as u64)
+        .ok_or(MapError::OutOfRange { addr: base })?;
     let mut a = base & !(two_mib - 1);
-    while a < base + len {
-        let gib_entry = b.pool[0][((a >> L1_SHIFT) as usize) % ENTRIES];
-        ok &= if gib_entry == 0 {
-            b.set(a, 1, DEVICE, true).is_ok()
-        } else {
-            b.set(a, 2, DEVICE, true).is_ok()
-        };
+    while a < end {
+        if a >= PA_LIMIT as u64 {
+            return Err(MapError::OutOfRange { addr: a });
+        }
+        let gib_entry = b.pool[0][(a >> L1_SHIFT) as usize];
+        let level = if gib_entry == 0 { 1 } else { 2 };
+        b.set(a, level, DEVICE, true)?;
         a += two_mib;
     }
-    ok
+    Ok(())
 }
 
 /// `__kernel_start`, `__text_end`, `__rodata_end`, `__kernel_end`.
