@@ -366,7 +366,24 @@ fn crash(kind: crate::cmdline::CrashKind) {
         CrashKind::Locked => do_locked,
         CrashKind::Park => do_park,
         CrashKind::Held => do_hold_console,
+        CrashKind::Deaf => crate::gic::mask_this_cpu_for,
     };
+    if kind == CrashKind::Deaf {
+        if let Err(e) = crate::smp::run_on(target, f) {
+            crate::println!("crash: cpu {} could not be made deaf: {}", target.0, e);
+            return;
+        }
+        match crate::smp::run_on(target, |_| {}) {
+            Ok(()) => crate::println!("crash: deaf cpu {} answered a cross call", target.0),
+            Err(e) => crate::println!(
+                "crash: cpu {} did not answer: {} (at {} us)",
+                target.0,
+                e,
+                arch::uptime_us()
+            ),
+        }
+        return;
+    }
     if kind == CrashKind::Held {
         if let Err(e) = crate::smp::run_on_nowait(target, f) {
             crate::println!(
@@ -393,7 +410,26 @@ fn crash(kind: crate::cmdline::CrashKind) {
         // The target parks inside the call and never reports it done: post it, do not wait.
         if let Err(e) = crate::smp::run_on_nowait(target, f) {
             crate::println!("crash: cpu {} could not be parked: {}", target.0, e);
+            return;
         }
+        // A parked CPU must be idle (it wakes for nothing), which also lets -icount skip
+        // idle guest time: count its wake-ups over 100 ms of guest time.
+        const WINDOW_US: u64 = 100_000;
+        let until = arch::counter().saturating_add(arch::counter_freq_hz() / 10);
+        while crate::smp::is_online(target) && arch::counter() < until {
+            arch::wfi();
+        }
+        let before = arch::park_wakes(target.index());
+        let until = arch::counter().saturating_add(arch::counter_freq_hz() * WINDOW_US / 1_000_000);
+        while arch::counter() < until {
+            arch::wfi();
+        }
+        crate::println!(
+            "crash: parked cpu {} woke {} times in {} us",
+            target.0,
+            arch::park_wakes(target.index()) - before,
+            WINDOW_US
+        );
         return;
     }
     if let Err(e) = crate::smp::run_on(target, f) {

@@ -206,7 +206,7 @@ __asym_primary_entry:
     isb
     mov     x0, x19
     bl      {kernel_main}
-5:  wfe
+5:  wfi                         // DAIF masked, no timer armed: halts
     b       5b
 
     .global _secondary_entry
