@@ -9,7 +9,7 @@
 //! - The input is a value snapshot ([`EasView`]: per-CPU [`EasCpu`] plus the
 //!   [`EnergyModel`] and [`Topology`]) rather than live run queues under RCU, so the kernel
 //!   and the simulator can both build it. The caller syncs the waking task's signals to
-//!   its previous CPU (`sync_entity_load_avg`, [`crate::rq::Rq::sync_entity_load_avg`])
+//!   its previous CPU (`sync_entity_load_avg`, [`crate::rq::sync_entity_load_avg`])
 //!   before building [`EasTask`].
 //! - `sched_energy_enabled()` and `is_rd_overutilized()` are the caller's gates, as in
 //!   `select_task_rq_fair`. There is one root domain spanning every CPU; the

@@ -73,7 +73,10 @@ use asym_sched::eas::{
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::pelt::SchedAvg;
-use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError, Task};
+use asym_sched::rq::{
+    migrate_task_rq_fair, sync_entity_load_avg, DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError,
+    Task,
+};
 use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
 use asym_sched::topology::arch_scale_freq_capacity;
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, TaskId};
@@ -1156,7 +1159,9 @@ impl<'a, W: Write> Engine<'a, W> {
             EnqueueFlags::WAKEUP
         };
         if !new && cpu != prev {
-            self.cpus[prev].rq.migrate_task_rq_fair(&mut task)?;
+            let old = &mut self.cpus[prev].rq;
+            let removed = migrate_task_rq_fair(&old.pelt_remote(), &mut task, old.clock_task())?;
+            old.apply_removed(removed);
             flags = flags | EnqueueFlags::MIGRATED;
             if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, waker_cpu, self.now);
@@ -1233,7 +1238,7 @@ impl<'a, W: Write> Engine<'a, W> {
         // task has no signals to sync yet.
         let mut task = st.parked.clone()?;
         if !new {
-            self.cpus[prev].rq.sync_entity_load_avg(&mut task).ok()?;
+            sync_entity_load_avg(&self.cpus[prev].rq.pelt_remote(), &mut task).ok()?;
         }
         let uclamp_used = self.uclamp_used || st.uclamp.is_some();
         if let Some((lo, hi)) = st.uclamp {
@@ -1453,7 +1458,10 @@ impl<'a, W: Write> Engine<'a, W> {
                 // task's signals leave its CPU's cfs_rq at the next update instead of
                 // decaying there as blocked load.
                 if let Some(mut task) = self.tasks[t].parked.take() {
-                    self.cpus[cpu].rq.migrate_task_rq_fair(&mut task)?;
+                    let rq = &mut self.cpus[cpu].rq;
+                    let removed =
+                        migrate_task_rq_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
+                    rq.apply_removed(removed);
                     self.tasks[t].parked = Some(task);
                 }
                 return Ok(());
