@@ -12,7 +12,7 @@ use crate::uboot;
 pub const TARGET: &str = "aarch64-unknown-none-softfloat";
 pub const BOARD_CRATE: &str = "asym-qemu-virt";
 /// Kernel-side crates that clippy checks for the bare-metal target.
-pub const KERNEL_CRATES: &[&str] = &["asym-kernel", "asym-qemu-virt", "asym-sched"];
+pub const KERNEL_CRATES: &[&str] = &["asym-kernel", "asym-qemu-virt", "asym-sched", "asym-dvfs"];
 
 /// What `build` produces.
 #[derive(Debug, Clone)]

@@ -31,6 +31,7 @@ pub(crate) struct StageResult {
 /// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
 const HOST_CRATES: &[&str] = &[
     "asym-sched",
+    "asym-dvfs",
     "asym-boards",
     "asym-sim",
     "xtask",

@@ -618,8 +618,8 @@ fn time_to_max_opp(invariance: PeltInvariance) -> u64 {
                 drv.target(&pol, f, Nanos(now)).unwrap();
             }
         }
-        while let Some((_, f, at)) = drv.poll(Nanos(now)) {
-            pol.freq_transition(f, at);
+        while let Some(c) = drv.poll(Nanos(now)) {
+            pol.freq_transition(c.result.unwrap(), c.at);
         }
         if running && pol.cur() == mhz(1200) {
             return now - start;

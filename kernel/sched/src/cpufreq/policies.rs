@@ -9,6 +9,10 @@
 //! Deliberate differences from Linux: a failed driver request is counted and otherwise
 //! dropped (`cpufreq_driver_fast_switch` returning 0 leaves `policy->cur` alone, as here);
 //! schedutil keeps its `next_freq` and does not retry until its target changes, as Linux.
+//! A request that fails after it was started (a firmware error or timeout reported by
+//! [`CpufreqDriver::poll`]) is counted the same way, kept as [`CpufreqCore::last_error`], and
+//! `policy->cur` is re-read from the driver (`cpufreq_driver->get`), which may have seen the
+//! hardware move anyway.
 //! The policies and their governor state are vectors sized from the board (Linux
 //! allocates each `cpufreq_policy`/`sugov_policy` on demand), built in place on the heap:
 //! a [`CpufreqCore`] is a few words on the stack and nothing policy-sized is copied.
@@ -32,8 +36,10 @@ pub struct CpufreqCore<D: CpufreqDriver> {
     sugov: Vec<SugovPolicy>,
     /// The driver.
     pub driver: D,
-    /// Requests the driver refused.
+    /// Requests the driver refused or failed.
     pub failed_requests: u64,
+    /// The latest failure: the domain and the driver's error.
+    pub last_error: Option<(usize, D::Error)>,
 }
 
 impl<D: CpufreqDriver> CpufreqCore<D> {
@@ -70,6 +76,7 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
             sugov,
             driver,
             failed_requests: 0,
+            last_error: None,
         };
         for pd in 0..nr {
             core.set_governor(pd, governor, now)?;
@@ -177,13 +184,36 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
     }
 
     /// Apply every transition the driver completed by `now` to its policy and return the
-    /// first one, `None` when there is none; call until `None`.
+    /// first successful one, `None` when there is none; call until `None`. Failed requests
+    /// are counted in [`Self::failed_requests`] and skipped.
     pub fn poll(&mut self, now: Nanos) -> Option<(usize, Khz)> {
-        let (pd, f, at) = self.driver.poll(now)?;
-        if let Some(p) = self.policies.get_mut(pd) {
-            p.freq_transition(f, at);
+        loop {
+            let c = self.driver.poll(now)?;
+            match c.result {
+                Ok(f) => {
+                    if let Some(p) = self.policies.get_mut(c.pd) {
+                        p.freq_transition(f, c.at);
+                    }
+                    return Some((c.pd, f));
+                }
+                Err(e) => {
+                    self.failed_requests += 1;
+                    self.last_error = Some((c.pd, e));
+                    let hw = self.driver.get(c.pd);
+                    if let Some(p) = self.policies.get_mut(c.pd) {
+                        if hw.0 != 0 && hw != p.cur() {
+                            p.freq_transition(hw, c.at);
+                            return Some((c.pd, hw));
+                        }
+                    }
+                }
+            }
         }
-        Some((pd, f))
+    }
+
+    /// When the driver next needs [`Self::poll`] ([`CpufreqDriver::next_poll`]).
+    pub fn next_poll(&self) -> Option<Nanos> {
+        self.driver.next_poll()
     }
 
     fn policy_mut(&mut self, pd: usize) -> Result<&mut CpufreqPolicy, CpufreqError> {
@@ -196,8 +226,9 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
         let p = self.policies.get(pd)?;
         match self.driver.target(p, f, now) {
             Ok(t) => Some(t),
-            Err(_) => {
+            Err(e) => {
                 self.failed_requests += 1;
+                self.last_error = Some((pd, e));
                 None
             }
         }
