@@ -80,10 +80,12 @@ use core::fmt;
 
 mod arena;
 mod remote;
+mod snapshot;
 
 pub use arena::ListIter;
 use arena::TaskArena;
 pub use remote::{migrate_task_rq_fair, sync_entity_load_avg, PeltRemote};
+pub use snapshot::RqSnapshot;
 
 /// A task of the fair class: its EEVDF entity, PELT signals and clamps.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -418,6 +420,8 @@ pub struct Rq {
     cpufreq_update: Option<CpufreqUpdate>,
     misfit_task_load: u64,
     next_balance: Nanos,
+    /// `tick_nohz_get_idle_calls_cpu`: times the CPU entered its idle loop.
+    idle_calls: u64,
 }
 
 impl Rq {
@@ -441,6 +445,7 @@ impl Rq {
             cpufreq_update: None,
             misfit_task_load: 0,
             next_balance: now,
+            idle_calls: 0,
         }
     }
 
@@ -666,6 +671,17 @@ impl Rq {
     /// Set `rq->next_balance`.
     pub fn set_next_balance(&mut self, t: Nanos) {
         self.next_balance = t;
+    }
+
+    /// `tick_nohz_get_idle_calls_cpu`: how often the CPU entered its idle loop
+    /// ([`Rq::note_idle_entry`]); schedutil's `sugov_hold_freq` reads it.
+    pub fn idle_calls(&self) -> u64 {
+        self.idle_calls
+    }
+
+    /// The CPU entered its idle loop (`tick_nohz_idle_enter`: `ts->idle_calls++`).
+    pub fn note_idle_entry(&mut self) {
+        self.idle_calls += 1;
     }
 
     /// `rq->cfs_tasks` from head (most recently run or enqueued) to tail (least

@@ -361,7 +361,8 @@ proptest! {
 fn cpufreq_core_runs_schedutil_through_the_driver() {
     use asym_sched::cpufreq::policies::CpufreqCore;
     use asym_sched::features::SchedFeatures;
-    use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+    use asym_sched::rq::RqSnapshot;
+    use asym_sched::schedutil::UpdateFlags;
     use asym_sched::types::{CpuId, Util};
 
     let caps = [
@@ -384,16 +385,23 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
     let f = SchedFeatures::default();
     let input = |util: u32| {
         move |c: CpuId| {
-            let mut i = SugovCpuInput::idle(c, Capacity(1024));
+            let mut i = RqSnapshot::idle(c, Capacity(1024));
             if c == CpuId(0) {
-                i.cpu.cfs.util_avg = Util(util);
-                i.cpu.cfs.runnable_avg = Util(util);
+                i.util.cfs.util_avg = Util(util);
+                i.util.cfs.runnable_avg = Util(util);
             }
             i
         }
     };
     // Big CPU 0 at util 300 → 375 → 439_453 kHz → 600 MHz, effective after 1.45 ms.
-    let t = core.update_util(Nanos(5_000_000), CpuId(0), UpdateFlags::NONE, f, input(300));
+    let t = core.update_util(
+        Nanos(5_000_000),
+        CpuId(0),
+        UpdateFlags::NONE,
+        f,
+        false,
+        input(300),
+    );
     assert_eq!(t, Some(Nanos(6_450_000)));
     assert_eq!(core.poll(Nanos(6_449_999)), None);
     assert_eq!(core.poll(Nanos(6_450_000)), Some((1, mhz(600))));
@@ -406,11 +414,25 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
         "LITTLE untouched"
     );
     // Within the 2175 µs rate limit: nothing.
-    let t = core.update_util(Nanos(6_000_000), CpuId(0), UpdateFlags::NONE, f, input(900));
+    let t = core.update_util(
+        Nanos(6_000_000),
+        CpuId(0),
+        UpdateFlags::NONE,
+        f,
+        false,
+        input(900),
+    );
     assert_eq!(t, None);
     // A failing driver: counted, policy unchanged.
     core.driver.fail_next(1, 1);
-    let t = core.update_util(Nanos(8_000_000), CpuId(1), UpdateFlags::NONE, f, input(900));
+    let t = core.update_util(
+        Nanos(8_000_000),
+        CpuId(1),
+        UpdateFlags::NONE,
+        f,
+        false,
+        input(900),
+    );
     assert_eq!(t, None);
     assert_eq!(core.failed_requests, 1);
     assert_eq!(
@@ -431,7 +453,14 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
     // Performance governor: the policy goes to max and schedutil updates do nothing.
     core.set_governor(0, Governor::Performance, Nanos(11_000_000))
         .unwrap();
-    let t = core.update_util(Nanos(20_000_000), CpuId(3), UpdateFlags::NONE, f, input(0));
+    let t = core.update_util(
+        Nanos(20_000_000),
+        CpuId(3),
+        UpdateFlags::NONE,
+        f,
+        false,
+        input(0),
+    );
     assert_eq!(t, None);
     assert_eq!(core.policy(0).unwrap().cur(), mhz(950));
 }
@@ -490,7 +519,8 @@ fn stats_trans_table_outside_the_table_is_zero() {
 fn schedutil_restart_equals_a_fresh_governor() {
     use asym_sched::cpufreq::policies::CpufreqCore;
     use asym_sched::features::SchedFeatures;
-    use asym_sched::schedutil::{SugovCpuInput, SugovPolicy, UpdateFlags};
+    use asym_sched::rq::RqSnapshot;
+    use asym_sched::schedutil::{SugovPolicy, UpdateFlags};
     use asym_sched::types::{CpuId, Util};
 
     let caps = [Capacity(1024); 6];
@@ -500,8 +530,8 @@ fn schedutil_restart_equals_a_fresh_governor() {
     .unwrap();
     core.sugov_mut(1).unwrap().set_rate_limit_us(7);
     let input = |c: CpuId| {
-        let mut i = SugovCpuInput::idle(c, Capacity(1024));
-        i.cpu.cfs.util_avg = Util(700);
+        let mut i = RqSnapshot::idle(c, Capacity(1024));
+        i.util.cfs.util_avg = Util(700);
         i
     };
     let t = core.update_util(
@@ -509,6 +539,7 @@ fn schedutil_restart_equals_a_fresh_governor() {
         CpuId(0),
         UpdateFlags::IOWAIT,
         SchedFeatures::default(),
+        false,
         input,
     );
     assert!(t.is_some());

@@ -12,7 +12,7 @@ use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::pelt::{EntityState, PeltScale, SchedAvg, LOAD_AVG_MAX};
 use asym_sched::rq::{
     migrate_task_rq_fair, sync_entity_load_avg, DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError,
-    Task,
+    RqSnapshot, Task,
 };
 use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, TaskId};
 use asym_sched::uclamp::TaskUclamp;
@@ -606,6 +606,58 @@ proptest! {
             prop_assert!(rq.check_invariants().is_ok());
         }
     }
+}
+
+#[test]
+fn the_snapshot_is_what_the_rq_reports() {
+    let mut now = 1_000_000_000u64;
+    let mut cfg = RqConfig::new(CpuId(2), 4);
+    cfg.capacity_orig = Capacity(446);
+    let mut rq = Rq::new(cfg, Nanos(now));
+    let idle = rq.snapshot();
+    assert!(idle.idle && idle.pelt.idle && idle.nr_running == 0);
+    assert_eq!(
+        idle,
+        RqSnapshot {
+            pelt: idle.pelt,
+            next_balance: idle.next_balance,
+            ..RqSnapshot::idle(CpuId(2), Capacity(446))
+        }
+    );
+    let mut lo = TaskUclamp::new();
+    lo.set_request(300, 800).unwrap();
+    for (id, uc) in [(1, lo), (2, TaskUclamp::new())] {
+        let t = Task::new(TaskId(id), 0, uc, CpuMask::of(CpuId(2))).unwrap();
+        rq.enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    }
+    rq.pick_next_task();
+    for _ in 0..10 {
+        now += TICK_NS;
+        rq.update_rq_clock(Nanos(now)).unwrap();
+        rq.task_tick();
+    }
+    rq.set_misfit_task_load(77);
+    rq.note_idle_entry();
+    let s = rq.snapshot();
+    assert_eq!(s.cpu(), CpuId(2));
+    assert_eq!(s.util, rq.cpu_snapshot());
+    assert_eq!(s.capacity.capacity_orig, Capacity(446));
+    assert_eq!(
+        (s.load_avg, s.runnable_avg),
+        (rq.cfs_avg().load_avg, rq.cfs_avg().runnable_avg)
+    );
+    assert!(s.load_avg > 0 && s.util.cfs.util_avg.0 > 0);
+    assert_eq!(s.nr_running, 2);
+    assert!(!s.idle && !s.pelt.idle);
+    assert_eq!(s.rq_clamp, rq.uclamp_range());
+    assert_eq!(s.rq_clamp.min.0, 300);
+    assert!(!s.uclamp_rq_idle);
+    assert_eq!((s.misfit_task_load, s.idle_calls), (77, 1));
+    assert_eq!(s.pelt, rq.pelt_remote());
+    assert_eq!(
+        s.pelt.last_update_time,
+        rq.cfs_rq_avg().avg.last_update_time
+    );
 }
 
 #[test]

@@ -23,7 +23,8 @@ use super::driver::CpufreqDriver;
 use super::{CpufreqError, CpufreqPolicy, Governor};
 use crate::em::{EmPerfDomain, MAX_PERF_DOMAINS};
 use crate::features::SchedFeatures;
-use crate::schedutil::{SugovCpuInput, SugovPolicy, UpdateFlags};
+use crate::rq::RqSnapshot;
+use crate::schedutil::{SugovPolicy, UpdateFlags};
 use crate::topology::BoardDesc;
 use crate::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
 
@@ -170,16 +171,17 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
         cpu: CpuId,
         flags: UpdateFlags,
         features: SchedFeatures,
+        uclamp_used: bool,
         input: F,
     ) -> Option<Nanos>
     where
-        F: FnMut(CpuId) -> SugovCpuInput,
+        F: FnMut(CpuId) -> RqSnapshot,
     {
         let pd = self.policy_of(cpu)?;
         let (Some(p), Some(sg)) = (self.policies.get_mut(pd), self.sugov.get_mut(pd)) else {
             return None;
         };
-        let f = sg.update(p, now, cpu, flags, features, input)?;
+        let f = sg.update(p, now, cpu, flags, features, uclamp_used, input)?;
         self.request(pd, f, now)
     }
 
