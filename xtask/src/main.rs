@@ -8,6 +8,7 @@ mod bench;
 mod cmd;
 mod console;
 mod dtb;
+mod dtfuzz;
 mod equiv;
 mod faults;
 mod image;
