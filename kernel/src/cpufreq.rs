@@ -25,7 +25,8 @@ use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::{CpufreqError, CpufreqPolicy, Governor};
 use asym_sched::features::SchedFeatures;
 use asym_sched::rq::CpufreqUpdate;
-use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+use asym_sched::rq::RqSnapshot;
+use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::{BoardDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
 
@@ -50,7 +51,7 @@ static ARCH_FREQ_SCALE: PerCpu<AtomicU32> =
     PerCpu::new([const { AtomicU32::new(SCHED_CAPACITY_SCALE) }; MAX_CPUS]);
 
 /// What each CPU's rq looked like at its latest tick (schedutil's view of the CPU).
-static SUGOV_INPUT: PerCpu<IrqSpinLock<Option<SugovCpuInput>>> =
+static SUGOV_INPUT: PerCpu<IrqSpinLock<Option<RqSnapshot>>> =
     PerCpu::new([const { IrqSpinLock::new(None) }; MAX_CPUS]);
 
 /// A refused cpufreq request from a kernel API or the command line.
@@ -182,8 +183,9 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
     core.set_limits(pd, min, max, now).map_err(Error::Policy)
 }
 
-/// Publishes `cpu`'s schedutil input (called by the tick with the rq lock held).
-pub fn publish_input(cpu: CpuId, input: SugovCpuInput) {
+/// Publishes `cpu`'s run-queue snapshot, schedutil's input (called by the tick with the
+/// rq lock held).
+pub fn publish_input(cpu: CpuId, input: RqSnapshot) {
     *SUGOV_INPUT.of(cpu).lock() = Some(input);
 }
 
@@ -202,11 +204,12 @@ pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: Sch
             UpdateFlags::NONE
         };
         let caps = |c: CpuId| -> Capacity { crate::sched::capacity_orig(c) };
-        core.update_util(now, cpu, flags, features, |c| {
+        // No uclamp requests exist in the kernel yet (`sched_uclamp_used` is off).
+        core.update_util(now, cpu, flags, features, false, |c| {
             SUGOV_INPUT
                 .of(c)
                 .lock()
-                .unwrap_or_else(|| SugovCpuInput::idle(c, caps(c)))
+                .unwrap_or_else(|| RqSnapshot::idle(c, caps(c)))
         });
     }
     while let Some((pd, _)) = core.poll(now) {

@@ -268,6 +268,8 @@ pub struct Platform {
     pub dtb: MemRange,
     pub uart: UartDesc,
     pub gic: GicDesc,
+    /// The interrupt controller's node path, for messages about it.
+    pub gic_node: NodePath,
     pub timer: TimerDesc,
     pub psci: PsciDesc,
     pub cpus: heapless::Vec<CpuNode, MAX_CPUS>,
@@ -307,7 +309,7 @@ impl Platform {
         let memory = memory::parse_memory(&found.memory, &mut notes)?;
         let reserved = memory::parse_reserved(&fdt, found.reserved_memory.as_ref(), &mut notes);
         let uart = parse_uart(&fdt, &found, &memory)?;
-        let gic = parse_gic(&found, &memory)?;
+        let (gic, gic_node) = parse_gic(&found, &memory)?;
         let timer = parse_timer(found.timer.as_ref())?;
         check_interrupts(&uart, &timer)?;
         let psci = parse_psci(found.psci.as_ref())?;
@@ -320,6 +322,7 @@ impl Platform {
             dtb: dtb_range,
             uart,
             gic,
+            gic_node,
             timer,
             psci,
             cpus: cpus.list,
@@ -369,6 +372,25 @@ impl Platform {
             .iter()
             .position(|c| c.mpidr & MPIDR_AFF_MASK == aff)
             .map(|i| CpuId(i as u16))
+    }
+
+    /// The device-tree device whose registers hold `addr`: its node path and which registers
+    /// (for fault reports on a DT address that is not what the DT says).
+    pub fn device_at(&self, addr: usize) -> Option<(&str, &'static str)> {
+        let uart = MemRange {
+            base: self.uart.base,
+            size: self.uart.size,
+        };
+        let gic: [(MemRange, &'static str); 2] = match self.gic {
+            GicDesc::V2 { gicd, gicc } => [(gicd, "distributor"), (gicc, "CPU interface")],
+            GicDesc::V3 { gicd, gicr, .. } => [(gicd, "distributor"), (gicr, "redistributors")],
+        };
+        if uart.contains(addr) {
+            return Some((&self.uart.node, "UART registers"));
+        }
+        gic.iter()
+            .find(|(r, _)| r.contains(addr))
+            .map(|(_, what)| (self.gic_node.as_str(), *what))
     }
 
     /// The RAM bank that holds all of `image` (the kernel), or an error naming `/memory`.
@@ -948,7 +970,7 @@ fn check_interrupt_cells(n: &Located<'_, '_>) -> Result<(), DtError> {
     }
 }
 
-fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<GicDesc, DtError> {
+fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<(GicDesc, NodePath), DtError> {
     if let Some(f) = &found.gic_v3 {
         let n = f.located()?;
         check_interrupt_cells(&n)?;
@@ -975,11 +997,12 @@ fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<GicDesc, DtError
                 Some(s)
             }
         };
-        return Ok(GicDesc::V3 {
+        let gic = GicDesc::V3 {
             gicd,
             gicr,
             gicr_stride,
-        });
+        };
+        return Ok((gic, f.path.clone()));
     }
     let f = found.gic_v2.as_ref().ok_or_else(|| {
         DtError::new(
@@ -999,7 +1022,7 @@ fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<GicDesc, DtError
             format_args!("distributor {gicd} overlaps CPU interface {gicc}"),
         ));
     }
-    Ok(GicDesc::V2 { gicd, gicc })
+    Ok((GicDesc::V2 { gicd, gicc }, f.path.clone()))
 }
 
 fn parse_timer(f: Option<&FoundNode<'_, '_>>) -> Result<TimerDesc, DtError> {
@@ -1249,7 +1272,8 @@ fn parse_bootargs(
                 dropped += 1;
                 if first_bad.is_none() {
                     let bad_at = e.valid_up_to();
-                    let bad_len = e.error_len().unwrap_or(word.len() - bad_at).max(1);
+                    // The offending bytes and what follows, up to 4: enough to spot them.
+                    let bad_len = word.len() - bad_at;
                     let mut bytes = heapless::String::new();
                     for (k, b) in word[bad_at..].iter().take(bad_len.min(4)).enumerate() {
                         let sep = if k == 0 { "" } else { " " };

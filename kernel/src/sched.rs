@@ -24,10 +24,8 @@
 use core::fmt;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use asym_sched::cpu_util::RqNonCfsUtil;
 use asym_sched::features::SchedFeatures;
 use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, Task};
-use asym_sched::schedutil::SugovCpuInput;
 use asym_sched::topology::{BoardDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, SCHED_CAPACITY_SCALE};
 use asym_sched::uclamp::TaskUclamp;
@@ -47,9 +45,6 @@ pub struct CpuSched {
     busy: Option<Busy>,
     /// The last pseudo-task that finished here.
     last_done: Option<Done>,
-    /// Times the CPU entered idle (`tick_nohz_get_idle_calls_cpu`): every tick of an idle rq
-    /// is a fresh entry into the idle loop.
-    idle_calls: u64,
     /// Pseudo-tasks started / finished here (for the "no task lost" check).
     started: u64,
     finished: u64,
@@ -184,7 +179,6 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
             rq: Rq::new(cfg, start),
             busy: None,
             last_done: None,
-            idle_calls: 0,
             started: 0,
             finished: 0,
         }));
@@ -387,22 +381,15 @@ pub fn tick(cpu: CpuId) {
             cs.rq.task_tick();
         } else {
             cs.rq.update_blocked_averages();
-            cs.idle_calls += 1;
+            // Every tick of an idle rq is a fresh entry into the idle loop
+            // (`tick_nohz_get_idle_calls_cpu`).
+            cs.rq.note_idle_entry();
         }
         if cs.rq.need_resched() {
             // The seam for real threads: schedule() and the context switch go here.
             cs.rq.pick_next_task();
         }
-        crate::cpufreq::publish_input(
-            cpu,
-            SugovCpuInput {
-                cpu: cs.rq.cpu_snapshot(),
-                other: RqNonCfsUtil::default(),
-                rq_clamp: cs.rq.uclamp_range(),
-                uclamp_used: false,
-                idle_calls: cs.idle_calls,
-            },
-        );
+        crate::cpufreq::publish_input(cpu, cs.rq.snapshot());
         (cs.rq.take_cpufreq_update(), cs.rq.features())
     };
     crate::cpufreq::tick(cpu, t, upd, feat);

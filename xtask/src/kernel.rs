@@ -21,6 +21,7 @@ pub const KERNEL_CRATES: &[&str] = &[
     "asym-hikey960",
     "asym-hikey",
     "asym-sched",
+    "asym-dvfs",
 ];
 
 /// What `build` produces.

@@ -11,6 +11,7 @@ mod console;
 mod debian;
 mod dtb;
 mod dtcheck;
+mod dtfuzz;
 mod equiv;
 mod faults;
 mod image;

@@ -32,6 +32,7 @@ pub(crate) struct StageResult {
 /// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
 const HOST_CRATES: &[&str] = &[
     "asym-sched",
+    "asym-dvfs",
     "asym-boards",
     "asym-juno-r2",
     "asym-hikey960",
@@ -456,6 +457,42 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     batch_stage(results, "fault injection", &stage, |s| {
         crate::faults::cases(s.board, s.base, s.dir)
     });
+    let before = results.len();
+    let t = Instant::now();
+    batch_stage(results, "dt fuzz", &stage, |s| {
+        crate::dtfuzz::cases(s.board, s.base, s.dir)
+    });
+    // One summary line for the stage (and one per failing DT), not 90.
+    let fuzz: Vec<StageResult> = results.drain(before..).collect();
+    if !fuzz.iter().all(|r| r.name.starts_with("dt fuzz: ")) {
+        // The stage could not even make its cases.
+        results.extend(fuzz);
+        return;
+    }
+    let count = |p: &str| {
+        fuzz.iter()
+            .filter(|r| r.ok && r.detail.starts_with(p))
+            .count()
+    };
+    let hung = fuzz.iter().filter(|r| r.detail.contains("(hang)")).count();
+    let failed = fuzz.iter().filter(|r| !r.ok).count();
+    let detail = format!(
+        "{} device trees: {} booted, {} stopped with a located message, {} hung, {} other \
+         failures",
+        fuzz.len(),
+        count("Booted"),
+        count("StoppedLocated"),
+        hung,
+        failed - hung
+    );
+    println!("== dt fuzz: {detail}");
+    results.push(StageResult {
+        name: "dt fuzz".into(),
+        ok: failed == 0,
+        detail,
+        time: t.elapsed(),
+    });
+    results.extend(fuzz.into_iter().filter(|r| !r.ok));
 }
 
 /// What the batch stages (fault injection, DT fuzz, machine shapes) need from the QEMU stages.

@@ -17,9 +17,11 @@
 //!   `check_preempt_wakeup_fair`, `yield_task_fair`, `set_user_nice`
 //!   (dequeue SAVE → `reweight_task_fair` → enqueue RESTORE → `prio_changed_fair`);
 //! - migration: `detach_task`/`attach_task` (on-rq, `DO_DETACH`/`DO_ATTACH`, lag and
-//!   relative deadline carried across) and `migrate_task_rq_fair` for a sleeping task
-//!   woken elsewhere (`remove_entity_load_avg`, `migrate_se_pelt_lag` when this CPU
-//!   is idle, then attach on the new CPU);
+//!   relative deadline carried across) and, for a sleeping task woken elsewhere, the pure
+//!   [`migrate_task_rq_fair`] over the old CPU's published [`PeltRemote`]
+//!   (`remove_entity_load_avg`, `migrate_se_pelt_lag` when that CPU is idle) whose
+//!   removal the old CPU takes in with [`Rq::apply_removed`], then attach on the new CPU
+//!   (`rq/remote.rs`);
 //! - `sched_balance_update_blocked_averages` (`__update_blocked_fair` for the root).
 //!
 //! Ownership: an [`Rq`] owns its queued [`Task`]s (running included); a dequeued task
@@ -59,7 +61,7 @@
 //!
 //! `cpu_util` inputs come from [`Rq::cpu_snapshot`] and [`Rq::task_util`] in the
 //! shapes of [`crate::cpu_util`]; a sleeping task's signals are brought up to date
-//! with [`Rq::sync_entity_load_avg`] before they are read.
+//! with [`sync_entity_load_avg`] before they are read.
 
 use crate::cpu_util::{CfsRqUtil, CpuSnapshot, TaskUtil};
 use crate::fair::{
@@ -77,9 +79,13 @@ use crate::util_est::{task_util_est_raw, util_est_dequeue, util_est_enqueue, uti
 use core::fmt;
 
 mod arena;
+mod remote;
+mod snapshot;
 
 pub use arena::ListIter;
 use arena::TaskArena;
+pub use remote::{migrate_task_rq_fair, sync_entity_load_avg, PeltRemote};
+pub use snapshot::RqSnapshot;
 
 /// A task of the fair class: its EEVDF entity, PELT signals and clamps.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -240,7 +246,7 @@ pub enum RqError {
         cpu: CpuId,
     },
     /// The task's signals are still attached to another CPU's cfs_rq: call
-    /// [`Rq::migrate_task_rq_fair`] on `attached_to` first (or detach it).
+    /// [`migrate_task_rq_fair`] for `attached_to` first (or detach it).
     StillAttached {
         /// The task.
         task: TaskId,
@@ -249,7 +255,7 @@ pub enum RqError {
         /// The CPU whose cfs_rq still holds its signals.
         attached_to: CpuId,
     },
-    /// [`Rq::migrate_task_rq_fair`] or a blocked-task operation on the wrong CPU.
+    /// [`migrate_task_rq_fair`] or a blocked-task operation on the wrong CPU.
     WrongCpu {
         /// The task.
         task: TaskId,
@@ -414,6 +420,8 @@ pub struct Rq {
     cpufreq_update: Option<CpufreqUpdate>,
     misfit_task_load: u64,
     next_balance: Nanos,
+    /// `tick_nohz_get_idle_calls_cpu`: times the CPU entered its idle loop.
+    idle_calls: u64,
 }
 
 impl Rq {
@@ -437,6 +445,7 @@ impl Rq {
             cpufreq_update: None,
             misfit_task_load: 0,
             next_balance: now,
+            idle_calls: 0,
         }
     }
 
@@ -592,6 +601,15 @@ impl Rq {
         &self.cfs_avg
     }
 
+    pub(crate) fn cfs_avg_mut(&mut self) -> &mut CfsRqAvg {
+        &mut self.cfs_avg
+    }
+
+    /// `is_idle_task(rq->curr)`: since the last [`Rq::pick_next_task`] found nothing.
+    pub(crate) fn curr_is_idle(&self) -> bool {
+        self.curr_is_idle
+    }
+
     /// The cfs_rq's utilisation signals, as `cpu_util` takes them.
     pub fn cfs_util(&self) -> CfsRqUtil {
         CfsRqUtil::from_avg(&self.cfs_avg.avg)
@@ -653,6 +671,17 @@ impl Rq {
     /// Set `rq->next_balance`.
     pub fn set_next_balance(&mut self, t: Nanos) {
         self.next_balance = t;
+    }
+
+    /// `tick_nohz_get_idle_calls_cpu`: how often the CPU entered its idle loop
+    /// ([`Rq::note_idle_entry`]); schedutil's `sugov_hold_freq` reads it.
+    pub fn idle_calls(&self) -> u64 {
+        self.idle_calls
+    }
+
+    /// The CPU entered its idle loop (`tick_nohz_idle_enter`: `ts->idle_calls++`).
+    pub fn note_idle_entry(&mut self) {
+        self.idle_calls += 1;
     }
 
     /// `rq->cfs_tasks` from head (most recently run or enqueued) to tail (least
@@ -824,51 +853,6 @@ impl Rq {
     #[allow(clippy::result_large_err)] // see enqueue_task
     pub fn attach_task(&mut self, task: Task) -> Result<(), EnqueueError> {
         self.enqueue_task(task, EnqueueFlags::NONE)
-    }
-
-    /// `sync_entity_load_avg` for a task sleeping with its signals on this CPU (the
-    /// caller owns it): decay them to this cfs_rq's last update, as
-    /// `find_energy_efficient_cpu` and `select_task_rq_fair` do before reading a waking
-    /// task's util. A task attached elsewhere, or queued, is refused.
-    pub fn sync_entity_load_avg(&self, task: &mut Task) -> Result<(), RqError> {
-        if task.cpu != Some(self.cpu) || self.tasks.get(task.id).is_some() {
-            return Err(RqError::WrongCpu {
-                task: task.id,
-                cpu: self.cpu,
-                task_cpu: task.cpu,
-            });
-        }
-        if task.avg.last_update_time != 0 {
-            self.cfs_avg
-                .sync_entity_load_avg(&mut task.avg, task.se.weight());
-        }
-        Ok(())
-    }
-
-    /// `migrate_task_rq_fair` for a *sleeping* task about to be woken on another CPU:
-    /// called on the CPU it slept on, after [`Rq::update_rq_clock`]; its blocked
-    /// contribution is queued for removal from this cfs_rq (`remove_entity_load_avg`),
-    /// it is aged to this rq's current PELT time if the rq is idle (`migrate_se_pelt_lag`:
-    /// an idle cfs_rq is not updated, so the removal sync stops at its last update) and
-    /// it becomes unattached.
-    pub fn migrate_task_rq_fair(&mut self, task: &mut Task) -> Result<(), RqError> {
-        if task.cpu != Some(self.cpu) || self.tasks.get(task.id).is_some() {
-            return Err(RqError::WrongCpu {
-                task: task.id,
-                cpu: self.cpu,
-                task_cpu: task.cpu,
-            });
-        }
-        if task.avg.last_update_time != 0 {
-            let weight = task.se.weight();
-            self.cfs_avg.remove_entity_load_avg(&mut task.avg, weight);
-            let idle = self.curr_is_idle;
-            let now = Nanos(self.pelt.rq_clock_task());
-            self.cfs_avg
-                .migrate_se_pelt_lag(&mut task.avg, weight, &self.pelt, idle, now);
-        }
-        task.avg.last_update_time = 0;
-        Ok(())
     }
 
     // ---- pick / put / tick -----------------------------------------------------------

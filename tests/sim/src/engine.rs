@@ -63,18 +63,21 @@ use asym_sched::balance::{
     sched_balance_softirq, sched_balance_trigger, BalanceReport, CpuIdleType, LbContext,
     MigrationType, RqSet, SchedDomains,
 };
-use asym_sched::cpu_util::{cpu_util_cfs, util_fits_cpu, CpuCapacityInfo, RqNonCfsUtil};
+use asym_sched::cpu_util::{cpu_util_cfs, util_fits_cpu, CpuCapacityInfo};
 use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::Governor as CpufreqGovernor;
 use asym_sched::eas::{
-    task_max_allowed_capacity, task_util_est, update_misfit_status, EasCpu, EasTask, MisfitTask,
+    task_max_allowed_capacity, task_util_est, update_misfit_status, EasTask, MisfitTask,
 };
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::pelt::SchedAvg;
-use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError, Task};
-use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+use asym_sched::rq::{
+    migrate_task_rq_fair, sync_entity_load_avg, DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError,
+    RqSnapshot, Task,
+};
+use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::arch_scale_freq_capacity;
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, TaskId};
 use asym_sched::uclamp::{uclamp_eff_range, TaskUclamp};
@@ -388,8 +391,6 @@ struct SimCpu {
     last_acct: u64,
     seg_gen: u64,
     run_start: u64,
-    /// `tick_nohz_get_idle_calls_cpu`: times the CPU went idle.
-    idle_calls: u64,
     /// In `nohz.idle_cpus_mask` (`rq->nohz_tick_stopped`): entered idle and has not
     /// ticked busy since.
     nohz_idle: bool,
@@ -619,7 +620,6 @@ impl<'a, W: Write> Engine<'a, W> {
                     last_acct: 0,
                     seg_gen: 0,
                     run_start: 0,
-                    idle_calls: 0,
                     nohz_idle: false,
                     has_blocked_load: false,
                     last_blocked_load_update_j: 0,
@@ -1094,7 +1094,7 @@ impl<'a, W: Write> Engine<'a, W> {
             .map(|c| c.rq.curr().is_none() && c.rq.nr_running() == 0)
             .collect();
         let ctx_cpu = waker.unwrap_or(prev);
-        let cpu = match self.select_task_rq_fair(t, prev, ctx_cpu, new, &idle) {
+        let cpu = match self.select_task_rq_fair(t, prev, ctx_cpu, new) {
             Some(c) => c,
             None => select_task_rq(prev, self.tasks[t].allowed, &idle),
         };
@@ -1156,7 +1156,9 @@ impl<'a, W: Write> Engine<'a, W> {
             EnqueueFlags::WAKEUP
         };
         if !new && cpu != prev {
-            self.cpus[prev].rq.migrate_task_rq_fair(&mut task)?;
+            let old = &mut self.cpus[prev].rq;
+            let removed = migrate_task_rq_fair(&old.pelt_remote(), &mut task, old.clock_task())?;
+            old.apply_removed(removed);
             flags = flags | EnqueueFlags::MIGRATED;
             if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, waker_cpu, self.now);
@@ -1221,7 +1223,6 @@ impl<'a, W: Write> Engine<'a, W> {
         prev: usize,
         this_cpu: usize,
         new: bool,
-        idle: &[bool],
     ) -> Option<usize> {
         let interim = self.cfg.placement == Placement::Interim;
         if interim && (self.eas_em.is_none() || new || self.overutilized) {
@@ -1233,25 +1234,13 @@ impl<'a, W: Write> Engine<'a, W> {
         // task has no signals to sync yet.
         let mut task = st.parked.clone()?;
         if !new {
-            self.cpus[prev].rq.sync_entity_load_avg(&mut task).ok()?;
+            sync_entity_load_avg(&self.cpus[prev].rq.pelt_remote(), &mut task).ok()?;
         }
         let uclamp_used = self.uclamp_used || st.uclamp.is_some();
         if let Some((lo, hi)) = st.uclamp {
             let _ = task.uclamp.set_request(lo, hi);
         }
-        let cpus: Vec<EasCpu> = self
-            .cpus
-            .iter()
-            .enumerate()
-            .map(|(i, c)| EasCpu {
-                util: c.rq.cpu_snapshot(),
-                non_cfs: RqNonCfsUtil::default(),
-                capacity: CpuCapacityInfo::unpressured(Capacity(self.board.cpus[i].capacity_orig)),
-                rq_clamp: c.rq.uclamp_range(),
-                uclamp_rq_idle: c.rq.uclamp().is_idle(),
-                online: true,
-            })
-            .collect();
+        let cpus: Vec<RqSnapshot> = self.cpus.iter().map(|c| c.rq.snapshot()).collect();
         let sys = self.cpus[prev].rq.uclamp_sysctl();
         let p = EasTask {
             util: asym_sched::cpu_util::TaskUtil::from_avg(&task.avg, CpuId(prev as u16), false),
@@ -1261,10 +1250,6 @@ impl<'a, W: Write> Engine<'a, W> {
         let view = WakeupView {
             cpus: &cpus,
             topology: &self.board.topology,
-            idle: (0..idle.len())
-                .filter(|&i| idle[i])
-                .map(|i| CpuId(i as u16))
-                .collect(),
             em: self.eas_em.as_ref(),
             overutilized: self.overutilized,
             features: self.cfg.features,
@@ -1373,7 +1358,7 @@ impl<'a, W: Write> Engine<'a, W> {
         c.seg_gen += 1;
         match next {
             None => {
-                self.cpus[cpu].idle_calls += 1;
+                self.cpus[cpu].rq.note_idle_entry();
                 self.trace_pelt(cpu, None)?;
                 self.enter_idle(cpu)?;
                 self.idle_enter(cpu)?;
@@ -1453,7 +1438,10 @@ impl<'a, W: Write> Engine<'a, W> {
                 // task's signals leave its CPU's cfs_rq at the next update instead of
                 // decaying there as blocked load.
                 if let Some(mut task) = self.tasks[t].parked.take() {
-                    self.cpus[cpu].rq.migrate_task_rq_fair(&mut task)?;
+                    let rq = &mut self.cpus[cpu].rq;
+                    let removed =
+                        migrate_task_rq_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
+                    rq.apply_removed(removed);
                     self.tasks[t].parked = Some(task);
                 }
                 return Ok(());
@@ -2190,23 +2178,13 @@ impl<'a, W: Write> Engine<'a, W> {
             UpdateFlags::NONE
         };
         let cpus = &self.cpus;
-        let uclamp_used = self.uclamp_used;
-        let input = |c: CpuId| {
-            let sc = &cpus[c.index()];
-            SugovCpuInput {
-                cpu: sc.rq.cpu_snapshot(),
-                other: RqNonCfsUtil::default(),
-                rq_clamp: sc.rq.uclamp_range(),
-                uclamp_used,
-                idle_calls: sc.idle_calls,
-            }
-        };
         let at = self.cpufreq.update_util(
             Nanos(self.now),
             CpuId(cpu as u16),
             flags,
             self.cfg.features,
-            input,
+            self.uclamp_used,
+            |c: CpuId| cpus[c.index()].rq.snapshot(),
         );
         if let Some(at) = at {
             self.push(at.0.max(self.now), Ev::FreqPoll);

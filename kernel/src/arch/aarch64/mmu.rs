@@ -285,9 +285,12 @@ pub unsafe fn init_early(dtb_pa: usize, early_uart: Option<usize>) -> Result<(),
 /// reports it and stops): the DT's ranges are checked, so that takes more tables than the pool
 /// has.
 ///
+/// `fallback_uart` (the board's early UART, if it has one) stays mapped as Device too, so the
+/// console can stay on it when the DT's UART does not answer.
+///
 /// # Safety
 /// Call once, on the boot CPU, before any other CPU runs, with the MMU off or on the early map.
-pub unsafe fn init_boot_cpu(plat: &Platform) -> Result<(), MapError> {
+pub unsafe fn init_boot_cpu(plat: &Platform, fallback_uart: Option<usize>) -> Result<(), MapError> {
     // SAFETY: the caller guarantees nobody else touches the tables yet.
     let pool = unsafe { &mut *POOL.0.get() };
     let mut b = Builder { pool, used: 1 };
@@ -311,6 +314,10 @@ pub unsafe fn init_boot_cpu(plat: &Platform) -> Result<(), MapError> {
     };
     for range in [uart, gic_a, gic_b] {
         map_device(&mut b, range)?;
+    }
+    if let Some(base) = fallback_uart {
+        let size = crate::dt::UART_MIN;
+        map_device(&mut b, MemRange { base, size })?;
     }
     map_kernel_image(&mut b)?;
     let tables_end = b.base() + (b.used as u64) * 4096;
