@@ -36,17 +36,18 @@
 //! does on entry to every scheduler path (`rq_clock_task` is what EEVDF charges;
 //! `rq_clock_pelt` what PELT ages by).
 //!
-//! Hooks for later issues:
+//! Hooks the callers drive:
 //! - cpufreq: wherever Linux calls `cpufreq_update_util` for the fair class
 //!   (`cfs_rq_util_change` after a root cfs_rq PELT change — enqueue, dequeue, tick,
 //!   blocked-load decay, attach/detach — and `enqueue_task_fair` of an iowait task) we
 //!   record a [`CpufreqUpdate`]; the caller takes it with [`Rq::take_cpufreq_update`]
 //!   and runs schedutil.
-//! - misfit: [`Rq::misfit_task_load`] is kept at 0 here; the misfit code
-//!   (`update_misfit_status`, called from `set_next_task_fair` and the tick) sets it
-//!   through [`Rq::set_misfit_task_load`].
-//! - load balancing: [`Rq::next_balance`] is stored, never acted upon here.
-//!
+//! - misfit: [`Rq::update_misfit_status`] (from the pick and the tick, see
+//!   [`crate::sched_core`]) sets [`Rq::misfit_task_load`].
+//! - load balancing: [`Rq::next_balance`] is stored, never acted upon here; `avg_idle`
+//!   and `idle_stamp` are kept by the wake-up and idle-entry steps.
+//! - other CPUs read this one only through [`Rq::snapshot`] ([`RqSnapshot`]).
+
 //! Deliberate differences: one class only (no RT/DL/idle classes: `nr_running` is
 //! `cfs.h_nr_running`; the CPU is "idle" — `is_idle_task(rq->curr)`, which drives
 //! `clock_pelt` — from a [`Rq::pick_next_task`] that found nothing until the next one
@@ -63,7 +64,9 @@
 //! shapes of [`crate::cpu_util`]; a sleeping task's signals are brought up to date
 //! with [`sync_entity_load_avg`] before they are read.
 
-use crate::cpu_util::{CfsRqUtil, CpuSnapshot, TaskUtil};
+use crate::balance::SYSCTL_SCHED_MIGRATION_COST_NS;
+use crate::cpu_util::{CfsRqUtil, CpuCapacityInfo, CpuSnapshot, TaskUtil};
+use crate::eas::{task_max_allowed_capacity, task_util_est, update_misfit_status, MisfitTask};
 use crate::fair::{
     scale_load_down, CfsRq, DequeueMode, FairError, LoadWeight, Nice, PlaceFlags, SchedEntity,
     DEFAULT_TICK_NSEC,
@@ -73,8 +76,9 @@ use crate::pelt::{
     init_entity_runnable_average, CfsRqAvg, CfsRqState, EntityState, PeltClock, PeltInvariance,
     SchedAvg, DO_ATTACH, DO_DETACH,
 };
+use crate::topology::Topology;
 use crate::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
-use crate::uclamp::{ClampRange, TaskUclamp, UclampRq, UclampSysctl};
+use crate::uclamp::{uclamp_eff_range, ClampRange, TaskUclamp, UclampRq, UclampSysctl};
 use crate::util_est::{task_util_est_raw, util_est_dequeue, util_est_enqueue, util_est_update};
 use core::fmt;
 
@@ -199,6 +203,33 @@ impl core::ops::BitOr for DequeueFlags {
     type Output = DequeueFlags;
     fn bitor(self, rhs: DequeueFlags) -> DequeueFlags {
         DequeueFlags(self.0 | rhs.0)
+    }
+}
+
+/// Whether the running task should be preempted (`resched_curr`): the answer of
+/// [`Rq::task_tick`] and of the wake-up steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Resched {
+    /// Let it run.
+    #[default]
+    No,
+    /// `TIF_NEED_RESCHED`: call `schedule()` (on another CPU: send it a reschedule IPI).
+    Yes,
+}
+
+impl Resched {
+    /// `Yes` when `b`.
+    pub const fn from_bool(b: bool) -> Resched {
+        if b {
+            Resched::Yes
+        } else {
+            Resched::No
+        }
+    }
+
+    /// Whether a reschedule is needed.
+    pub const fn is_yes(self) -> bool {
+        matches!(self, Resched::Yes)
     }
 }
 
@@ -422,6 +453,13 @@ pub struct Rq {
     next_balance: Nanos,
     /// `tick_nohz_get_idle_calls_cpu`: times the CPU entered its idle loop.
     idle_calls: u64,
+    /// `rq->avg_idle` (ns): the expected length of the next idle period.
+    avg_idle: u64,
+    /// `rq->idle_stamp`: when the CPU went idle without pulling work (`rq->clock`).
+    idle_stamp: Option<Nanos>,
+    /// The length of the last idle period ended by a wake-up (ns; `u64::MAX` before the
+    /// first).
+    last_idle_ns: u64,
 }
 
 impl Rq {
@@ -446,6 +484,9 @@ impl Rq {
             misfit_task_load: 0,
             next_balance: now,
             idle_calls: 0,
+            avg_idle: 2 * SYSCTL_SCHED_MIGRATION_COST_NS,
+            idle_stamp: None,
+            last_idle_ns: u64::MAX,
         }
     }
 
@@ -684,6 +725,73 @@ impl Rq {
         self.idle_calls += 1;
     }
 
+    /// `rq->avg_idle` (ns): starts at twice `sysctl_sched_migration_cost`.
+    pub fn avg_idle(&self) -> u64 {
+        self.avg_idle
+    }
+
+    /// Set `rq->avg_idle` (tests, or a caller restoring state).
+    pub fn set_avg_idle(&mut self, ns: u64) {
+        self.avg_idle = ns;
+    }
+
+    /// `rq->idle_stamp`.
+    pub fn idle_stamp(&self) -> Option<Nanos> {
+        self.idle_stamp
+    }
+
+    /// The length of the last idle period a wake-up ended (ns; `u64::MAX` before the first).
+    pub fn last_idle_ns(&self) -> u64 {
+        self.last_idle_ns
+    }
+
+    /// The CPU switched to its idle task without pulling work: `idle_calls++`, and
+    /// `rq->idle_stamp = rq_clock(rq)` (as `sched_balance_newidle` leaves it when it
+    /// pulled nothing).
+    pub fn idle_enter(&mut self) {
+        self.note_idle_entry();
+        self.idle_stamp = Some(Nanos(self.clock));
+    }
+
+    /// `ttwu_do_activate`'s `avg_idle` update when a wake-up ends an idle period: fold the
+    /// time since `idle_stamp` into `avg_idle` (`update_avg`: EWMA 1/8), capped at `max`
+    /// (Linux: `2 * rq->max_idle_balance_cost`), and clear the stamp. Call after
+    /// [`Rq::update_rq_clock`].
+    pub fn update_avg_idle(&mut self, max: u64) {
+        if let Some(stamp) = self.idle_stamp.take() {
+            let delta = self.clock.saturating_sub(stamp.0);
+            self.last_idle_ns = delta;
+            let diff = delta as i64 - self.avg_idle as i64;
+            self.avg_idle = (self.avg_idle as i64 + diff / 8) as u64;
+            self.avg_idle = self.avg_idle.min(max);
+        }
+    }
+
+    /// `update_misfit_status(rq->curr, rq)` (at pick and tick): set `rq->misfit_task_load`
+    /// from the running task, or clear it when nothing runs; unchanged without asymmetric
+    /// capacities (`sched_asym_cpucap_active()`).
+    pub fn update_misfit_status(&mut self, topology: &Topology, uclamp_used: bool) {
+        let f = self.features;
+        let cap = CpuCapacityInfo::unpressured(self.capacity_orig);
+        let sys = self.uclamp_sysctl;
+        let cpu = self.cpu;
+        let p = self
+            .cfs
+            .curr()
+            .and_then(|id| self.tasks.get(id))
+            .map(|p| MisfitTask {
+                util_est: task_util_est(&TaskUtil::from_avg(&p.avg, cpu, true), f),
+                clamp: uclamp_eff_range(&p.uclamp, &sys, false),
+                nr_cpus_allowed: p.cpus_allowed.weight(),
+                max_allowed_capacity: task_max_allowed_capacity(p.cpus_allowed, topology),
+                h_load: p.avg.load_avg,
+            });
+        let asym = topology.asym_cpucapacity();
+        if let Some(load) = update_misfit_status(p.as_ref(), cap, asym, uclamp_used, f) {
+            self.misfit_task_load = load;
+        }
+    }
+
     /// `rq->cfs_tasks` from head (most recently run or enqueued) to tail (least
     /// recently run: `detach_tasks` looks there first).
     pub fn cfs_tasks(&self) -> ListIter<'_> {
@@ -915,9 +1023,9 @@ impl Rq {
 
     /// `task_tick_fair` (`entity_tick`): charge the running task and age its
     /// signals. Returns whether a reschedule is needed.
-    pub fn task_tick(&mut self) -> bool {
+    pub fn task_tick(&mut self) -> Resched {
         let Some(id) = self.cfs.curr() else {
-            return self.need_resched;
+            return Resched::from_bool(self.need_resched);
         };
         self.update_curr();
         if let Some(task) = self.tasks.get_mut(id) {
@@ -933,7 +1041,7 @@ impl Rq {
                 self.request_cpufreq(false);
             }
         }
-        self.need_resched
+        Resched::from_bool(self.need_resched)
     }
 
     /// `wakeup_preempt` after enqueuing `id` (a wake-up): should it preempt the

@@ -317,3 +317,24 @@ fn wrap_from(mask: CpuMask, start: CpuId, nr_cpus: usize) -> impl Iterator<Item 
         .map(|i| CpuId(i as u16))
         .filter(move |&c| mask.contains(c))
 }
+
+/// The interim placement rule used before the Linux wake-up path existed (kept for
+/// comparison with earlier measurements, and as the fallback when
+/// [`select_task_rq_fair`]'s answer cannot be used): the previous CPU if it is idle and
+/// allowed, else the first idle allowed CPU, else the previous CPU if allowed, else the
+/// first allowed CPU (`prev` when none is).
+pub fn select_task_rq_interim(prev: CpuId, allowed: CpuMask, cpus: &[RqSnapshot]) -> CpuId {
+    let ok = |c: CpuId| allowed.contains(c);
+    let idle = |c: CpuId| cpus.get(c.index()).is_some_and(|s| s.idle);
+    if ok(prev) && idle(prev) {
+        return prev;
+    }
+    let all = || (0..cpus.len()).map(|i| CpuId(i as u16));
+    if let Some(c) = all().find(|&c| ok(c) && idle(c)) {
+        return c;
+    }
+    if ok(prev) {
+        return prev;
+    }
+    all().find(|&c| ok(c)).unwrap_or(prev)
+}

@@ -395,7 +395,7 @@ fn run(rqs: &mut [Rq], now: &mut u64, ms: u64) {
         for rq in rqs.iter_mut() {
             rq.update_rq_clock(Nanos(*now)).unwrap();
             if rq.curr().is_some() {
-                if rq.task_tick() {
+                if rq.task_tick().is_yes() {
                     rq.pick_next_task();
                 }
             } else {

@@ -15,7 +15,8 @@ use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Util};
 use asym_sched::uclamp::ClampRange;
 use asym_sched::wakeup::{
-    sched_balance_find_dst_cpu, select_idle_capacity, select_task_rq_fair, WakeKind, WakeupView,
+    sched_balance_find_dst_cpu, select_idle_capacity, select_task_rq_fair, select_task_rq_interim,
+    WakeKind, WakeupView,
 };
 use proptest::prelude::*;
 
@@ -257,6 +258,23 @@ fn fork_of_boosted_task_avoids_misfit_cluster() {
     let p = task(0, 0, 0b111111, 0);
     let got = select_task_rq_fair(&p, CpuId(0), CpuId(0), WakeKind::Fork, &v).index();
     assert!((2..6).contains(&got), "got {got}");
+}
+
+#[test]
+fn interim_rule_prefers_idle_prev_then_first_idle() {
+    let idle = [false, true, true, false];
+    let cpus: Vec<RqSnapshot> = (0..4)
+        .map(|i| RqSnapshot {
+            idle: idle[i],
+            ..RqSnapshot::idle(CpuId(i as u16), Capacity(1024))
+        })
+        .collect();
+    let pick =
+        |prev: u16, allowed: u64| select_task_rq_interim(CpuId(prev), CpuMask(allowed), &cpus).0;
+    assert_eq!(pick(2, 0b1111), 2);
+    assert_eq!(pick(0, 0b1111), 1);
+    assert_eq!(pick(0, 0b1001), 0);
+    assert_eq!(pick(0, 0b1000), 3);
 }
 
 #[test]

@@ -8,11 +8,12 @@
 //!
 //! Scheduling decisions are the policy crate's: each CPU owns an
 //! [`asym_sched::rq::Rq`] (EEVDF fair class, PELT, util_est, uclamp), and the engine
-//! calls it where Linux's core calls the class: `try_to_wake_up` →
-//! `select_task_rq` → (`migrate_task_rq_fair`) → `enqueue_task` → `wakeup_preempt`;
-//! `__schedule` → `dequeue_task(DEQUEUE_SLEEP)` / `pick_next_task`; `sched_tick` →
-//! `update_rq_clock` → `task_tick`. The engine owns the mechanism: time, the work
-//! each task still has to do, frequencies, energy and the trace.
+//! calls the core's steps ([`asym_sched::sched_core`]) where Linux's core runs them:
+//! `try_to_wake_up` → `ttwu_select` → (`migrate_task_rq_fair`) → `ttwu_activate`;
+//! `__schedule` → `dequeue_task(DEQUEUE_SLEEP)` / `schedule_pick` (newidle) /
+//! `schedule_finish`; `sched_tick` → `update_rq_clock` → `sched_tick`. The engine owns
+//! the mechanism: time, the work each task still has to do, frequencies, energy and the
+//! trace.
 //!
 //! Deliberate simplifications, until later issues bring the real policy:
 //! - Placement is Linux's `select_task_rq_fair` from the policy crate
@@ -22,8 +23,8 @@
 //!   (`select_idle_capacity`) with the previous CPU as target (no `wake_affine`); new
 //!   tasks take the simplified fork slow path (`sched_balance_find_dst_cpu`).
 //!   [`Placement::Interim`] (`--placement interim`) keeps the earlier rule,
-//!   [`select_task_rq`] (previous CPU if idle, else the first idle allowed CPU), behind
-//!   the EAS branch, for comparison.
+//!   `asym_sched::wakeup::select_task_rq_interim` (previous CPU if idle, else the first
+//!   idle allowed CPU), behind the EAS branch, for comparison.
 //! - The overutilized flag is set as Linux sets it (a CPU is `cpu_overutilized` at an
 //!   enqueue or a tick; with `ENERGY_AWARE`, not at a new task's first enqueue), but
 //!   only load balancing clears it in Linux and there is none yet: it is cleared when
@@ -63,26 +64,24 @@ use asym_sched::balance::{
     sched_balance_softirq, sched_balance_trigger, BalanceReport, CpuIdleType, LbContext,
     MigrationType, RqSet, SchedDomains,
 };
-use asym_sched::cpu_util::{cpu_util_cfs, util_fits_cpu, CpuCapacityInfo};
 use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::Governor as CpufreqGovernor;
-use asym_sched::eas::{
-    task_max_allowed_capacity, task_util_est, update_misfit_status, EasTask, MisfitTask,
-};
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::pelt::SchedAvg;
-use asym_sched::rq::{
-    migrate_task_rq_fair, sync_entity_load_avg, DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError,
-    RqSnapshot, Task,
+use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
+use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, Rq, RqConfig, RqError, RqSnapshot, Task};
+use asym_sched::sched_core::{
+    self, sched_tick, schedule_finish, schedule_pick, schedule_repick, task_dead_fair,
+    ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
 };
 use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::arch_scale_freq_capacity;
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, TaskId};
-use asym_sched::uclamp::{uclamp_eff_range, TaskUclamp};
+use asym_sched::uclamp::TaskUclamp;
 use asym_sched::util_est;
-use asym_sched::wakeup::{self, WakeKind, WakeupView};
+use asym_sched::wakeup::WakeKind;
 
 use crate::board::Board;
 use crate::signals::{ns_to_us, signed_ns_to_us, RtAppLoop, RtAppTotals, StepSignal};
@@ -155,18 +154,9 @@ pub struct FreqLimit {
     pub max_khz: u32,
 }
 
-/// How waking and new tasks are placed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Placement {
-    /// `asym_sched::wakeup::select_task_rq_fair`: EAS while not overutilized, else
-    /// `select_idle_sibling`'s capacity-aware scan (`select_idle_capacity`); forks take
-    /// the slow path (`sched_balance_find_dst_cpu`).
-    #[default]
-    Linux,
-    /// The interim rule used before the Linux wake-up path existed: EAS for wake-ups while not overutilized (with `--eas on`),
-    /// else [`select_task_rq`] (previous CPU if idle, else the first idle allowed CPU).
-    Interim,
-}
+/// How waking and new tasks are placed: the policy's [`Placement`]
+/// (`asym_sched::sched_core::Placement`).
+pub use asym_sched::sched_core::Placement;
 
 /// Per-task results.
 #[derive(Clone, Debug, Default)]
@@ -398,13 +388,6 @@ struct SimCpu {
     has_blocked_load: bool,
     /// `rq->last_blocked_load_update_tick` (jiffies).
     last_blocked_load_update_j: u64,
-    /// `rq->avg_idle` (ns).
-    avg_idle_ns: u64,
-    /// The length of the last idle period (ns): with load balancing on, an idle CPU
-    /// that last woke within a tick keeps its tick (see [`Engine::tick`]).
-    last_idle_ns: u64,
-    /// `rq->idle_stamp` (`None` for 0).
-    idle_stamp: Option<u64>,
     /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
     /// `cpu_idle` enter/exit alternating however the CPU is woken.
     in_idle_state: bool,
@@ -474,7 +457,8 @@ pub struct Engine<'a, W: Write> {
     timers: Vec<TimerState>,
     busy_ns: Vec<Vec<u64>>,
     counters: Counters,
-    overutilized: bool,
+    /// The root domain's flags (overutilized, EAS).
+    rd: RootDomain,
     overutilized_since: u64,
     nohz: Nohz,
     uclamp_used: bool,
@@ -497,6 +481,8 @@ pub struct Engine<'a, W: Write> {
     freq_time_ns: Vec<Vec<u64>>,
     /// rt-app markers produced by [`Self::next_event`], written by its caller.
     rta_marks: Vec<RtApp>,
+    /// Every CPU's snapshot, refreshed before a policy step reads them.
+    snaps: Vec<RqSnapshot>,
 }
 
 /// The simulated CPUs' run queues as the balancer's [`RqSet`].
@@ -525,23 +511,6 @@ impl RqSet for SimRqs<'_> {
 /// this much per domain balanced): a few microseconds, as measured on small arm64
 /// systems.
 const NEWIDLE_LB_COST_NS: u64 = 5_000;
-
-/// The interim `select_task_rq` ([`Placement::Interim`], and the fallback if the
-/// policy's answer is not allowed): previous CPU if idle and allowed, else the first
-/// idle allowed CPU, else the previous CPU if allowed, else the first allowed CPU.
-pub fn select_task_rq(prev: usize, allowed: u64, idle: &[bool]) -> usize {
-    let ok = |c: usize| allowed & (1 << c) != 0;
-    if ok(prev) && idle[prev] {
-        return prev;
-    }
-    if let Some(c) = (0..idle.len()).find(|&c| ok(c) && idle[c]) {
-        return c;
-    }
-    if ok(prev) {
-        return prev;
-    }
-    (0..idle.len()).find(|&c| ok(c)).unwrap_or(prev)
-}
 
 impl<'a, W: Write> Engine<'a, W> {
     /// Prepare a run. `trace` receives the ftrace text when given.
@@ -623,9 +592,6 @@ impl<'a, W: Write> Engine<'a, W> {
                     nohz_idle: false,
                     has_blocked_load: false,
                     last_blocked_load_update_j: 0,
-                    avg_idle_ns: 2 * SCHED_MIGRATION_COST_NS,
-                    last_idle_ns: u64::MAX,
-                    idle_stamp: None,
                     in_idle_state: true,
                 }
             })
@@ -733,7 +699,12 @@ impl<'a, W: Write> Engine<'a, W> {
                 freq_changes: vec![0; board.domains.len()],
                 ..Counters::default()
             },
-            overutilized: false,
+            rd: RootDomain {
+                overutilized: false,
+                tracked: overutilized_tracked(board),
+                eas: eas_em.is_some(),
+            },
+            snaps: Vec::with_capacity(nr),
             overutilized_since: 0,
             nohz: Nohz {
                 has_blocked: false,
@@ -833,7 +804,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 tl.runs.push((c, self.cpus[c].run_start, end, t));
             }
         }
-        if self.overutilized {
+        if self.rd.overutilized {
             self.counters.overutilized_ns += end - self.overutilized_since;
         }
         for (d, dom) in self.domains.iter().enumerate() {
@@ -1041,7 +1012,7 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// The initial `sched_overutilized: overutilized=0` where the flag exists.
     fn trace_initial_overutilized(&mut self) -> Result<(), SimError> {
-        if !self.overutilized_tracked() {
+        if !self.rd.tracked {
             return Ok(());
         }
         let span = self.rd_span();
@@ -1056,13 +1027,6 @@ impl<'a, W: Write> Engine<'a, W> {
             )?;
         }
         Ok(())
-    }
-
-    /// Whether the root domain's overutilized flag is maintained: an energy model on
-    /// asymmetric CPUs (EAS).
-    fn overutilized_tracked(&self) -> bool {
-        let topo = &self.board.topology;
-        self.board.has_energy_model && topo.eas_possible() && topo.asym_cpucapacity()
     }
 
     /// The root domain's span, as `sched_overutilized` prints it.
@@ -1081,23 +1045,52 @@ impl<'a, W: Write> Engine<'a, W> {
         cpus[a].cluster == cpus[b].cluster
     }
 
-    /// `try_to_wake_up` / `wake_up_new_task`.
+    /// `try_to_wake_up` / `wake_up_new_task`: the policy's [`ttwu_select`] over the
+    /// CPUs' snapshots, the pure `migrate_task_rq_fair` when the CPU changes, then
+    /// [`ttwu_activate`] on the target; the engine traces and queues the reschedule.
     fn wake(&mut self, t: usize, waker: Option<usize>, new: bool) -> Result<(), SimError> {
         match self.tasks[t].state {
             TState::Sleeping | TState::Suspended | TState::NotStarted => {}
             _ => return Ok(()),
         }
         let prev = self.tasks[t].cpu;
-        let idle: Vec<bool> = self
-            .cpus
-            .iter()
-            .map(|c| c.rq.curr().is_none() && c.rq.nr_running() == 0)
-            .collect();
         let ctx_cpu = waker.unwrap_or(prev);
-        let cpu = match self.select_task_rq_fair(t, prev, ctx_cpu, new) {
-            Some(c) => c,
-            None => select_task_rq(prev, self.tasks[t].allowed, &idle),
+        let Some(mut task) = self.tasks[t].parked.take() else {
+            return Err(SimError::Workload(format!(
+                "task {} woken while queued",
+                self.tasks[t].comm
+            )));
         };
+        // The workload program's affinity and clamps for this activation: phase-level
+        // clamps take effect at the next enqueue; the first clamp request enables
+        // `sched_uclamp_used`.
+        task.cpus_allowed = CpuMask(self.tasks[t].allowed);
+        if let Some((lo, hi)) = self.tasks[t].uclamp {
+            let _ = task.uclamp.set_request(lo, hi);
+            self.uclamp_used = true;
+        }
+        let kind = if new {
+            WakeKind::Fork
+        } else {
+            WakeKind::Wakeup
+        };
+        self.refresh_snaps();
+        let wctx = WakeCtx {
+            core: core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some()),
+            cpus: &self.snaps,
+            em: self.eas_em.as_ref(),
+            rd: self.rd,
+            uclamp_sysctl: self.cpus[prev].rq.uclamp_sysctl(),
+            placement: self.cfg.placement,
+        };
+        let cpu = ttwu_select(
+            &task,
+            CpuId(prev as u16),
+            CpuId(ctx_cpu as u16),
+            kind,
+            &wctx,
+        );
+        let cpu = cpu.index();
         self.account(prev)?;
         self.account(cpu)?;
         self.account(ctx_cpu)?;
@@ -1133,33 +1126,15 @@ impl<'a, W: Write> Engine<'a, W> {
         let act_left_idle = act_cpu != waker_cpu
             && self.cpus[act_cpu].running.is_none()
             && self.idle_exit(act_cpu)?;
-        let Some(mut task) = self.tasks[t].parked.take() else {
-            return Err(SimError::Workload(format!(
-                "task {} woken while queued",
-                self.tasks[t].comm
-            )));
-        };
-        task.cpus_allowed = CpuMask(self.tasks[t].allowed);
-        if let Some((lo, hi)) = self.tasks[t].uclamp {
-            // Phase-level clamps take effect at the next enqueue; the first clamp
-            // request enables `sched_uclamp_used`.
-            let _ = task.uclamp.set_request(lo, hi);
-            self.uclamp_used = true;
-        }
         let st = &mut self.tasks[t];
         st.stats.activations += 1;
         st.state = TState::Runnable;
         st.wake_ts = Some(self.now);
-        let mut flags = if new {
-            EnqueueFlags::NEW
-        } else {
-            EnqueueFlags::WAKEUP
-        };
-        if !new && cpu != prev {
+        let migrated = !new && cpu != prev;
+        if migrated {
             let old = &mut self.cpus[prev].rq;
             let removed = migrate_task_rq_fair(&old.pelt_remote(), &mut task, old.clock_task())?;
             old.apply_removed(removed);
-            flags = flags | EnqueueFlags::MIGRATED;
             if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, waker_cpu, self.now);
                 let task = tref_of(&self.tasks, t);
@@ -1176,15 +1151,20 @@ impl<'a, W: Write> Engine<'a, W> {
             self.counters.migrations_wakeup += 1;
         }
         self.tasks[t].cpu = cpu;
-        self.update_avg_idle(cpu);
-        self.cpus[cpu]
-            .rq
-            .enqueue_task(task, flags)
-            .map_err(|e| SimError::from(e.reason))?;
+        let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
+        let outcome = ttwu_activate(
+            &mut self.cpus[cpu].rq,
+            task,
+            kind,
+            migrated,
+            &self.snaps,
+            &self.rd,
+            &cctx,
+        )
+        .map_err(|e| SimError::from(e.reason))?;
         self.cpufreq_update(cpu);
         self.trace_pelt_on(act_cpu, cpu, Some(t))?;
         self.trace_util_est_on(act_cpu, cpu, t)?;
-        let preempt = self.cpus[cpu].rq.check_preempt_wakeup(tid(t))?;
         // ttwu_do_activate → ttwu_do_wakeup: after the enqueue and wakeup_preempt.
         if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, act_cpu, self.now);
@@ -1199,7 +1179,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 },
             )?;
         }
-        if preempt {
+        if outcome.resched.is_yes() {
             self.push(self.now, Ev::Resched(cpu));
         }
         for (left, c) in [(waker_left_idle, waker_cpu), (act_left_idle, act_cpu)] {
@@ -1207,68 +1187,33 @@ impl<'a, W: Write> Engine<'a, W> {
                 self.idle_enter(c)?;
             }
         }
-        let eas = self.eas_em.is_some();
-        // Linux ignores a new task's first enqueue (its util is not settled yet).
-        self.check_overutilized(!(eas && new), !eas)
+        match outcome.overutilized {
+            Some(v) => self.set_overutilized(v),
+            None => Ok(()),
+        }
     }
 
-    /// `select_task_rq_fair` ([`asym_sched::wakeup::select_task_rq_fair`]): EAS for a
-    /// waking task while the root domain is not overutilized, else the capacity-aware
-    /// `select_idle_sibling`; new tasks take the fork slow path. With
-    /// [`Placement::Interim`], only the EAS branch runs and `None` sends the caller to
-    /// [`select_task_rq`]. `None` also when the answer is not an allowed CPU.
-    fn select_task_rq_fair(
-        &self,
-        t: usize,
-        prev: usize,
-        this_cpu: usize,
-        new: bool,
-    ) -> Option<usize> {
-        let interim = self.cfg.placement == Placement::Interim;
-        if interim && (self.eas_em.is_none() || new || self.overutilized) {
-            return None;
+    /// Every CPU's [`RqSnapshot`] as of now, into `self.snaps` (what other CPUs would
+    /// read).
+    fn refresh_snaps(&mut self) {
+        self.snaps.clear();
+        self.snaps.extend(self.cpus.iter().map(|c| c.rq.snapshot()));
+    }
+
+    /// Store a new root-domain overutilized flag: account the time and trace the change.
+    fn set_overutilized(&mut self, over: bool) -> Result<(), SimError> {
+        if self.rd.overutilized {
+            self.counters.overutilized_ns += self.now - self.overutilized_since;
         }
-        let st = &self.tasks[t];
-        // Decay a copy of the sleeping task's signals to prev's cfs_rq
-        // (`sync_entity_load_avg`); placement must not change the task itself. A new
-        // task has no signals to sync yet.
-        let mut task = st.parked.clone()?;
-        if !new {
-            sync_entity_load_avg(&self.cpus[prev].rq.pelt_remote(), &mut task).ok()?;
+        self.rd.overutilized = over;
+        self.overutilized_since = self.now;
+        let span = self.rd_span();
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
+            let overutilized = over;
+            w.emit(ctx, TraceEvent::SchedOverutilized { overutilized, span })?;
         }
-        let uclamp_used = self.uclamp_used || st.uclamp.is_some();
-        if let Some((lo, hi)) = st.uclamp {
-            let _ = task.uclamp.set_request(lo, hi);
-        }
-        let cpus: Vec<RqSnapshot> = self.cpus.iter().map(|c| c.rq.snapshot()).collect();
-        let sys = self.cpus[prev].rq.uclamp_sysctl();
-        let p = EasTask {
-            util: asym_sched::cpu_util::TaskUtil::from_avg(&task.avg, CpuId(prev as u16), false),
-            clamp: uclamp_eff_range(&task.uclamp, &sys, false),
-            allowed: CpuMask(st.allowed),
-        };
-        let view = WakeupView {
-            cpus: &cpus,
-            topology: &self.board.topology,
-            em: self.eas_em.as_ref(),
-            overutilized: self.overutilized,
-            features: self.cfg.features,
-            uclamp_used,
-        };
-        let kind = if new {
-            WakeKind::Fork
-        } else {
-            WakeKind::Wakeup
-        };
-        let cpu = wakeup::select_task_rq_fair(
-            &p,
-            CpuId(prev as u16),
-            CpuId(this_cpu as u16),
-            kind,
-            &view,
-        )
-        .index();
-        (cpu < self.cpus.len() && st.allowed & (1 << cpu) != 0).then_some(cpu)
+        Ok(())
     }
 
     /// `cpu_idle: state=4294967295` unless the CPU is already out of idle.
@@ -1302,11 +1247,21 @@ impl<'a, W: Write> Engine<'a, W> {
     /// accounted the CPU up to now.
     fn schedule(&mut self, cpu: usize, prev_state: PrevState) -> Result<(), SimError> {
         let prev = self.cpus[cpu].running;
-        let mut next = self.cpus[cpu].rq.pick_next_task().map(tidx);
-        if next.is_none() && self.lb.is_some() && self.sched_balance_newidle(cpu)? {
-            next = self.cpus[cpu].rq.pick_next_task().map(tidx);
+        let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
+        let mut pick = schedule_pick(&mut self.cpus[cpu].rq, &cctx);
+        if pick == Pick::Newidle {
+            // pick_next_task_fair's newidle balance (Linux drops the rq lock here).
+            pick = if self.sched_balance_newidle(cpu)? {
+                schedule_repick(&mut self.cpus[cpu].rq)
+            } else {
+                Pick::Idle
+            };
         }
-        self.update_misfit_status(cpu);
+        let next = match pick {
+            Pick::Next(id) => Some(tidx(id)),
+            Pick::Idle | Pick::Newidle => None,
+        };
+        schedule_finish(&mut self.cpus[cpu].rq, &cctx);
         self.cpufreq_update(cpu);
         if let Some(p) = prev {
             if self.tasks[p].parked.is_none() {
@@ -1358,7 +1313,7 @@ impl<'a, W: Write> Engine<'a, W> {
         c.seg_gen += 1;
         match next {
             None => {
-                self.cpus[cpu].rq.note_idle_entry();
+                sched_core::idle_enter(&mut self.cpus[cpu].rq);
                 self.trace_pelt(cpu, None)?;
                 self.enter_idle(cpu)?;
                 self.idle_enter(cpu)?;
@@ -1439,8 +1394,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 // decaying there as blocked load.
                 if let Some(mut task) = self.tasks[t].parked.take() {
                     let rq = &mut self.cpus[cpu].rq;
-                    let removed =
-                        migrate_task_rq_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
+                    let removed = task_dead_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
                     rq.apply_removed(removed);
                     self.tasks[t].parked = Some(task);
                 }
@@ -1682,25 +1636,25 @@ impl<'a, W: Write> Engine<'a, W> {
     fn tick(&mut self) -> Result<(), SimError> {
         for cpu in 0..self.cpus.len() {
             let Some(t) = self.cpus[cpu].running else {
-                if self.lb.is_some() && self.cpus[cpu].last_idle_ns < self.tick_ns {
+                if self.lb.is_some() && self.cpus[cpu].rq.last_idle_ns() < self.tick_ns {
                     self.account(cpu)?;
                     self.sched_balance_trigger(cpu)?;
                 }
                 continue;
             };
             self.account(cpu)?;
-            let resched = self.cpus[cpu].rq.task_tick();
+            let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
+            let resched = sched_tick(&mut self.cpus[cpu].rq, &cctx);
             self.cpufreq_update(cpu);
             self.trace_pelt(cpu, Some(t))?;
-            self.update_misfit_status(cpu);
-            if resched {
+            if resched.is_yes() {
                 self.schedule(cpu, PrevState::Preempted)?;
             }
             self.sched_balance_trigger(cpu)?;
             self.nohz_balance_kick(cpu)?;
             self.nohz_balancer_kick(cpu)?;
         }
-        self.check_overutilized(true, true)?;
+        self.check_overutilized_tick()?;
         let next = self.now + self.tick_ns;
         if next <= self.cfg.duration_ns {
             self.push(next, Ev::Tick);
@@ -1708,35 +1662,18 @@ impl<'a, W: Write> Engine<'a, W> {
         Ok(())
     }
 
-    /// `set_rd_overutilized` when some CPU is overutilized (`cpu_overutilized`:
-    /// `!util_fits_cpu(cpu_util_cfs, rq uclamp min/max)`, "fits but for uclamp_min"
-    /// counting as fitting) and `may_set`; cleared when none is and `may_clear` (see the
-    /// module docs). Only with an energy model on asymmetric CPUs (EAS).
-    fn check_overutilized(&mut self, may_set: bool, may_clear: bool) -> Result<(), SimError> {
-        if !self.overutilized_tracked() {
-            return Ok(());
+    /// The tick's re-evaluation of the root domain's overutilized flag
+    /// ([`RootDomain::check_overutilized`]).
+    fn check_overutilized_tick(&mut self) -> Result<(), SimError> {
+        self.refresh_snaps();
+        let (f, u) = (self.cfg.features, self.uclamp_used);
+        match self
+            .rd
+            .check_overutilized(OverutilizedCheck::Tick, &self.snaps, f, u)
+        {
+            Some(v) => self.set_overutilized(v),
+            None => Ok(()),
         }
-        let f = self.cfg.features;
-        let over = self.cpus.iter().enumerate().any(|(i, c)| {
-            let util = cpu_util_cfs(&c.rq.cpu_snapshot(), f);
-            let r = c.rq.uclamp_range();
-            let cap = CpuCapacityInfo::unpressured(Capacity(self.board.cpus[i].capacity_orig));
-            !util_fits_cpu(util, r.min, r.max, cap, self.uclamp_used, f).fits_ignoring_uclamp_min()
-        });
-        if over != self.overutilized && (if over { may_set } else { may_clear }) {
-            if self.overutilized {
-                self.counters.overutilized_ns += self.now - self.overutilized_since;
-            }
-            self.overutilized = over;
-            self.overutilized_since = self.now;
-            let span = self.rd_span();
-            if let Some(w) = self.trace.as_mut() {
-                let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
-                let overutilized = over;
-                w.emit(ctx, TraceEvent::SchedOverutilized { overutilized, span })?;
-            }
-        }
-        Ok(())
     }
 
     /// `jiffies` at the current time.
@@ -1744,25 +1681,11 @@ impl<'a, W: Write> Engine<'a, W> {
         self.now / self.tick_ns
     }
 
-    /// `ttwu_do_activate`'s `avg_idle` update when a wake-up ends an idle period of `cpu`.
-    fn update_avg_idle(&mut self, cpu: usize) {
-        let c = &mut self.cpus[cpu];
-        if let Some(stamp) = c.idle_stamp.take() {
-            let delta = self.now - stamp;
-            c.last_idle_ns = delta;
-            // update_avg(): avg += (sample - avg) / 8, in signed arithmetic.
-            let diff = delta as i64 - c.avg_idle_ns as i64;
-            c.avg_idle_ns = (c.avg_idle_ns as i64 + diff / 8) as u64;
-            c.avg_idle_ns = c.avg_idle_ns.min(2 * SCHED_MIGRATION_COST_NS);
-        }
-    }
-
     /// `cpu` has just switched to idle: `sched_balance_newidle` found nothing to pull
     /// (`idle_stamp`, then `nohz_newidle_balance` → `nohz_run_idle_balance`), then the
     /// tick stops (`nohz_balance_enter_idle`).
     fn enter_idle(&mut self, cpu: usize) -> Result<(), SimError> {
-        self.cpus[cpu].idle_stamp = Some(self.now);
-        if self.cpus[cpu].avg_idle_ns >= SCHED_MIGRATION_COST_NS
+        if self.cpus[cpu].rq.avg_idle() >= SCHED_MIGRATION_COST_NS
             && self.nohz.has_blocked
             && self.jiffies() >= self.nohz.next_blocked_j
         {
@@ -1906,35 +1829,10 @@ impl<'a, W: Write> Engine<'a, W> {
     /// The load-balancer context: root-domain flags and features.
     fn lb_context(&self) -> LbContext {
         LbContext {
-            overutilized: self.overutilized,
+            overutilized: self.rd.overutilized,
             eas_active: self.eas_em.is_some(),
             uclamp_used: self.uclamp_used,
             ..LbContext::new(self.cfg.features)
-        }
-    }
-
-    /// `update_misfit_status(curr, rq)` when a task starts running or ticks (load
-    /// balancing only: misfit has no other user yet).
-    fn update_misfit_status(&mut self, cpu: usize) {
-        if self.lb.is_none() {
-            return;
-        }
-        let f = self.cfg.features;
-        let rq = &self.cpus[cpu].rq;
-        let cap = CpuCapacityInfo::unpressured(Capacity(self.board.cpus[cpu].capacity_orig));
-        let p = rq.curr().and_then(|id| rq.task(id)).map(|p| MisfitTask {
-            util_est: task_util_est(
-                &asym_sched::cpu_util::TaskUtil::from_avg(&p.avg, CpuId(cpu as u16), true),
-                f,
-            ),
-            clamp: uclamp_eff_range(&p.uclamp, &rq.uclamp_sysctl(), false),
-            nr_cpus_allowed: p.cpus_allowed.weight(),
-            max_allowed_capacity: task_max_allowed_capacity(p.cpus_allowed, &self.board.topology),
-            h_load: p.avg.load_avg,
-        });
-        let asym = self.board.topology.asym_cpucapacity();
-        if let Some(load) = update_misfit_status(p.as_ref(), cap, asym, self.uclamp_used, f) {
-            self.cpus[cpu].rq.set_misfit_task_load(load);
         }
     }
 
@@ -2048,7 +1946,7 @@ impl<'a, W: Write> Engine<'a, W> {
         for c in 0..self.cpus.len() {
             self.account(c)?;
         }
-        let avg_idle = self.cpus[cpu].avg_idle_ns;
+        let avg_idle = self.cpus[cpu].rq.avg_idle();
         let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
         let Some(sds) = self.lb.as_mut() else {
             return Ok(false);
@@ -2192,6 +2090,23 @@ impl<'a, W: Write> Engine<'a, W> {
     }
 }
 
+/// Whether the root domain's overutilized flag is maintained: an energy model on
+/// asymmetric CPUs (EAS possible, whether or not it is on).
+fn overutilized_tracked(board: &Board) -> bool {
+    let topo = &board.topology;
+    board.has_energy_model && topo.eas_possible() && topo.asym_cpucapacity()
+}
+
+/// The inputs every policy step reads.
+fn core_ctx<'b>(board: &'b Board, cfg: &SimConfig, uclamp_used: bool, lb: bool) -> CoreCtx<'b> {
+    CoreCtx {
+        topology: &board.topology,
+        features: cfg.features,
+        uclamp_used,
+        load_balance: lb,
+    }
+}
+
 /// The context column of a line written on `cpu`. As in `trace-cmd report`, it names a
 /// task by its last name (from the saved cmdlines), also before it renamed itself.
 fn ctx_of<'t>(tasks: &'t [SimTask], cpus: &[SimCpu], cpu: usize, ns: u64) -> Ctx<'t> {
@@ -2221,19 +2136,5 @@ fn tref_of(tasks: &[SimTask], t: usize) -> TaskRef<'_> {
         }),
         pid: tasks[t].pid,
         prio: 120 + tasks[t].nice,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placement_prefers_idle_prev_then_first_idle() {
-        let idle = [false, true, true, false];
-        assert_eq!(select_task_rq(2, 0b1111, &idle), 2);
-        assert_eq!(select_task_rq(0, 0b1111, &idle), 1);
-        assert_eq!(select_task_rq(0, 0b1001, &idle), 0);
-        assert_eq!(select_task_rq(0, 0b1000, &idle), 3);
     }
 }
