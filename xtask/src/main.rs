@@ -13,6 +13,7 @@ mod equiv;
 mod faults;
 mod image;
 mod kernel;
+mod lisa;
 mod qemu;
 mod test;
 mod uboot;
@@ -84,6 +85,13 @@ enum Cmd {
         /// Only the workloads whose file name contains this.
         #[arg(long)]
         only: Option<String>,
+    },
+    /// Check the simulator's traces with ARM's LISA (venv under the target directory; the
+    /// arguments go to tests/lisa/check.py, e.g. `--only jank --boards juno-r2`).
+    #[command(disable_help_flag = true)]
+    Lisa {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Run the simulator: all arguments go to `asym-sim` (try `cargo xtask sim --help`).
     #[command(disable_help_flag = true)]
@@ -157,6 +165,10 @@ pub struct TestArgs {
     /// Skip the QEMU runs (self-test matrix and u-boot).
     #[arg(long)]
     pub no_qemu: bool,
+    /// Skip the LISA check of the simulator's traces (its venv install needs the package
+    /// registry).
+    #[arg(long)]
+    pub no_lisa: bool,
     /// Timeout for each QEMU run, seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
@@ -257,6 +269,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             only,
         }),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
+        Cmd::Lisa { args } => {
+            let (python, _) = lisa::ensure_venv()?;
+            let (passed, failed) = lisa::check(&python, &args)?;
+            println!("{passed} passed, {failed} failed");
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
