@@ -16,6 +16,7 @@ mod equiv;
 mod faults;
 mod image;
 mod kernel;
+mod lisa;
 mod qemu;
 mod test;
 mod uboot;
@@ -108,6 +109,13 @@ enum Cmd {
         #[arg(long)]
         only: Option<String>,
     },
+    /// Check the simulator's traces with ARM's LISA (venv under the target directory; the
+    /// arguments go to tests/lisa/check.py, e.g. `--only jank --boards juno-r2`).
+    #[command(disable_help_flag = true)]
+    Lisa {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run the simulator: all arguments go to `asym-sim` (try `cargo xtask sim --help`).
     #[command(disable_help_flag = true)]
     Sim {
@@ -183,6 +191,10 @@ pub struct TestArgs {
     /// Skip the real boards' checks (images and layout, dt-check of Debian's DTBs).
     #[arg(long)]
     pub no_boards: bool,
+    /// Skip the LISA check of the simulator's traces (its venv install needs the package
+    /// registry).
+    #[arg(long)]
+    pub no_lisa: bool,
     /// Timeout for each QEMU run, seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
@@ -306,6 +318,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             only,
         }),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
+        Cmd::Lisa { args } => {
+            let (python, _) = lisa::ensure_venv()?;
+            let (passed, failed) = lisa::check(&python, &args)?;
+            println!("{passed} passed, {failed} failed");
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -85,6 +85,10 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
             test.args(["-p", c]);
         }
         stage_cmd(&mut results, "host tests", &mut test);
+
+        if !args.no_lisa {
+            lisa_stages(&mut results);
+        }
     }
 
     if !args.no_boards {
@@ -119,6 +123,46 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The LISA venv (made once, reused while the pins are unchanged) and the check of every
+/// bundled workload's trace with it (`crate::lisa`).
+fn lisa_stages(results: &mut Vec<StageResult>) {
+    println!("\n== LISA venv ({})", crate::lisa::REQUIREMENTS);
+    let t = Instant::now();
+    let python = match crate::lisa::ensure_venv() {
+        Ok((python, reused)) => {
+            results.push(StageResult {
+                name: "LISA venv".into(),
+                ok: true,
+                detail: if reused { "reused" } else { "installed" }.into(),
+                time: t.elapsed(),
+            });
+            python
+        }
+        Err(e) => {
+            println!("xtask: {e:#}");
+            results.push(StageResult {
+                name: "LISA venv".into(),
+                ok: false,
+                detail: format!("{e:#}; LISA check not run"),
+                time: t.elapsed(),
+            });
+            return;
+        }
+    };
+    println!("\n== LISA check ({})", crate::lisa::CHECK_PY);
+    let t = Instant::now();
+    let (ok, detail) = match crate::lisa::check(&python, &[]) {
+        Ok((p, f)) => (true, format!("{p} passed, {f} failed")),
+        Err(e) => (false, format!("{e:#}")),
+    };
+    results.push(StageResult {
+        name: "LISA check of the simulator's traces".into(),
+        ok,
+        detail,
+        time: t.elapsed(),
+    });
 }
 
 fn stage_cmd(results: &mut Vec<StageResult>, name: &str, command: &mut std::process::Command) {
