@@ -62,7 +62,7 @@ use std::io::Write;
 use asym_sched::balance::{
     active_load_balance_cpu_stop, sched_balance_domains, sched_balance_newidle,
     sched_balance_softirq, sched_balance_trigger, BalanceReport, CpuIdleType, LbContext,
-    MigrationType, RqSet, SchedDomains,
+    MigrationType, Moved, RqAccess, SchedDomains, Snapshots,
 };
 use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
@@ -483,27 +483,51 @@ pub struct Engine<'a, W: Write> {
     rta_marks: Vec<RtApp>,
     /// Every CPU's snapshot, refreshed before a policy step reads them.
     snaps: Vec<RqSnapshot>,
+    /// The balancer's moves not yet synced.
+    moved: MovedTasks,
+    /// Scratch for [`Self::sync_migrations`].
+    sync_buf: Vec<(usize, usize, usize, u64)>,
 }
 
-/// The simulated CPUs' run queues as the balancer's [`RqSet`].
-struct SimRqs<'c>(&'c mut [SimCpu]);
-
-impl std::ops::Index<usize> for SimRqs<'_> {
-    type Output = Rq;
-    fn index(&self, i: usize) -> &Rq {
-        &self.0[i].rq
-    }
+/// The simulated CPUs' run queues as the balancer's [`RqAccess`]: snapshots are built
+/// from the live run queues when read (so they are always fresh), and each task the
+/// balancer reports moved is noted as `(from, to)` in `moved` (first `from`, last `to`),
+/// for [`Engine::sync_migrations`].
+struct SimRqs<'c> {
+    cpus: &'c mut [SimCpu],
+    moved: &'c mut MovedTasks,
 }
 
-impl std::ops::IndexMut<usize> for SimRqs<'_> {
-    fn index_mut(&mut self, i: usize) -> &mut Rq {
-        &mut self.0[i].rq
-    }
+/// Per task, the `(from, to)` of its moves by the balancer not yet synced, and how many
+/// tasks have one.
+#[derive(Default)]
+struct MovedTasks {
+    by_task: Vec<Option<(usize, usize)>>,
+    nr: usize,
 }
 
-impl RqSet for SimRqs<'_> {
+impl Snapshots for SimRqs<'_> {
     fn nr_cpus(&self) -> usize {
-        self.0.len()
+        self.cpus.len()
+    }
+
+    fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
+        self.cpus[cpu.index()].rq.snapshot()
+    }
+}
+
+impl RqAccess for SimRqs<'_> {
+    fn with_rq<R>(&mut self, cpu: CpuId, f: impl FnOnce(&mut Rq) -> R) -> R {
+        f(&mut self.cpus[cpu.index()].rq)
+    }
+
+    fn moved(&mut self, m: &Moved) {
+        if let Some(e) = self.moved.by_task.get_mut(tidx(m.task)) {
+            if e.is_none() {
+                self.moved.nr += 1;
+            }
+            e.get_or_insert((m.from.index(), m.to.index())).1 = m.to.index();
+        }
     }
 }
 
@@ -705,6 +729,11 @@ impl<'a, W: Write> Engine<'a, W> {
                 eas: eas_em.is_some(),
             },
             snaps: Vec::with_capacity(nr),
+            moved: MovedTasks {
+                by_task: vec![None; wl.tasks.len()],
+                nr: 0,
+            },
+            sync_buf: Vec::with_capacity(wl.tasks.len()),
             overutilized_since: 0,
             nohz: Nohz {
                 has_blocked: false,
@@ -1862,7 +1891,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let report = sched_balance_softirq(
             sds,
             CpuId(cpu as u16),
-            &mut SimRqs(&mut self.cpus),
+            &mut SimRqs {
+                cpus: &mut self.cpus,
+                moved: &mut self.moved,
+            },
             now,
             &ctx,
         )
@@ -1917,7 +1949,10 @@ impl<'a, W: Write> Engine<'a, W> {
                 let report = sched_balance_domains(
                     sds,
                     CpuId(c as u16),
-                    &mut SimRqs(&mut self.cpus),
+                    &mut SimRqs {
+                        cpus: &mut self.cpus,
+                        moved: &mut self.moved,
+                    },
                     CpuIdleType::Idle,
                     now,
                     &ctx,
@@ -1946,12 +1981,10 @@ impl<'a, W: Write> Engine<'a, W> {
         for c in 0..self.cpus.len() {
             self.account(c)?;
         }
-        let avg_idle = self.cpus[cpu].rq.avg_idle();
         let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
         let Some(sds) = self.lb.as_mut() else {
             return Ok(false);
         };
-        sds.cpus[cpu].avg_idle = avg_idle;
         let mut t = 0u64;
         let mut clock = || {
             t += NEWIDLE_LB_COST_NS;
@@ -1960,7 +1993,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let report = sched_balance_newidle(
             sds,
             CpuId(cpu as u16),
-            &mut SimRqs(&mut self.cpus),
+            &mut SimRqs {
+                cpus: &mut self.cpus,
+                moved: &mut self.moved,
+            },
             now,
             &ctx,
             &mut clock,
@@ -1994,8 +2030,15 @@ impl<'a, W: Write> Engine<'a, W> {
         self.account(dst)?;
         self.cpus[src].rq.put_prev_task();
         let moved = match self.lb.as_ref() {
-            Some(sds) => active_load_balance_cpu_stop(sds, &mut SimRqs(&mut self.cpus), &req)
-                .map_err(|e| SimError::Workload(e.to_string()))?,
+            Some(sds) => active_load_balance_cpu_stop(
+                sds,
+                &mut SimRqs {
+                    cpus: &mut self.cpus,
+                    moved: &mut self.moved,
+                },
+                &req,
+            )
+            .map_err(|e| SimError::Workload(e.to_string()))?,
             None => None,
         };
         if moved.is_some() {
@@ -2016,15 +2059,25 @@ impl<'a, W: Write> Engine<'a, W> {
         misfit: bool,
         caller_picks: Option<usize>,
     ) -> Result<(), SimError> {
-        let mut moved: Vec<(usize, usize, usize, u64)> = Vec::new();
-        for (c, sc) in self.cpus.iter().enumerate() {
-            for p in sc.rq.tasks() {
-                let t = tidx(p.id);
-                if self.tasks[t].cpu != c {
-                    moved.push((t, self.tasks[t].cpu, c, p.avg.load_avg));
+        // The balancer's reports, by destination CPU then task id.
+        if self.moved.nr == 0 {
+            return Ok(());
+        }
+        let mut moved = std::mem::take(&mut self.sync_buf);
+        moved.clear();
+        for c in 0..self.cpus.len() {
+            for t in 0..self.moved.by_task.len() {
+                let Some((from, to)) = self.moved.by_task[t] else {
+                    continue;
+                };
+                if to == c && from != to {
+                    let load = self.cpus[c].rq.task(tid(t)).map_or(0, |p| p.avg.load_avg);
+                    moved.push((t, from, to, load));
                 }
             }
         }
+        self.moved.by_task.iter_mut().for_each(|m| *m = None);
+        self.moved.nr = 0;
         for &(t, from, to, load) in &moved {
             if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
@@ -2057,6 +2110,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 }
             }
         }
+        self.sync_buf = moved;
         Ok(())
     }
 
