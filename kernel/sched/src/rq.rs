@@ -47,7 +47,7 @@
 //! - load balancing: [`Rq::next_balance`] is stored, never acted upon here; `avg_idle`
 //!   and `idle_stamp` are kept by the wake-up and idle-entry steps.
 //! - other CPUs read this one only through [`Rq::snapshot`] ([`RqSnapshot`]).
-
+//!
 //! Deliberate differences: one class only (no RT/DL/idle classes: `nr_running` is
 //! `cfs.h_nr_running`; the CPU is "idle" — `is_idle_task(rq->curr)`, which drives
 //! `clock_pelt` — from a [`Rq::pick_next_task`] that found nothing until the next one
