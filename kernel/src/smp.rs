@@ -271,9 +271,10 @@ pub fn stop_other_cpus(timeout_us: u64) -> usize {
     for cpu in online_cpus().filter(|&c| c != me) {
         let _ = ipi::send(cpu, IpiKind::Stop);
     }
-    let deadline = timer::counter().saturating_add(timer::us_to_counter(timeout_us));
+    let start = timer::counter();
+    let deadline = start.saturating_add(timer::us_to_counter(timeout_us));
     while online_cpus().any(|c| c != me) && timer::counter() < deadline {
-        cpu_regs::cpu_yield();
+        wait_step(start);
     }
     online_cpus().filter(|&c| c != me).count()
 }
@@ -389,18 +390,26 @@ fn wait_call(cpu: CpuId, seq: u64) -> Result<(), SmpError> {
 /// How long a deadline wait spins before it sleeps, guest microseconds.
 const SPIN_BEFORE_SLEEP_US: u64 = 1_000;
 
-/// One step of a wait that started at counter value `start`: `yield` for the first
-/// [`SPIN_BEFORE_SLEEP_US`] (answers usually come within microseconds), then, when IRQs are
-/// unmasked, `wfi` until the next interrupt (the tick at the latest). A CPU that only spins
-/// keeps QEMU's `-icount` clock from skipping idle time, so a wait whose answer never came
-/// took many seconds of wall time and a missing IPI showed up as xtask's kill instead of as
-/// the timeout's message. With IRQs masked `wfi` would return at once on a pending one, so it
-/// keeps yielding.
-fn wait_step(start: u64) {
+/// One step of a wait that started at counter value `start`: a short spin and a `yield` for
+/// the first [`SPIN_BEFORE_SLEEP_US`] (answers usually come within microseconds), then, when
+/// IRQs are unmasked, `wfi` until the next interrupt (the tick at the latest). A CPU that only
+/// yields keeps QEMU's `-icount` clock from skipping idle time, and each `yield` costs a
+/// round of QEMU's vCPU scheduler: a wait whose answer never came took about 14 s of wall time
+/// per second of guest time, and a missing IPI showed up as xtask's kill instead of as the
+/// timeout's message. With IRQs masked `wfi` would return at once on a pending one, so it
+/// keeps spinning, yielding once per [`SPINS_PER_YIELD`] (a few µs of guest time: the CPU
+/// waited for still gets to run soon, and guest time runs faster than wall time).
+pub fn wait_step(start: u64) {
     let spun = timer::counter().wrapping_sub(start);
     if spun > timer::us_to_counter(SPIN_BEFORE_SLEEP_US) && crate::arch::irqs_enabled() {
         crate::arch::wfi();
     } else {
+        for _ in 0..SPINS_PER_YIELD {
+            core::hint::spin_loop();
+        }
         cpu_regs::cpu_yield();
     }
 }
+
+/// Spin-loop hints between two `yield`s in [`wait_step`].
+const SPINS_PER_YIELD: u32 = 64;

@@ -71,17 +71,32 @@ impl Board {
 /// (QEMU's own DT is used). Passed with `-dtb`, it reaches the kernel directly (`-kernel`) or
 /// through u-boot (`-bios`: u-boot's control DT, handed on by `booti ... ${fdtcontroladdr}`).
 pub fn board_dtb(board: Board, m: &Machine, dir: &Path) -> Result<Option<PathBuf>> {
+    board_dtb_of_cpus(board, m, dir, None)
+}
+
+/// As [`board_dtb`], keeping only the vCPUs whose MPIDR is in `mpidrs` (in DT order), so a
+/// machine with more vCPUs than the board can present the board's CPUs at chosen MPIDRs: QEMU
+/// `virt` numbers GICv3 vCPUs 16 to an Aff1 cluster, so `-smp 20` keeping 0x0, 0x1 and
+/// 0x100..=0x103 gives Juno r2's MPIDRs (`juno-r2.dts`). The other vCPUs stay powered off
+/// (nothing calls PSCI `CPU_ON` for them).
+pub fn board_dtb_of_cpus(
+    board: Board,
+    m: &Machine,
+    dir: &Path,
+    mpidrs: Option<&[u64]>,
+) -> Result<Option<PathBuf>> {
     let Some(desc) = board.desc() else {
         return Ok(None);
     };
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let tag = format!(
-        "{}-gic{}{}-smp{}-{}M",
+        "{}-gic{}{}-smp{}-{}M{}",
         board.name(),
         m.gic,
         if m.el2 { "-el2" } else { "" },
         m.smp,
-        m.memory_mib
+        m.memory_mib,
+        if mpidrs.is_some() { "-mpidrs" } else { "" }
     );
     let raw = dir.join(format!("qemu-{tag}.dtb"));
     let out = dir.join(format!("{tag}.dtb"));
@@ -119,10 +134,39 @@ pub fn board_dtb(board: Board, m: &Machine, dir: &Path) -> Result<Option<PathBuf
     if !st.success() {
         bail!("QEMU could not dump its DTB ({st}): {}", cmd::render(&c));
     }
-    let bytes = std::fs::read(&raw).with_context(|| format!("reading {}", raw.display()))?;
+    let mut bytes = std::fs::read(&raw).with_context(|| format!("reading {}", raw.display()))?;
+    if let Some(keep) = mpidrs {
+        bytes = keep_cpus(&bytes, keep)?;
+    }
     let patched = patch(&bytes, desc).with_context(|| format!("patching {}", raw.display()))?;
     std::fs::write(&out, patched).with_context(|| format!("writing {}", out.display()))?;
     Ok(Some(out))
+}
+
+/// `dtb` without the CPU nodes whose MPIDR (`reg`) is not in `keep`; every MPIDR of `keep`
+/// must be there.
+fn keep_cpus(dtb: &[u8], keep: &[u64]) -> Result<Vec<u8>> {
+    let fdt = Fdt::new(dtb).map_err(|e| anyhow::anyhow!("not a DTB: {e:?}"))?;
+    let cpus = fdt.find_node("/cpus").context("no /cpus")?;
+    let mut found = Vec::new();
+    let mut edits = Vec::new();
+    for n in cpus.children().filter(|n| is_cpu(*n)) {
+        let reg = n.property("reg").context("cpu without reg")?.value;
+        let mpidr = reg.chunks_exact(4).fold(0u64, |a, c| {
+            (a << 32) | u64::from(u32::from_be_bytes(c.try_into().unwrap()))
+        });
+        if keep.contains(&mpidr) {
+            found.push(mpidr);
+        } else {
+            edits.push(Edit::DeleteNode {
+                path: format!("/cpus/{}", n.name),
+            });
+        }
+    }
+    if let Some(missing) = keep.iter().find(|m| !found.contains(m)) {
+        bail!("QEMU's DTB has no vCPU with MPIDR {missing:#x} (found {found:x?})");
+    }
+    edit(dtb, &edits)
 }
 
 /// QEMU's DTB `dtb` with `board`'s scheduling properties added (see the module docs).

@@ -28,6 +28,9 @@ pub(crate) struct StageResult {
     pub(crate) time: Duration,
 }
 
+/// Juno r2's CPU MPIDRs (`arch/arm64/boot/dts/arm/juno-r2.dts`: A72 0x0-0x1, A53 0x100-0x103).
+const JUNO_MPIDRS: [u64; 6] = [0x0, 0x1, 0x100, 0x101, 0x102, 0x103];
+
 /// Host crates for clippy and tests: the default members plus the kernel library, which
 /// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
 const HOST_CRATES: &[&str] = &[
@@ -454,6 +457,43 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
                 name: run.name,
                 ok: false,
                 detail: format!("making the board DTB: {e:#}"),
+                time: Duration::ZERO,
+            }),
+        }
+    }
+
+    // A machine whose CPUs span MPIDR clusters as Juno r2's do (0x0-0x1, 0x100-0x103):
+    // every QEMU vCPU is otherwise in cluster 0, and SGI routing by Aff1, PSCI CPU_ON by a
+    // cluster-1 MPIDR and the DT's cluster topology went unexercised in-kernel. QEMU numbers
+    // GICv3 vCPUs 16 per Aff1, so -smp 20 and the DT keeps the six with Juno's MPIDRs.
+    if args.board == dtb::Board::QemuJunoR2 {
+        let m = Machine {
+            smp: 20,
+            ..base.clone()
+        };
+        let name = "selftest qemu-juno-r2 gicv3 juno-mpidrs (0x0-0x1, 0x100-0x103)";
+        match dtb::board_dtb_of_cpus(args.board, &m, &dir, Some(&JUNO_MPIDRS)) {
+            Ok(path) => {
+                let mut machine = m;
+                if let Some(p) = path {
+                    machine.extra.push("-dtb".into());
+                    machine.extra.push(p.display().to_string());
+                }
+                runs.push(QemuRun {
+                    name: name.into(),
+                    machine,
+                    expect: JUNO_MPIDRS
+                        .iter()
+                        .map(|m| format!("MPIDR {m:#x} cluster {} capacity", m >> 8))
+                        .chain(["6 of 6 CPUs online".to_string()])
+                        .collect(),
+                    expect_exit: None,
+                });
+            }
+            Err(e) => results.push(StageResult {
+                name: name.into(),
+                ok: false,
+                detail: format!("making the DTB: {e:#}"),
                 time: Duration::ZERO,
             }),
         }
