@@ -228,11 +228,13 @@ class Results:
 # times and energy. The trace clock moves each line by up to the number of lines of its
 # simulated instant, in ns (< 200 ns in the bundled workloads), and a switch-in follows
 # more lines of its instant than a switch-out, so a task's running stretches are a few
-# tens of ns short in the trace: 0.8 % of cyclictest's 5 µs runs. Sums of task stretches
-# and means of signals that step with them are held to 1 %; frequency, busy and
-# overutilized times (long stretches) and energy to 0.1 %.
-TASK_TIME_REL = 0.01  # task runtime and residency: 1 % ...
-TIME_FLOOR_S = 20e-6  # ... or 20 µs, whichever is larger (sums of few short stretches)
+# tens of ns short in the trace (0.8 % of cyclictest's 5 µs runs). A task time made of k
+# running stretches is held to k µs (5 times the largest spread, at each end), and never
+# more than 1 %; means of signals that step with task stretches to 1 %; frequency, busy
+# and overutilized times (long stretches) and energy to 0.1 %.
+TASK_TIME_REL = 0.01  # task runtime and residency: at most 1 % ...
+STRETCH_S = 1e-6  # ... and at most 1 µs per running stretch LISA found (at least 1 µs)
+TIME_FLOOR_S = 20e-6  # CPU times: 0.1 % or 20 µs, whichever is larger
 CPU_TIME_REL = 0.001  # frequency residency, busy time per OPP, overutilized time: 0.1 %
 ENERGY_REL = 0.001  # energy: 0.1 %
 SIGNAL_MEAN_REL = 0.01  # time-weighted mean of a 0..1024 signal: 1 % ...
@@ -240,8 +242,8 @@ SIGNAL_MEAN_ABS = 0.05  # ... or 0.05 (report.json rounds means to 0.001)
 PERF_ABS = 1e-6  # rt-app slack and performance index means (same integers, float sums)
 
 
-def tol_task_time(v):
-    return max(TASK_TIME_REL * abs(v), TIME_FLOOR_S)
+def tol_task_time(v, stretches):
+    return max(min(TASK_TIME_REL * abs(v), stretches * STRETCH_S), STRETCH_S)
 
 
 def tol_cpu_time(v):
@@ -287,29 +289,35 @@ def compare_run(tr, pi, rep, res, dur):
         pid, name = t["pid"], t["name"]
         tag = f"task {name} pid {pid}"
         runtime = t["runtime_ns"] / 1e9
-        lisa_rt = rt.loc[pid, "runtime"] if pid in rt.index else 0.0
-        res.check(f"{tag} runtime (df_tasks_runtime)", lisa_rt, runtime,
-                  tol_task_time(runtime), "s")
         acts = (wk.loc[pid, "wakeups"] if pid in wk.index else 0) + wkn.get(pid, 0)
         res.check(f"{tag} activations (df_tasks_wakeups + sched_wakeup_new)", acts,
                   t["activations"], 0)
+        lisa_rt = rt.loc[pid, "runtime"] if pid in rt.index else 0.0
         if t["activations"] == 0:
+            res.check(f"{tag} runtime (df_tasks_runtime)", lisa_rt, runtime, STRETCH_S, "s")
             continue
         # A renamed task has two (pid, comm) pairs; TaskID(pid, None) is the pid alone.
-        by_pid = ana.tasks.df_task_total_residency(TaskID(pid=pid, comm=None))["runtime"]
+        pid_id = TaskID(pid=pid, comm=None)
         pids = tr.get_task_name_pids(name)
         res.check(f"{tag} pids named {name}", len(pids) == 1 and pids[0] == pid, 1, 0)
-        by_name = ana.tasks.df_task_total_residency(name)["runtime"]
-        for how, resid in (("pid", by_pid), ("name", by_name)):
-            res.check(f"{tag} runtime by {how}", resid.sum(), runtime, tol_task_time(runtime),
-                      "s")
+        for how, task in (("pid", pid_id), ("name", name)):
+            # The running stretches LISA found, per CPU: they size the tolerance.
+            states = ana.tasks.df_task_states(task)
+            stretches = states[states["curr_state"] == TaskState.TASK_ACTIVE].groupby("cpu").size()
+            k = int(stretches.sum())
+            if how == "pid":
+                res.check(f"{tag} runtime (df_tasks_runtime)", lisa_rt, runtime,
+                          tol_task_time(runtime, k), "s")
+            resid = ana.tasks.df_task_total_residency(task)["runtime"]
+            res.check(f"{tag} runtime by {how}", resid.sum(), runtime,
+                      tol_task_time(runtime, k), "s")
             for cpu, ns in enumerate(t["residency_ns"]):
                 v = resid.get(float(cpu), resid.get(cpu, 0.0))
+                kc = int(stretches.get(float(cpu), stretches.get(cpu, 0)))
                 res.check(f"{tag} residency cpu{cpu} by {how}", v, ns / 1e9,
-                          tol_task_time(ns / 1e9), "s")
+                          tol_task_time(ns / 1e9, kc), "s")
         # By name, LISA counts the wake-ups while the task has that name: the first one
         # (sched_wakeup_new) names it `rt-app`, before it renames itself.
-        states = ana.tasks.df_task_states(name)
         waking = int((states["curr_state"] == TaskState.TASK_WAKING).sum())
         res.check(f"{tag} activations by name (+1 as rt-app)", waking + 1, t["activations"], 0)
 
