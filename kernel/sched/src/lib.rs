@@ -30,6 +30,8 @@
 //!   (`topology.c`, `fair.c`).
 //! - [`wakeup`]: wake-up and fork placement, `select_task_rq_fair` and
 //!   `select_idle_capacity` (`fair.c`).
+//! - [`nohz`]: NOHZ idle — tickless idle CPUs, the ILB kick, blocked-load updates
+//!   (`fair.c`).
 //! - [`root_domain`]: the root domain's overutilized flag and EAS switch (`sched.h`,
 //!   `fair.c`).
 //! - [`sched_core`]: the core's steps — wake-up selection and activation, `schedule()`'s
@@ -49,6 +51,7 @@ pub mod eas;
 pub mod em;
 pub mod fair;
 pub mod features;
+pub mod nohz;
 pub mod pelt;
 pub mod root_domain;
 pub mod rq;

@@ -460,6 +460,10 @@ pub struct Rq {
     /// The length of the last idle period ended by a wake-up (ns; `u64::MAX` before the
     /// first).
     last_idle_ns: u64,
+    /// `rq->has_blocked_load`: idle with signals still to decay (NOHZ).
+    has_blocked_load: bool,
+    /// `rq->last_blocked_load_update_tick` (jiffies).
+    last_blocked_load_update_j: u64,
 }
 
 impl Rq {
@@ -487,6 +491,8 @@ impl Rq {
             avg_idle: 2 * SYSCTL_SCHED_MIGRATION_COST_NS,
             idle_stamp: None,
             last_idle_ns: u64::MAX,
+            has_blocked_load: false,
+            last_blocked_load_update_j: 0,
         }
     }
 
@@ -646,8 +652,9 @@ impl Rq {
         &mut self.cfs_avg
     }
 
-    /// `is_idle_task(rq->curr)`: since the last [`Rq::pick_next_task`] found nothing.
-    pub(crate) fn curr_is_idle(&self) -> bool {
+    /// `is_idle_task(rq->curr)`: since the last [`Rq::pick_next_task`] found nothing
+    /// (until the next one finds a task).
+    pub fn curr_is_idle(&self) -> bool {
         self.curr_is_idle
     }
 
@@ -743,6 +750,26 @@ impl Rq {
     /// The length of the last idle period a wake-up ended (ns; `u64::MAX` before the first).
     pub fn last_idle_ns(&self) -> u64 {
         self.last_idle_ns
+    }
+
+    /// `rq->has_blocked_load` ([`crate::nohz`]).
+    pub fn has_blocked_load(&self) -> bool {
+        self.has_blocked_load
+    }
+
+    /// Set `rq->has_blocked_load`.
+    pub fn set_has_blocked_load(&mut self, b: bool) {
+        self.has_blocked_load = b;
+    }
+
+    /// `rq->last_blocked_load_update_tick` (jiffies).
+    pub fn last_blocked_load_update_j(&self) -> u64 {
+        self.last_blocked_load_update_j
+    }
+
+    /// Set `rq->last_blocked_load_update_tick`.
+    pub fn set_last_blocked_load_update_j(&mut self, j: u64) {
+        self.last_blocked_load_update_j = j;
     }
 
     /// The CPU switched to its idle task without pulling work: `idle_calls++`, and

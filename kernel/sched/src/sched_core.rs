@@ -203,6 +203,15 @@ pub fn ttwu_activate(
     })
 }
 
+/// `attach_task`'s `wakeup_preempt` for a task the balancer moved to `rq` (under its
+/// lock): an idle CPU always runs it; a busy one reschedules if EEVDF says so.
+pub fn attach_preempt(rq: &mut Rq, id: TaskId) -> Result<Resched, RqError> {
+    if rq.curr_is_idle() {
+        return Ok(Resched::Yes);
+    }
+    rq.check_preempt_wakeup(id).map(Resched::from_bool)
+}
+
 /// `__schedule`'s `pick_next_task` under this CPU's rq lock (after a blocking task was
 /// dequeued): `put_prev_task` + `pick_next_task_fair`. With load balancing on, finding
 /// nothing asks the caller for a newidle balance ([`Pick::Newidle`]).

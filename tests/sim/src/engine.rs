@@ -1,4 +1,5 @@
-//! The discrete-event engine: simulated time, CPUs, tasks, frequency, accounting.
+//! The discrete-event engine: simulated time, the workload program, work and energy
+//! accounting, and the trace. Every scheduling decision is the policy crate's.
 //!
 //! Time is kept in ns. Events (ticks at `HZ`, timer and sleep expiries, the end of
 //! the running task's current piece of work, a frequency change taking effect,
@@ -6,54 +7,38 @@
 //! two runs with the same inputs process the same events in the same order and
 //! write the same bytes.
 //!
-//! Scheduling decisions are the policy crate's: each CPU owns an
-//! [`asym_sched::rq::Rq`] (EEVDF fair class, PELT, util_est, uclamp), and the engine
-//! calls the core's steps ([`asym_sched::sched_core`]) where Linux's core runs them:
-//! `try_to_wake_up` → `ttwu_select` → (`migrate_task_rq_fair`) → `ttwu_activate`;
-//! `__schedule` → `dequeue_task(DEQUEUE_SLEEP)` / `schedule_pick` (newidle) /
-//! `schedule_finish`; `sched_tick` → `update_rq_clock` → `sched_tick`. The engine owns
-//! the mechanism: time, the work each task still has to do, frequencies, energy and the
-//! trace.
+//! Each CPU owns an [`asym_sched::rq::Rq`]; the engine calls the policy's steps where
+//! Linux's core runs them, as the kernel does, and acts on the decisions they return:
+//! - wake-up: [`ttwu_select`] over the CPUs' snapshots, the pure `migrate_task_rq_fair`
+//!   when the CPU changes, [`ttwu_activate`] on the target (reschedule, overutilized);
+//! - `schedule()`: [`schedule_pick`], newidle balance on [`Pick::Newidle`],
+//!   [`schedule_finish`], [`sched_core::idle_enter`] and [`Nohz::enter_idle`] when the
+//!   CPU goes idle; exit through [`task_dead_fair`];
+//! - the tick: [`sched_tick`], `sched_balance_trigger` → `sched_balance_softirq`, the
+//!   NOHZ kicks ([`Nohz::balance_kick`], [`Nohz::stats_kick`]) and the root domain's
+//!   overutilized re-evaluation ([`RootDomain::check_overutilized`]); an idle CPU ticks
+//!   only when [`idle_tick_kept`] says so;
+//! - load balancing through [`RqAccess`] (`SimRqs`), whose reports of moved tasks the
+//!   engine turns into `sched_migrate_task` lines and reschedules
+//!   ([`attach_preempt`]); an active balance preempts the source and calls
+//!   `active_load_balance_cpu_stop`.
 //!
-//! Deliberate simplifications, until later issues bring the real policy:
-//! - Placement is Linux's `select_task_rq_fair` from the policy crate
-//!   ([`asym_sched::wakeup`]): with the `ENERGY_AWARE` feature (`--eas on`) on a board
-//!   where EAS is possible, `find_energy_efficient_cpu` for a waking task while the root
-//!   domain is not overutilized; otherwise the capacity-aware `select_idle_sibling`
-//!   (`select_idle_capacity`) with the previous CPU as target (no `wake_affine`); new
-//!   tasks take the simplified fork slow path (`sched_balance_find_dst_cpu`).
-//!   [`Placement::Interim`] (`--placement interim`) keeps the earlier rule,
-//!   `asym_sched::wakeup::select_task_rq_interim` (previous CPU if idle, else the first
-//!   idle allowed CPU), behind the EAS branch, for comparison.
-//! - The overutilized flag is set as Linux sets it (a CPU is `cpu_overutilized` at an
-//!   enqueue or a tick; with `ENERGY_AWARE`, not at a new task's first enqueue), but
-//!   only load balancing clears it in Linux and there is none yet: it is cleared when
-//!   no CPU is overutilized at a tick (with `ENERGY_AWARE`) or at a tick or wake-up
-//!   (without, as before EAS), an approximation of the root-domain load balance.
-//! - Load balancing is opt-in (`--lb on`, [`SimConfig::load_balance`]); off, tasks move
-//!   only at wake-up and the periodic and newidle load-balance counters stay 0. On,
-//!   `asym_sched::balance` runs: a busy CPU's tick calls `sched_balance_trigger` and,
-//!   when `rq->next_balance` has passed, raises SCHED_SOFTIRQ and runs
-//!   `sched_balance_softirq`; a CPU about to go idle runs `sched_balance_newidle` (its
-//!   cost modelled as [`NEWIDLE_LB_COST_NS`] per domain); a busy CPU with two tasks or
-//!   a misfit task kicks the first idle CPU to balance for the idle CPUs
-//!   (`NOHZ_BALANCE_KICK`); active balances (misfit) preempt the source CPU and push
-//!   its task. `update_misfit_status` runs at each pick and tick. An idle CPU whose
-//!   last idle period was shorter than a tick keeps ticking, and timer wake-ups due at
-//!   a tick run before it (Linux's low-resolution mode), so a cyclictest-like load
-//!   sees the ticks seed 002 measured.
-//! - Idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`); there are no idle states deeper
-//!   than WFI. Their blocked load still decays as in Linux, through the NOHZ
-//!   blocked-load ("stats") updates of `kernel/sched/fair.c`: a busy CPU's tick
-//!   (`nohz_balancer_kick`) kicks the first idle CPU (`find_new_ilb`) with
-//!   `NOHZ_STATS_KICK` once `nohz.next_blocked` has passed, and that CPU wakes up,
-//!   raises `SCHED_SOFTIRQ` and runs `_nohz_idle_balance`, updating the blocked
-//!   averages of every idle CPU that still has blocked load (`update_nohz_stats`);
-//!   a CPU entering idle with `avg_idle` ≥ `sysctl_sched_migration_cost` does the
-//!   same without an IPI (`nohz_newidle_balance` → `nohz_run_idle_balance`). The
-//!   next update is due `LOAD_AVG_PERIOD` (32 ms) later. Without `--lb on` only this
-//!   `NOHZ_STATS_KICK` part runs; with it, `NOHZ_BALANCE_KICK` too (above). When every
-//!   CPU is idle nothing ticks and blocked load stays as it is, as on Linux.
+//! What the engine models itself (mechanism, not policy):
+//! - work: a task progresses at `capacity_orig × f / fmax / 1024` of a big CPU at fmax
+//!   (`runtime` events at 1); frequencies change after the domain's transition latency
+//!   (the emulated cpufreq driver); energy comes from the busy time at each OPP;
+//! - the cost of a newidle balance, `NEWIDLE_LB_COST_NS` (5 µs) per domain, on the clock
+//!   `sched_balance_newidle` measures;
+//! - which CPU runs `try_to_wake_up` and the activation (`ttwu_queue`), for the trace's
+//!   context column only;
+//! - timer wake-ups due at a tick run before it when load balancing is on (Linux's
+//!   low-resolution mode), so a cyclictest-like load sees the ticks seed 002 measured;
+//! - idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`) and have no idle states deeper than
+//!   WFI; when every CPU is idle nothing ticks and blocked load stays as it is, as on
+//!   Linux.
+//!
+//! The policy's documented differences from Linux (the overutilized lifecycle, the
+//! simplified fork path, no `wake_affine`, ...) are listed in its module docs.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -69,12 +54,16 @@ use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::Governor as CpufreqGovernor;
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
+use asym_sched::nohz::{
+    blocked_load_check, idle_tick_kept, ilb_order, nohz_balance_due, update_blocked_load,
+    BlockedLoad, Nohz,
+};
 use asym_sched::pelt::SchedAvg;
 use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
 use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
-    self, sched_tick, schedule_finish, schedule_pick, schedule_repick, task_dead_fair,
-    ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
+    self, attach_preempt, sched_tick, schedule_finish, schedule_pick, schedule_repick,
+    task_dead_fair, ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
 };
 use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::arch_scale_freq_capacity;
@@ -381,24 +370,9 @@ struct SimCpu {
     last_acct: u64,
     seg_gen: u64,
     run_start: u64,
-    /// In `nohz.idle_cpus_mask` (`rq->nohz_tick_stopped`): entered idle and has not
-    /// ticked busy since.
-    nohz_idle: bool,
-    /// `rq->has_blocked_load`.
-    has_blocked_load: bool,
-    /// `rq->last_blocked_load_update_tick` (jiffies).
-    last_blocked_load_update_j: u64,
     /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
     /// `cpu_idle` enter/exit alternating however the CPU is woken.
     in_idle_state: bool,
-}
-
-/// The blocked-load part of fair.c's `struct nohz`.
-struct Nohz {
-    /// `nohz.has_blocked`.
-    has_blocked: bool,
-    /// `nohz.next_blocked` (jiffies).
-    next_blocked_j: u64,
 }
 
 struct Domain {
@@ -422,8 +396,6 @@ const FIRST_PID: u32 = 1001;
 /// later update at PELT time 0 would take for a clock going backwards and reset.
 /// One whole period keeps PELT's period boundaries where they would be from 0.
 pub const RQ_CLOCK_BASE_NS: u64 = 1 << 20;
-/// `LOAD_AVG_PERIOD` in ms: the spacing of NOHZ blocked-load updates.
-const LOAD_AVG_PERIOD_MS: u64 = 32;
 /// `sysctl_sched_migration_cost` (ns): `nohz_newidle_balance` skips CPUs expected to
 /// wake sooner; `avg_idle` starts at twice this and is capped at
 /// `2 * max_idle_balance_cost` (= twice this without the load balancer).
@@ -473,8 +445,6 @@ pub struct Engine<'a, W: Write> {
     eas_em: Option<EnergyModel>,
     /// The sched domains when load balancing is on.
     lb: Option<SchedDomains>,
-    /// `nohz.next_balance` (jiffies).
-    nohz_next_balance_j: u64,
     /// Per CPU, the traced signals ([`CpuSignal`]).
     cpu_signals: Vec<[StepSignal; CpuSignal::COUNT]>,
     /// Per domain, ns at each OPP.
@@ -528,6 +498,19 @@ impl RqAccess for SimRqs<'_> {
             }
             e.get_or_insert((m.from.index(), m.to.index())).1 = m.to.index();
         }
+    }
+}
+
+/// The simulated CPUs' snapshots, read-only (built from the live run queues when read).
+struct SimSnaps<'c>(&'c [SimCpu]);
+
+impl Snapshots for SimSnaps<'_> {
+    fn nr_cpus(&self) -> usize {
+        self.0.len()
+    }
+
+    fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
+        self.0[cpu.index()].rq.snapshot()
     }
 }
 
@@ -613,9 +596,6 @@ impl<'a, W: Write> Engine<'a, W> {
                     last_acct: 0,
                     seg_gen: 0,
                     run_start: 0,
-                    nohz_idle: false,
-                    has_blocked_load: false,
-                    last_blocked_load_update_j: 0,
                     in_idle_state: true,
                 }
             })
@@ -697,7 +677,6 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         Ok(Engine {
             lb,
-            nohz_next_balance_j: 0,
             cpu_signals: vec![Default::default(); nr],
             freq_time_ns: board
                 .domains
@@ -735,10 +714,7 @@ impl<'a, W: Write> Engine<'a, W> {
             },
             sync_buf: Vec::with_capacity(wl.tasks.len()),
             overutilized_since: 0,
-            nohz: Nohz {
-                has_blocked: false,
-                next_blocked_j: 0,
-            },
+            nohz: Nohz::default(),
             uclamp_used,
             trace,
             timeline: cfg.record_timeline.then(Timeline::default),
@@ -1665,7 +1641,7 @@ impl<'a, W: Write> Engine<'a, W> {
     fn tick(&mut self) -> Result<(), SimError> {
         for cpu in 0..self.cpus.len() {
             let Some(t) = self.cpus[cpu].running else {
-                if self.lb.is_some() && self.cpus[cpu].rq.last_idle_ns() < self.tick_ns {
+                if idle_tick_kept(&self.cpus[cpu].rq, self.tick_ns, self.lb.is_some()) {
                     self.account(cpu)?;
                     self.sched_balance_trigger(cpu)?;
                 }
@@ -1714,35 +1690,34 @@ impl<'a, W: Write> Engine<'a, W> {
     /// (`idle_stamp`, then `nohz_newidle_balance` → `nohz_run_idle_balance`), then the
     /// tick stops (`nohz_balance_enter_idle`).
     fn enter_idle(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.cpus[cpu].rq.avg_idle() >= SCHED_MIGRATION_COST_NS
-            && self.nohz.has_blocked
-            && self.jiffies() >= self.nohz.next_blocked_j
+        let j = self.jiffies();
+        let avg_idle = self.cpus[cpu].rq.avg_idle();
+        if self
+            .nohz
+            .newidle_stats_due(avg_idle, SCHED_MIGRATION_COST_NS, j)
         {
             self.nohz_stats_update(cpu)?;
         }
-        let c = &mut self.cpus[cpu];
-        c.has_blocked_load = true;
-        c.nohz_idle = true;
-        self.nohz.has_blocked = true;
+        self.nohz.enter_idle(&mut self.cpus[cpu].rq);
         Ok(())
     }
 
-    /// `nohz_balancer_kick` from the tick of busy `cpu`, `NOHZ_STATS_KICK` part:
-    /// wake the first other idle CPU (`find_new_ilb`), which raises `SCHED_SOFTIRQ`
-    /// and updates the blocked load of the idle CPUs.
+    /// `nohz_balancer_kick` from the tick of busy `cpu`, `NOHZ_STATS_KICK` part
+    /// ([`Nohz::stats_kick`]): the kicked CPU raises `SCHED_SOFTIRQ` and updates the
+    /// blocked load of the idle CPUs.
     fn nohz_balancer_kick(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.cpus[cpu].running.is_none() {
+        if self.cpus[cpu].rq.curr_is_idle() {
             return Ok(());
         }
-        self.cpus[cpu].nohz_idle = false;
-        if !self.nohz.has_blocked || self.jiffies() <= self.nohz.next_blocked_j {
-            return Ok(());
-        }
-        let Some(ilb) = (0..self.cpus.len())
-            .find(|&c| c != cpu && self.cpus[c].nohz_idle && self.cpus[c].running.is_none())
+        self.nohz.exit_idle(CpuId(cpu as u16));
+        let j = self.jiffies();
+        let Some(ilb) = self
+            .nohz
+            .stats_kick(CpuId(cpu as u16), j, &SimSnaps(&self.cpus))
         else {
             return Ok(());
         };
+        let ilb = ilb.index();
         self.counters.sched_softirq_raises += 1;
         let left_idle = self.idle_exit(ilb)?;
         if let Some(w) = self.trace.as_mut() {
@@ -1757,45 +1732,32 @@ impl<'a, W: Write> Engine<'a, W> {
     }
 
     /// `_nohz_idle_balance(this_cpu, NOHZ_STATS_KICK)`: `update_nohz_stats` for every
-    /// idle CPU, starting after `this_cpu`, then the next update is due in 32 ms.
+    /// idle CPU in [`ilb_order`], then the next update is due in 32 ms.
     fn nohz_stats_update(&mut self, this_cpu: usize) -> Result<(), SimError> {
         self.counters.lb_nohz += 1;
-        self.nohz.has_blocked = false;
-        let nr = self.cpus.len();
+        self.nohz.stats_begin();
         let mut has_blocked = false;
-        for k in 1..=nr {
-            let c = (this_cpu + k) % nr;
-            if self.cpus[c].running.is_none() {
-                has_blocked |= self.update_nohz_stats(this_cpu, c)?;
+        for c in ilb_order(CpuId(this_cpu as u16), self.cpus.len()) {
+            if self.cpus[c.index()].rq.curr_is_idle() {
+                has_blocked |= self.update_nohz_stats(this_cpu, c.index())?;
             }
         }
-        let hz = self.cfg.hz as u64;
-        self.nohz.next_blocked_j = self.jiffies() + (LOAD_AVG_PERIOD_MS * hz).div_ceil(1000);
-        if has_blocked {
-            self.nohz.has_blocked = true;
-        }
+        let j = self.jiffies();
+        self.nohz.stats_end(has_blocked, j, self.cfg.hz);
         Ok(())
     }
 
-    /// `update_nohz_stats` → `sched_balance_update_blocked_averages` for idle `cpu`,
-    /// run on `this_cpu`. Returns whether `cpu` still has blocked load.
+    /// `update_nohz_stats` for idle `cpu`, run on `this_cpu`
+    /// ([`blocked_load_check`], [`update_blocked_load`]). Returns whether `cpu` still has
+    /// blocked load.
     fn update_nohz_stats(&mut self, this_cpu: usize, cpu: usize) -> Result<bool, SimError> {
-        let c = &self.cpus[cpu];
-        if !c.has_blocked_load || !c.nohz_idle {
-            return Ok(false);
-        }
         let j = self.jiffies();
-        if j <= c.last_blocked_load_update_j {
-            return Ok(true);
+        match blocked_load_check(&self.nohz, &self.cpus[cpu].rq, j) {
+            BlockedLoad::Done(still) => return Ok(still),
+            BlockedLoad::Update => {}
         }
         self.account(cpu)?;
-        let decayed = self.cpus[cpu].rq.update_blocked_averages();
-        let c = &mut self.cpus[cpu];
-        c.last_blocked_load_update_j = j;
-        let avg = *c.rq.cfs_avg();
-        // cfs_rq_has_blocked(): load_avg or util_avg still non-zero.
-        c.has_blocked_load = avg.load_avg != 0 || avg.util_avg != 0;
-        let still = c.has_blocked_load;
+        let (decayed, still) = update_blocked_load(&mut self.cpus[cpu].rq, j);
         if decayed {
             self.cpufreq_update(cpu);
             self.trace_pelt_cfs(this_cpu, cpu)?;
@@ -1909,26 +1871,18 @@ impl<'a, W: Write> Engine<'a, W> {
     /// `sched_balance_domains(CPU_IDLE)` for every tickless idle CPU whose
     /// `rq->next_balance` is due (`_nohz_idle_balance`), itself last.
     fn nohz_balance_kick(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.lb.is_none() || self.cpus[cpu].running.is_none() {
+        if self.lb.is_none() || self.cpus[cpu].rq.curr_is_idle() {
             return Ok(());
         }
-        let rq = &self.cpus[cpu].rq;
-        if rq.nr_running() < 2 && rq.misfit_task_load() == 0 {
-            return Ok(());
-        }
-        if self.jiffies() < self.nohz_next_balance_j {
-            return Ok(());
-        }
-        let nr = self.cpus.len();
-        // Every idle CPU counts as tickless here, also one that never ran a task
-        // (`nohz_idle` is set only on entering idle after running).
-        let Some(ilb) = (0..nr).find(|&c| c != cpu && self.cpus[c].running.is_none()) else {
+        let j = self.jiffies();
+        let this = self.cpus[cpu].rq.snapshot();
+        let Some(ilb) = self.nohz.balance_kick(&this, j, &SimSnaps(&self.cpus)) else {
             return Ok(());
         };
-        self.nohz_next_balance_j = self.jiffies() + 1;
+        let nr = self.cpus.len();
         self.counters.sched_softirq_raises += 1;
         if let Some(w) = self.trace.as_mut() {
-            let ctx = ctx_of(&self.tasks, &self.cpus, ilb, self.now);
+            let ctx = ctx_of(&self.tasks, &self.cpus, ilb.index(), self.now);
             w.emit(ctx, TraceEvent::SoftirqRaise(trace::Softirq::Sched))?;
         }
         for c in 0..nr {
@@ -1936,19 +1890,19 @@ impl<'a, W: Write> Engine<'a, W> {
         }
         let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
         let ctx = self.lb_context();
-        let mut next = u64::MAX;
-        for k in 1..=nr {
-            let c = (ilb + k) % nr;
-            if self.cpus[c].running.is_some() {
+        let mut next: Option<u64> = None;
+        for c in ilb_order(ilb, nr) {
+            let ci = c.index();
+            if !self.cpus[ci].rq.curr_is_idle() {
                 continue;
             }
-            if now >= self.cpus[c].rq.next_balance() {
+            if nohz_balance_due(&self.cpus[ci].rq.snapshot(), now) {
                 let Some(sds) = self.lb.as_mut() else {
                     return Ok(());
                 };
                 let report = sched_balance_domains(
                     sds,
-                    CpuId(c as u16),
+                    c,
                     &mut SimRqs {
                         cpus: &mut self.cpus,
                         moved: &mut self.moved,
@@ -1959,18 +1913,17 @@ impl<'a, W: Write> Engine<'a, W> {
                 )
                 .map_err(|e| SimError::Workload(e.to_string()))?;
                 self.counters.lb_nohz += report.lb_runs as u64;
-                self.after_balance(c, &report, None)?;
+                self.after_balance(ci, &report, None)?;
             }
-            let nb = self.cpus[c]
+            let nb = self.cpus[ci]
                 .rq
                 .next_balance()
                 .0
                 .saturating_sub(RQ_CLOCK_BASE_NS);
-            next = next.min(nb / self.tick_ns);
+            let nb = nb / self.tick_ns;
+            next = Some(next.map_or(nb, |n| n.min(nb)));
         }
-        if next != u64::MAX {
-            self.nohz_next_balance_j = next;
-        }
+        self.nohz.balance_done(next);
         Ok(())
     }
 
@@ -2023,7 +1976,8 @@ impl<'a, W: Write> Engine<'a, W> {
             return Ok(());
         };
         let (src, dst) = (req.src.index(), req.dst.index());
-        if self.cpus[src].running.is_none() {
+        // The stopper finds nothing to push when the source went idle meanwhile.
+        if self.cpus[src].rq.curr_is_idle() {
             return Ok(());
         }
         self.account(src)?;
@@ -2102,12 +2056,8 @@ impl<'a, W: Write> Engine<'a, W> {
             }
             self.cpufreq_update(from);
             self.cpufreq_update(to);
-            if Some(to) != caller_picks {
-                let preempt = self.cpus[to].running.is_none()
-                    || self.cpus[to].rq.check_preempt_wakeup(tid(t))?;
-                if preempt {
-                    self.push(self.now, Ev::Resched(to));
-                }
+            if Some(to) != caller_picks && attach_preempt(&mut self.cpus[to].rq, tid(t))?.is_yes() {
+                self.push(self.now, Ev::Resched(to));
             }
         }
         self.sync_buf = moved;
