@@ -33,7 +33,108 @@ use asym_sched::types::{Khz, MicroVolt};
 use flat_device_tree::node::FdtNode;
 use flat_device_tree::Fdt;
 
+use crate::board::DvfsTransport;
 use crate::dt::{CpuNode, DtError, NodePath, Platform, MAX_CPUS};
+
+pub mod dvfs;
+pub mod idle;
+pub mod tree;
+
+/// The firmware-facing rest of the DT, beyond [`Platform`] (which has the memory banks and
+/// reservations) and the scheduling description: idle states, the clocks the CPUs run on and
+/// the DVFS transport behind them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FirmwareDesc {
+    pub idle: idle::IdleStates,
+    /// The CPUs grouped by clock (provider, first specifier cell), as `scmi-cpufreq` and
+    /// `scpi-cpufreq` group them into policies when the DT has no OPP tables; each entry lists
+    /// logical CPU indices.
+    pub clock_domains: Vec<ClockDomain>,
+    pub dvfs: Option<DvfsTransport>,
+}
+
+/// CPUs sharing one clock output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockDomain {
+    /// The provider's node name and the clock index.
+    pub provider: String,
+    pub index: u32,
+    pub cpus: Vec<usize>,
+}
+
+/// Parses the [`FirmwareDesc`] of `dtb`, whose platform part is `plat`.
+pub fn parse_firmware(dtb: &[u8], plat: &Platform) -> Result<FirmwareDesc, DtError> {
+    let fdt = Fdt::new(dtb).map_err(|_| bad("/", "header", "not a valid FDT"))?;
+    let cpu_nodes = cpu_nodes(&fdt, plat)?;
+    let idle = idle::parse(&fdt, &cpu_nodes)?;
+    let mut clock_domains: Vec<ClockDomain> = Vec::new();
+    for (i, node) in cpu_nodes.iter().enumerate() {
+        let Some(p) = node.property("clocks") else {
+            continue;
+        };
+        let c: Vec<u32> = p
+            .value
+            .chunks_exact(4)
+            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let (ph, index) = (
+            c.first().copied().unwrap_or(0),
+            c.get(1).copied().unwrap_or(0),
+        );
+        let provider = fdt
+            .find_phandle(ph)
+            .map(|n| String::from(n.name))
+            .ok_or(bad(&cpu_path(node.name), "clocks", "phandle names no node"))?;
+        match clock_domains
+            .iter_mut()
+            .find(|d| d.provider == provider && d.index == index)
+        {
+            Some(d) => d.cpus.push(i),
+            None => clock_domains.push(ClockDomain {
+                provider,
+                index,
+                cpus: alloc::vec![i],
+            }),
+        }
+    }
+    let dvfs = match cpu_nodes.first() {
+        Some(cpu) => dvfs::transport(&fdt, *cpu)?,
+        None => None,
+    };
+    Ok(FirmwareDesc {
+        idle,
+        clock_domains,
+        dvfs,
+    })
+}
+
+/// The CPU nodes the kernel keeps (DT order, at most [`MAX_CPUS`] and `plat.cpus.len()`).
+fn cpu_nodes<'b, 'a>(fdt: &'b Fdt<'a>, plat: &Platform) -> Result<Vec<FdtNode<'b, 'a>>, DtError> {
+    let cpus_node = fdt
+        .find_node("/")
+        .and_then(|root| root.children().find(|c| c.name == "cpus"))
+        .ok_or(bad("/cpus", "", "missing"))?;
+    Ok(cpus_node
+        .children()
+        .filter(|n| {
+            n.property("device_type")
+                .and_then(|p| p.as_str())
+                .is_some_and(|s| s.trim_end_matches('\0') == "cpu")
+        })
+        .take(MAX_CPUS.min(plat.cpus.len()))
+        .collect())
+}
+
+/// The errors of this module's firmware parsers are the DT's.
+type BoardDtError = DtError;
+
+fn bad(node: &str, property: &'static str, problem: &str) -> DtError {
+    DtError::new(node, property, problem)
+}
+
+fn cpu_path(name: &str) -> String {
+    alloc::format!("/cpus/{name}")
+}
 
 /// Longest core or domain name kept.
 pub const NAME_MAX: usize = 24;
@@ -166,6 +267,25 @@ pub(crate) fn parse_sched(
             dynamic_power_coefficient: coeff,
             core: name(core),
         });
+    }
+    // Linux registers a policy's energy model from the policy CPU's node alone
+    // (`dev_pm_opp_of_register_em` in cpufreq-dt, for `policy->cpus`): a CPU without its own
+    // `dynamic-power-coefficient` (HiKey960's cpu1-3, cpu5-7) takes its domain's first CPU's.
+    for pd in 0..out.domains.len() {
+        let first = out
+            .cpus
+            .iter()
+            .find(|c| usize::from(c.perf_domain) == pd)
+            .and_then(|c| c.dynamic_power_coefficient);
+        for c in out
+            .cpus
+            .iter_mut()
+            .filter(|c| usize::from(c.perf_domain) == pd)
+        {
+            if c.dynamic_power_coefficient.is_none() {
+                c.dynamic_power_coefficient = first;
+            }
+        }
     }
     Ok(Some(out))
 }
@@ -309,6 +429,47 @@ mod tests {
         let caps: Vec<u32> = t.cpus().iter().map(|c| c.capacity_orig.0).collect();
         assert_eq!(caps, [1024, 1024, 383, 383, 383, 383]);
         assert_ne!(b.cpus[0].cluster, b.cpus[2].cluster);
+    }
+
+    /// The hand-written `firmware-like.dts`: every value below is read off that source.
+    #[test]
+    fn firmware_description_of_the_fixture() {
+        use crate::dt::MemRange;
+        let dtb = load("firmware-like.dtb");
+        let plat = Platform::from_fdt(&dtb, 0).unwrap();
+        let fw = parse_firmware(&dtb, &plat).unwrap();
+        let r = |base, size| MemRange { base, size };
+        let names: Vec<&str> = fw.idle.states.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["cpu-sleep", "cluster-sleep"]);
+        assert_eq!(fw.idle.states[1].min_residency_us, 1500);
+        assert!(fw.idle.states[0].local_timer_stop && !fw.idle.states[1].local_timer_stop);
+        assert_eq!(fw.idle.per_cpu, [vec![0, 1], vec![0], vec![0, 1]]);
+        let cpus: Vec<Vec<usize>> = fw.clock_domains.iter().map(|d| d.cpus.clone()).collect();
+        assert_eq!(cpus, [vec![0, 1], vec![2]]);
+        assert_eq!(fw.clock_domains[0].index, 1);
+        // The shared memory's `reg` is relative to the SRAM bus: translated by its `ranges`.
+        assert_eq!(
+            fw.dvfs,
+            Some(DvfsTransport::Scmi {
+                mhu: r(0x2b1f_0000, 0x1000),
+                base_doorbell: (0, 0),
+                base_shmem: r(0x2e00_0000, 0x80),
+                perf_doorbell: Some((1, 0)),
+                perf_shmem: Some(r(0x2e00_0100, 0x80)),
+            })
+        );
+    }
+
+    /// Linux builds a domain's energy model from its first CPU's coefficient; CPUs without one
+    /// take it, so EAS is possible on a DT that writes it once per cluster (HiKey960's).
+    #[test]
+    fn power_coefficient_is_the_domains_first_cpus() {
+        let dtb = load("firmware-like.dtb");
+        let plat = Platform::from_fdt(&dtb, 0).unwrap();
+        let b = board_desc(&plat).unwrap().unwrap();
+        let coeffs: Vec<Option<u32>> = b.cpus.iter().map(|c| c.dynamic_power_coefficient).collect();
+        assert_eq!(coeffs, [Some(100), Some(100), Some(400)]);
+        assert!(Topology::from_board(&b).unwrap().eas_possible());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 use asym_sched::types::CpuId;
 
+use crate::board::{BoardConfig, EndPolicy, Region};
 use crate::cmdline::{Cmdline, SelfTestMode};
 use crate::dt::Platform;
 use crate::sync::InitOnce;
@@ -26,6 +27,23 @@ pub struct Board {
     pub name: &'static str,
     /// A UART usable before the DT is parsed (for DT errors), if the board has a fixed one.
     pub early_uart: Option<usize>,
+    /// How a run that is meant to end ends when no semihosting host takes its status.
+    pub end: EndPolicy,
+    /// Firmware memory the DT does not describe: the heap never covers it.
+    pub carve_outs: &'static [Region],
+}
+
+impl Board {
+    /// A real board's binary: everything from its board crate's [`BoardConfig`] (the console
+    /// u-boot left set up is usable before the DT is read).
+    pub const fn from_config(c: &'static BoardConfig) -> Board {
+        Board {
+            name: c.name,
+            early_uart: Some(c.console.uart_base),
+            end: c.end,
+            carve_outs: c.carve_outs,
+        }
+    }
 }
 
 unsafe extern "Rust" {
@@ -53,14 +71,26 @@ pub fn cmdline() -> Option<&'static Cmdline> {
     CMDLINE.get()
 }
 
-fn board() -> &'static Board {
+/// The board binary's description.
+pub fn board() -> &'static Board {
     // SAFETY: the board binary defines ASYM_BOARD as an immutable static.
     unsafe { &ASYM_BOARD }
 }
 
+/// The exception level the loader entered the kernel at (1 or 2).
+static ENTRY_EL: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(1);
+
+/// The exception level the loader entered the kernel at (the kernel itself runs at EL1).
+pub fn entry_el() -> u8 {
+    ENTRY_EL.load(core::sync::atomic::Ordering::Relaxed)
+}
+
 /// Boot CPU Rust entry, called by `_start` at EL1 with BSS zeroed, the MMU off, on the boot
-/// stack, with the DTB's physical address from x0.
-pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
+/// stack, with the DTB's physical address from x0 and the exception level the loader entered
+/// at (`CurrentEL.EL`, 1 or 2).
+pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
+    // A plain store (no exclusives with the MMU off).
+    ENTRY_EL.store(entry_el as u8, core::sync::atomic::Ordering::Relaxed);
     let t_entry = arch::counter();
     let board = board();
     if let Some(base) = board.early_uart {
@@ -80,10 +110,16 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     // SAFETY: x0 holds the DTB address per the arm64 boot protocol; `init_early` mapped it
     // (up to its totalsize, at most 2 MiB) at its own address when `check_dtb_pa` accepts it,
     // and `from_dtb_pa` runs that same check before reading.
-    let plat = match unsafe { Platform::from_dtb_pa(dtb_pa) } {
+    let mut plat = match unsafe { Platform::from_dtb_pa(dtb_pa) } {
         Ok(p) => p,
         Err(e) => cannot_boot(format_args!("{e} (DTB at {dtb_pa:#x})")),
     };
+    let hvc_refused = entry_el == 2 && plat.psci.conduit == crate::dt::Conduit::Hvc;
+    if hvc_refused {
+        // Entered at EL2, the kernel is the only thing there (it drops to EL1 and leaves
+        // stub vectors): an HVC reaches nobody, and firmware is only reachable by SMC.
+        plat.psci.conduit = crate::dt::Conduit::Smc;
+    }
     let t_dt = arch::counter();
     let image = kernel_image();
     if let Err(e) = plat.bank_holding(image) {
@@ -91,7 +127,7 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     }
     // SAFETY: boot CPU only, on the early map, no other CPU running; the final map covers RAM
     // and the devices, and the kernel image as the early map does; on error nothing changed.
-    if let Err(e) = unsafe { arch::aarch64::mmu::init_boot_cpu(&plat) } {
+    if let Err(e) = unsafe { arch::aarch64::mmu::init_boot_cpu(&plat, board.early_uart) } {
         cannot_boot(format_args!(
             "{e} (final map of {} RAM banks and the devices)",
             plat.memory.len()
@@ -103,9 +139,27 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     let Ok(plat) = PLATFORM.set(plat) else {
         arch::park()
     };
-    // SAFETY: the DT names this PL011 (range-checked by the parser); `init_boot_cpu`
-    // succeeded, so it is mapped as device memory.
-    unsafe { console::init(plat.uart.base) };
+    // SAFETY: `init_boot_cpu` succeeded, so the DT's UART (range-checked by the parser) and
+    // the board's early one are mapped as device memory.
+    let dt_uart_ok = unsafe { console::probe(plat.uart.base) };
+    let console_base = match board.early_uart {
+        Some(early) if !dt_uart_ok => early,
+        _ => plat.uart.base,
+    };
+    // SAFETY: a PL011 (probed, or the board's own), mapped as device memory (above).
+    unsafe { console::init(console_base) };
+    if !dt_uart_ok {
+        crate::println!(
+            "device tree: {} property `reg`: no PL011 answers at {:#x}: the console {} (going on)",
+            plat.uart.node,
+            plat.uart.base,
+            if console_base == plat.uart.base {
+                "stays there (the board has no other)"
+            } else {
+                "stays on the board's early UART"
+            }
+        );
+    }
 
     let boot_cpu = plat.cpu_by_mpidr(arch::mpidr()).unwrap_or_else(|| {
         crate::println!(
@@ -118,9 +172,10 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     BOOT_CPU.store(u32::from(boot_cpu.0), core::sync::atomic::Ordering::Relaxed);
 
     crate::println!(
-        "asym: booting on {} (cpu {}, EL{} entry done)",
+        "asym: booting on {} (cpu {}, entered at EL{}, running at EL{})",
         board.name,
         boot_cpu.0,
+        entry_el,
         arch::current_el()
     );
     if let Some(len) = plat.bootargs_truncated_from {
@@ -145,6 +200,12 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
     crate::log::set_level(cmd.loglevel);
     if cmd.lockdep || cmd.selftest != SelfTestMode::Off {
         crate::sync::lockdep_enable();
+    }
+    if hvc_refused {
+        crate::println!(
+            "device tree: /psci property `method`: \"hvc\" reaches nothing from a kernel \
+             entered at EL2 (it is its own hypervisor): PSCI calls use \"smc\" (going on)"
+        );
     }
     for n in &plat.notes.list {
         crate::println!("{} (going on)", n);
@@ -182,7 +243,9 @@ pub extern "C" fn kernel_main(dtb_pa: usize) -> ! {
         crate::println!("asym: timer init failed: {}", e);
         crate::panic::end_fatal(1);
     }
-    init_console_rx(plat);
+    if console_base == plat.uart.base {
+        init_console_rx(plat);
+    }
     if let Some(n) = cmd.maxcpus {
         crate::smp::set_maxcpus(usize::from(n));
     }
@@ -253,6 +316,31 @@ fn cannot_boot(why: impl core::fmt::Display) -> ! {
     crate::panic::end_fatal(1)
 }
 
+/// How long the boot CPU waits for its first tick, guest microseconds (it is due one period,
+/// at most 10 ms, after `timer::init`).
+const FIRST_TICK_TIMEOUT_US: u64 = 500_000;
+
+/// Stops the run unless the boot CPU's tick arrives: without it (a DT whose timer interrupt
+/// or interrupt-controller registers are wrong) the tick loop would wait forever. (Called by
+/// the tick loop only: before the self tests it would shift their start by a tick, and
+/// `sched_pelt_ramp_big_cpu` fails when its big CPU has ticked before its task starts.) Polls (`wfi` would never return with no interrupt coming), yielding so the other
+/// CPUs run meanwhile.
+fn wait_first_tick(plat: &Platform) {
+    let me = crate::percpu::current_cpu();
+    let deadline =
+        arch::counter().saturating_add(crate::timer::us_to_counter(FIRST_TICK_TIMEOUT_US));
+    while crate::timer::ticks(me) == 0 && arch::counter() < deadline {
+        core::hint::spin_loop();
+    }
+    if crate::timer::ticks(me) == 0 {
+        cannot_boot(format_args!(
+            "no tick interrupt on cpu {} within {} us: check the device tree's arm,armv8-timer \
+             `interrupts` (virtual timer INTID {}) and {} `reg` ({})",
+            me.0, FIRST_TICK_TIMEOUT_US, plat.timer.el1_virt_intid, plat.gic_node, plat.gic
+        ));
+    }
+}
+
 /// The kernel image, BSS and stacks in memory.
 fn kernel_image() -> crate::dt::MemRange {
     let start = (&raw const crate::arch::aarch64::mmu::__kernel_start) as usize;
@@ -279,8 +367,25 @@ fn init_heap(plat: &Platform) {
         );
         return;
     };
+    // The board's firmware carve-outs, which the DT does not list (HiKey960's BL31 and
+    // OP-TEE): the heap stops below the first one and starts above any covering its start.
+    let carve: heapless::Vec<crate::dt::MemRange, 16> = board()
+        .carve_outs
+        .iter()
+        .map(|r| r.range)
+        .take(16)
+        .collect();
+    let Some((start, end)) = crate::board::free_window(free.base, free.end(), &carve, 4096) else {
+        crate::println!("heap: no room after the kernel clear of the board's carve-outs");
+        return;
+    };
+    let free = crate::dt::MemRange {
+        base: start,
+        size: (end & !0xfff) - start,
+    };
     // SAFETY: `free` is RAM of a bank the final map covers, past the kernel image, BSS and
-    // stacks, clear of the DTB and every reserved region, used by nothing else.
+    // stacks, clear of the DTB, every reserved region and the board's carve-outs, used by
+    // nothing else.
     unsafe { heap::init(free.base, free.size) };
     crate::log_info!("heap {=usize:#x}..{=usize:#x}", free.base, free.end());
 }
@@ -405,7 +510,24 @@ fn crash(kind: crate::cmdline::CrashKind) {
         CrashKind::Locked => do_locked,
         CrashKind::Park => do_park,
         CrashKind::Held => do_hold_console,
+        CrashKind::Deaf => crate::gic::mask_this_cpu_for,
     };
+    if kind == CrashKind::Deaf {
+        if let Err(e) = crate::smp::run_on(target, f) {
+            crate::println!("crash: cpu {} could not be made deaf: {}", target.0, e);
+            return;
+        }
+        match crate::smp::run_on(target, |_| {}) {
+            Ok(()) => crate::println!("crash: deaf cpu {} answered a cross call", target.0),
+            Err(e) => crate::println!(
+                "crash: cpu {} did not answer: {} (at {} us)",
+                target.0,
+                e,
+                arch::uptime_us()
+            ),
+        }
+        return;
+    }
     if kind == CrashKind::Held {
         if let Err(e) = crate::smp::run_on_nowait(target, f) {
             crate::println!(
@@ -432,7 +554,26 @@ fn crash(kind: crate::cmdline::CrashKind) {
         // The target parks inside the call and never reports it done: post it, do not wait.
         if let Err(e) = crate::smp::run_on_nowait(target, f) {
             crate::println!("crash: cpu {} could not be parked: {}", target.0, e);
+            return;
         }
+        // A parked CPU must be idle (it wakes for nothing), which also lets -icount skip
+        // idle guest time: count its wake-ups over 100 ms of guest time.
+        const WINDOW_US: u64 = 100_000;
+        let until = arch::counter().saturating_add(arch::counter_freq_hz() / 10);
+        while crate::smp::is_online(target) && arch::counter() < until {
+            arch::wfi();
+        }
+        let before = arch::park_wakes(target.index());
+        let until = arch::counter().saturating_add(arch::counter_freq_hz() * WINDOW_US / 1_000_000);
+        while arch::counter() < until {
+            arch::wfi();
+        }
+        crate::println!(
+            "crash: parked cpu {} woke {} times in {} us",
+            target.0,
+            arch::park_wakes(target.index()) - before,
+            WINDOW_US
+        );
         return;
     }
     if let Err(e) = crate::smp::run_on(target, f) {
@@ -444,6 +585,7 @@ fn crash(kind: crate::cmdline::CrashKind) {
 /// `ticks=N`, once after N tick periods, then ends the run. (An idle CPU with nothing due stops
 /// its tick, so the counts are ticks taken, not time.)
 fn tick_loop(plat: &Platform, cmd: &Cmdline) -> ! {
+    wait_first_tick(plat);
     let nr = plat.cpus.len();
     let period = 1_000_000_000 / u64::from(cmd.hz.max(1));
     let start = crate::sched::now().0;

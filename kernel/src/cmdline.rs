@@ -61,6 +61,9 @@ pub enum CrashKind {
     /// hung in a critical section), then the boot CPU panics: its report must still reach the
     /// console.
     Held,
+    /// `crash=deaf`: the highest online CPU stops taking interrupts (its GIC interface masked)
+    /// but stays online and idle; a cross call to it must end with the timeout's message.
+    Deaf,
 }
 
 /// The parsed command line.
@@ -85,7 +88,7 @@ pub struct Cmdline {
     pub soak_s: Option<u32>,
     /// `lockdep` (implied by `selftest`): check the lock order at every lock taken.
     pub lockdep: bool,
-    /// `crash=panic|fault|stack|nested|locked|park|held`: after the banner, fail on purpose (tests of
+    /// `crash=panic|fault|stack|nested|locked|park|held|deaf`: after the banner, fail on purpose (tests of
     /// the failure paths).
     pub crash: Option<CrashKind>,
     /// `panic=N` (Linux's `panic_timeout`): after a fatal error without `semihosting`, reset
@@ -309,7 +312,8 @@ impl Cmdline {
                 }
             }
             "crash" => {
-                const EXP: &str = "`panic`, `fault`, `stack`, `nested`, `locked`, `park` or `held`";
+                const EXP: &str =
+                    "`panic`, `fault`, `stack`, `nested`, `locked`, `park`, `held` or `deaf`";
                 let v = value.ok_or(CmdlineError::MissingValue {
                     option: "crash",
                     expected: EXP,
@@ -322,6 +326,7 @@ impl Cmdline {
                     "locked" => CrashKind::Locked,
                     "park" => CrashKind::Park,
                     "held" => CrashKind::Held,
+                    "deaf" => CrashKind::Deaf,
                     _ => {
                         return Err(CmdlineError::BadValue {
                             option: "crash",

@@ -142,6 +142,22 @@ pub unsafe fn init_early(base: usize) {
     unsafe { Pl011::new(base) }.enable();
 }
 
+/// Whether a PL011 answers at `base` (its identification registers; a fault reading them
+/// counts as no, and is reported as an expected fault).
+///
+/// # Safety
+/// `base` must be mapped as device memory, its 4 KiB readable without side effects (a
+/// PL011's or an absent device's: other devices' registers there may have read effects).
+pub unsafe fn probe(base: usize) -> bool {
+    // SAFETY: mapped device memory, per the caller.
+    let uart = unsafe { Pl011::new(base) };
+    // One read under `expect_fault` (it catches one fault): nothing there faults on the first.
+    let fault = crate::arch::expect_fault(|| {
+        let _ = uart.id_byte(4);
+    });
+    fault.is_none() && uart.is_pl011()
+}
+
 /// Switches to the locked console on the DT's UART, after the MMU is on.
 ///
 /// # Safety

@@ -10,12 +10,12 @@
 //! Deliberate differences: there is no hardware clock. The emulated driver applies a request
 //! after the domain's transition latency; the kernel notices at the next tick of any CPU
 //! ([`tick`] polls it), so a transition lands up to one tick late. Schedutil reads the other
-//! CPUs of a domain from snapshots each CPU publishes at its tick ([`publish_input`]) instead of
-//! their run queues: Linux reads remote `cpu_util` without the remote rq lock too, and taking
-//! remote rq locks from the tick would add a lock order.
+//! CPUs of a domain from the snapshots each CPU publishes after every change of its run queue
+//! (`sched::snapshot`) instead of their run queues: Linux reads remote `cpu_util` without the
+//! remote rq lock too, and taking remote rq locks from the tick would add a lock order.
 //!
-//! Lock order: an rq lock (`crate::sched`) may be held while publishing a snapshot (a leaf
-//! lock); the core's lock is taken with no rq lock held, and it may take snapshot locks.
+//! Lock order: the core's lock is taken with no rq lock held; it may take snapshot locks
+//! (leaves).
 
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -25,7 +25,8 @@ use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::{CpufreqError, CpufreqPolicy, Governor};
 use asym_sched::features::SchedFeatures;
 use asym_sched::rq::CpufreqUpdate;
-use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+use asym_sched::rq::RqSnapshot;
+use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::{BoardDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
 
@@ -52,10 +53,6 @@ static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
 /// Linux's per-CPU `arch_freq_scale`: `cur / cpuinfo.max_freq × 1024` of the CPU's domain.
 static ARCH_FREQ_SCALE: PerCpu<AtomicU32> =
     PerCpu::new([const { AtomicU32::new(SCHED_CAPACITY_SCALE) }; MAX_CPUS]);
-
-/// What each CPU's rq looked like at its latest tick (schedutil's view of the CPU).
-static SUGOV_INPUT: PerCpu<IrqSpinLock<Option<SugovCpuInput>>> =
-    PerCpu::new([const { IrqSpinLock::new(None) }; MAX_CPUS]);
 
 /// A refused cpufreq request from a kernel API or the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,11 +188,6 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
     r
 }
 
-/// Publishes `cpu`'s schedutil input (called by the tick with the rq lock held).
-pub fn publish_input(cpu: CpuId, input: SugovCpuInput) {
-    *SUGOV_INPUT.of(cpu).lock() = Some(input);
-}
-
 /// The tick's cpufreq work on `cpu` at `now`: run schedutil if the rq asked
 /// (`cpufreq_update_util`), then apply the transitions the driver completed and update
 /// `arch_freq_scale` of their CPUs.
@@ -211,11 +203,9 @@ pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: Sch
             UpdateFlags::NONE
         };
         let caps = |c: CpuId| -> Capacity { crate::sched::capacity_orig(c) };
-        core.update_util(now, cpu, flags, features, |c| {
-            SUGOV_INPUT
-                .of(c)
-                .lock()
-                .unwrap_or_else(|| SugovCpuInput::idle(c, caps(c)))
+        let uclamp_used = crate::sched::uclamp_used();
+        core.update_util(now, cpu, flags, features, uclamp_used, |c| {
+            crate::sched::snapshot(c).unwrap_or_else(|| RqSnapshot::idle(c, caps(c)))
         });
     }
     while let Some((pd, _)) = core.poll(now) {

@@ -48,8 +48,12 @@ pub const BOOTARGS_MAX: usize = 512;
 /// One past the highest physical address the kernel can use. It runs on an identity map of
 /// 39-bit virtual addresses (`TCR_EL1.T0SZ` = 25, `arch::aarch64::mmu`), so RAM, devices and
 /// the DTB must all lie below 2^39 (512 GiB); the device tree's addresses are checked
-/// against it.
+/// against [`MAP_LIMIT`], which leaves out the range's last GiB.
 pub const PA_LIMIT: usize = 1 << 39;
+
+/// One past the highest physical address RAM, devices and the DTB may use: [`PA_LIMIT`] less
+/// its last GiB, where the kernel maps thread stacks (`arch::aarch64::mmu::STACK_WINDOW_VA`).
+pub const MAP_LIMIT: usize = PA_LIMIT - (1 << 30);
 
 /// Largest device region accepted (the GICv3 redistributors of 512 CPUs need 64 MiB).
 pub const DEVICE_MAX: usize = 1 << 30;
@@ -92,7 +96,7 @@ impl MemRange {
     }
 
     /// `base..base + size` if it is not empty, does not wrap and ends at or below
-    /// [`PA_LIMIT`]; else what is wrong with it.
+    /// [`MAP_LIMIT`]; else what is wrong with it.
     pub fn checked(base: u64, size: u64) -> Result<MemRange, &'static str> {
         if size == 0 {
             return Err("size 0");
@@ -100,8 +104,11 @@ impl MemRange {
         let end = base
             .checked_add(size)
             .ok_or("base + size wraps past 2^64")?;
-        if end > PA_LIMIT as u64 {
-            return Err("beyond the 39-bit (512 GiB) physical range the kernel maps");
+        if end > MAP_LIMIT as u64 {
+            return Err(
+                "beyond the 39-bit (512 GiB) physical range the kernel maps, less its last GiB \
+                 (thread stacks)",
+            );
         }
         Ok(MemRange {
             base: base as usize,
@@ -259,7 +266,7 @@ impl Notes {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Platform {
     /// RAM: the banks of every `/memory` node in DT order, each non-empty, not wrapping and
-    /// below [`PA_LIMIT`] (banks that were not are clipped or ignored with a note). At least one.
+    /// below [`MAP_LIMIT`] (banks that were not are clipped or ignored with a note). At least one.
     pub memory: heapless::Vec<MemRange, MAX_MEM_BANKS>,
     /// Memory nobody may allocate: the FDT's `/memreserve/` entries and the static
     /// `/reserved-memory` regions, in that order.
@@ -268,6 +275,8 @@ pub struct Platform {
     pub dtb: MemRange,
     pub uart: UartDesc,
     pub gic: GicDesc,
+    /// The interrupt controller's node path, for messages about it.
+    pub gic_node: NodePath,
     pub timer: TimerDesc,
     pub psci: PsciDesc,
     pub cpus: heapless::Vec<CpuNode, MAX_CPUS>,
@@ -307,7 +316,7 @@ impl Platform {
         let memory = memory::parse_memory(&found.memory, &mut notes)?;
         let reserved = memory::parse_reserved(&fdt, found.reserved_memory.as_ref(), &mut notes);
         let uart = parse_uart(&fdt, &found, &memory)?;
-        let gic = parse_gic(&found, &memory)?;
+        let (gic, gic_node) = parse_gic(&found, &memory)?;
         let timer = parse_timer(found.timer.as_ref())?;
         check_interrupts(&uart, &timer)?;
         let psci = parse_psci(found.psci.as_ref())?;
@@ -320,6 +329,7 @@ impl Platform {
             dtb: dtb_range,
             uart,
             gic,
+            gic_node,
             timer,
             psci,
             cpus: cpus.list,
@@ -371,6 +381,25 @@ impl Platform {
             .map(|i| CpuId(i as u16))
     }
 
+    /// The device-tree device whose registers hold `addr`: its node path and which registers
+    /// (for fault reports on a DT address that is not what the DT says).
+    pub fn device_at(&self, addr: usize) -> Option<(&str, &'static str)> {
+        let uart = MemRange {
+            base: self.uart.base,
+            size: self.uart.size,
+        };
+        let gic: [(MemRange, &'static str); 2] = match self.gic {
+            GicDesc::V2 { gicd, gicc } => [(gicd, "distributor"), (gicc, "CPU interface")],
+            GicDesc::V3 { gicd, gicr, .. } => [(gicd, "distributor"), (gicr, "redistributors")],
+        };
+        if uart.contains(addr) {
+            return Some((&self.uart.node, "UART registers"));
+        }
+        gic.iter()
+            .find(|(r, _)| r.contains(addr))
+            .map(|(_, what)| (self.gic_node.as_str(), *what))
+    }
+
     /// The RAM bank that holds all of `image` (the kernel), or an error naming `/memory`.
     pub fn bank_holding(&self, image: MemRange) -> Result<MemRange, DtError> {
         self.memory
@@ -396,7 +425,7 @@ impl Platform {
 }
 
 /// Checks the DTB address the loader passed (x0): non-zero, 8-byte aligned (the arm64 boot
-/// protocol), below [`PA_LIMIT`].
+/// protocol), below [`MAP_LIMIT`].
 pub fn check_dtb_pa(dtb_pa: usize) -> Result<(), DtError> {
     if dtb_pa == 0 || !dtb_pa.is_multiple_of(8) {
         return Err(DtError::new(
@@ -405,7 +434,7 @@ pub fn check_dtb_pa(dtb_pa: usize) -> Result<(), DtError> {
             "the boot loader passed no (or a misaligned) DTB address",
         ));
     }
-    if dtb_pa.saturating_add(MAX_FDT_SIZE) > PA_LIMIT {
+    if dtb_pa.saturating_add(MAX_FDT_SIZE) > MAP_LIMIT {
         return Err(DtError::new(
             "/",
             "x0",
@@ -948,7 +977,7 @@ fn check_interrupt_cells(n: &Located<'_, '_>) -> Result<(), DtError> {
     }
 }
 
-fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<GicDesc, DtError> {
+fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<(GicDesc, NodePath), DtError> {
     if let Some(f) = &found.gic_v3 {
         let n = f.located()?;
         check_interrupt_cells(&n)?;
@@ -975,11 +1004,12 @@ fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<GicDesc, DtError
                 Some(s)
             }
         };
-        return Ok(GicDesc::V3 {
+        let gic = GicDesc::V3 {
             gicd,
             gicr,
             gicr_stride,
-        });
+        };
+        return Ok((gic, f.path.clone()));
     }
     let f = found.gic_v2.as_ref().ok_or_else(|| {
         DtError::new(
@@ -999,7 +1029,7 @@ fn parse_gic(found: &Found<'_, '_>, ram: &[MemRange]) -> Result<GicDesc, DtError
             format_args!("distributor {gicd} overlaps CPU interface {gicc}"),
         ));
     }
-    Ok(GicDesc::V2 { gicd, gicc })
+    Ok((GicDesc::V2 { gicd, gicc }, f.path.clone()))
 }
 
 fn parse_timer(f: Option<&FoundNode<'_, '_>>) -> Result<TimerDesc, DtError> {
@@ -1249,7 +1279,8 @@ fn parse_bootargs(
                 dropped += 1;
                 if first_bad.is_none() {
                     let bad_at = e.valid_up_to();
-                    let bad_len = e.error_len().unwrap_or(word.len() - bad_at).max(1);
+                    // The offending bytes and what follows, up to 4: enough to spot them.
+                    let bad_len = word.len() - bad_at;
                     let mut bytes = heapless::String::new();
                     for (k, b) in word[bad_at..].iter().take(bad_len.min(4)).enumerate() {
                         let sep = if k == 0 { "" } else { " " };

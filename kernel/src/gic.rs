@@ -213,6 +213,22 @@ pub fn handle_irq() {
     }
 }
 
+/// Stops the calling CPU's interface from signalling any interrupt (priority mask 0), so a
+/// parked CPU's `wfi` is not ended by interrupts it will never take. No locks: the stop and
+/// fatal paths call it. Nothing to do before this CPU's interface was set up.
+pub fn mask_this_cpu() {
+    match version() {
+        Some(2) => v2::mask_this_cpu(),
+        Some(3) => v3::mask_this_cpu(),
+        _ => {}
+    }
+}
+
+/// [`mask_this_cpu`] as a cross-call function (`crash=deaf`).
+pub fn mask_this_cpu_for(_cpu: CpuId) {
+    mask_this_cpu();
+}
+
 /// How many interrupts arrived with no handler registered.
 pub fn unhandled_count() -> u64 {
     UNHANDLED.load(Ordering::Relaxed)

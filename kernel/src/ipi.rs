@@ -82,8 +82,7 @@ fn handle_ipi(intid: IntId) {
         IpiKind::CallFunction => crate::smp::handle_call_function(cpu),
         IpiKind::Stop => {
             RECEIVED.of(cpu)[kind as usize].fetch_add(1, Ordering::AcqRel);
-            crate::smp::mark_offline(cpu);
-            crate::arch::park();
+            crate::smp::park_this_cpu(cpu);
         }
         IpiKind::Ping => {}
     }

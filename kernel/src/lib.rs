@@ -7,10 +7,11 @@
 //! asym-kernel`); everything touching hardware is compiled only for `target_os = "none"`.
 #![cfg_attr(not(test), no_std)]
 
-#[cfg(target_os = "none")]
 extern crate alloc;
 
 pub mod arch;
+/// What a real board's crate states beyond the device tree (u-boot layout, carve-outs, end policy).
+pub mod board;
 /// The DT's scheduling description (capacities, OPP tables) as a `BoardDesc`.
 pub mod board_dt;
 pub mod cmdline;

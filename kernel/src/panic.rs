@@ -17,6 +17,7 @@
 use core::panic::PanicInfo;
 use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
+use crate::board::EndAction;
 use crate::dt::MAX_CPUS;
 use crate::{arch, console, semihosting};
 
@@ -112,7 +113,9 @@ pub fn end_fatal(status: u32) -> ! {
 
 /// Ends a run that is meant to end (self tests done, `ticks=` reached, or a fatal error under
 /// `semihosting`): a semihosting exit with `status` when `semihosting` is on and a host
-/// answers; else PSCI `SYSTEM_OFF`, said on the console first; else the system halts.
+/// answers; else what the board's [`EndPolicy`](crate::board::EndPolicy) says for `status`
+/// (on the boards: PSCI `SYSTEM_OFF` after a pass, a halt after a failure), said on the
+/// console first. A PSCI call the firmware refuses ends in a halt.
 pub fn end_run(status: u32) -> ! {
     console::write_fmt_force(format_args!(
         "asym: ending the run with status {} at {} us\n",
@@ -126,7 +129,23 @@ pub fn end_run(status: u32) -> ! {
             status
         ));
     }
-    power_off()
+    let board = crate::boot::board();
+    let action = board.end.action(status);
+    console::write_fmt_force(format_args!(
+        "asym: {} policy for status {}: {}\n",
+        board.name,
+        status,
+        match action {
+            EndAction::SystemOff => "power off",
+            EndAction::SystemReset => "reset",
+            EndAction::Halt => "halt",
+        }
+    ));
+    match action {
+        EndAction::SystemOff => power_off(),
+        EndAction::SystemReset => reset_now(),
+        EndAction::Halt => halt(),
+    }
 }
 
 /// How long a fatal error waits for the other CPUs to stop, guest microseconds.
@@ -168,6 +187,22 @@ fn reset_after(timeout_s: i32) -> ! {
         timeout_s,
         arch::uptime_us()
     ));
+    system_reset(plat)
+}
+
+/// PSCI `SYSTEM_RESET` now, said on the console first (the board's end policy).
+fn reset_now() -> ! {
+    let Some(plat) = crate::boot::platform() else {
+        halt()
+    };
+    console::write_fmt_force(format_args!(
+        "asym: rebooting (PSCI SYSTEM_RESET) at {} us\n",
+        arch::uptime_us()
+    ));
+    system_reset(plat)
+}
+
+fn system_reset(plat: &crate::dt::Platform) -> ! {
     let e = crate::psci::system_reset(plat.psci.conduit);
     console::write_fmt_force(format_args!("asym: PSCI SYSTEM_RESET failed: {:?}\n", e));
     halt()

@@ -36,14 +36,15 @@
 //!   update that crosses it (boards.md, the rt-app calibration convention).
 
 mod policy;
+pub mod snapshot;
 
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use asym_sched::features::SchedFeatures;
-use asym_sched::rq::{CpufreqUpdate, Rq, RqConfig};
-use asym_sched::topology::{BoardDesc, Topology};
-use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, SCHED_CAPACITY_SCALE};
+use asym_sched::rq::{CpufreqUpdate, Rq, RqConfig, RqSnapshot};
+use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
+use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Nanos, SCHED_CAPACITY_SCALE};
 use asym_sched::wakeup::WakeKind;
 
 use crate::arch;
@@ -56,8 +57,6 @@ use crate::task::{self, ExitStatus, Thread, ThreadId, ThreadState, MAX_THREADS};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-pub use policy::CpuView;
-
 /// One CPU's scheduler state, under its run-queue lock.
 #[derive(Debug)]
 pub struct CpuSched {
@@ -67,8 +66,6 @@ pub struct CpuSched {
     curr: usize,
     /// This CPU's idle thread (`rq->idle`).
     idle: usize,
-    /// Times the CPU entered idle (`tick_nohz_get_idle_calls_cpu`).
-    idle_calls: u64,
     /// Context switches (`rq->nr_switches`).
     nr_switches: u64,
     /// A cpufreq request raised outside the tick, for the next tick.
@@ -86,9 +83,9 @@ impl CpuSched {
         self.nr_switches
     }
 
-    /// Times the idle thread was switched in.
+    /// Times the idle thread was switched in (`tick_nohz_get_idle_calls_cpu`).
     pub fn idle_calls(&self) -> u64 {
-        self.idle_calls
+        self.rq.idle_calls()
     }
 }
 
@@ -96,7 +93,8 @@ struct State {
     /// One locked run queue per CPU. On the heap: an `Rq` sized for every thread is tens of
     /// KiB, so they are built one at a time.
     cpus: &'static [IrqSpinLock<CpuSched>],
-    topology: Option<Topology>,
+    /// From the DT's scheduling description, or [`fallback_topology`].
+    topology: Topology,
     capacity: [Capacity; MAX_CPUS],
     board: Option<&'static BoardDesc>,
     features: IrqSpinLock<SchedFeatures>,
@@ -106,9 +104,12 @@ static STATE: InitOnce<&'static State> = InitOnce::new();
 
 /// Per CPU: the running thread must call `schedule()` soon (Linux `TIF_NEED_RESCHED`).
 static NEED_RESCHED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
-/// Per CPU: the [`CpuView`] other CPUs read.
-static VIEWS: PerCpu<policy::PackedView> =
-    PerCpu::new([const { policy::PackedView::new() }; MAX_CPUS]);
+/// Per CPU: a cpufreq request waits for the CPU's next tick (written under its rq lock, read
+/// by its idle thread's NOHZ decision).
+static CPUFREQ_PENDING: PerCpu<AtomicBool> =
+    PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+/// `sched_uclamp_used`: some thread was given a clamp.
+static UCLAMP_USED: AtomicBool = AtomicBool::new(false);
 /// Per CPU: counter cycles spent in the tick's scheduler work and how many ticks (the bench's
 /// numbers).
 static TICK_CYC: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
@@ -203,14 +204,13 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         }
     });
     let board = topology.and(board);
+    let Some(topology) = topology.or_else(|| fallback_topology(plat)) else {
+        crate::println!("sched: no topology can be built from the DT's CPUs");
+        return;
+    };
     let mut capacity = [Capacity(SCHED_CAPACITY_SCALE); MAX_CPUS];
     for (i, cap) in capacity.iter_mut().enumerate().take(nr) {
-        *cap = match &topology {
-            Some(t) => t.capacity_orig(CpuId(i as u16)),
-            None => plat
-                .capacity_of(CpuId(i as u16))
-                .unwrap_or(Capacity(SCHED_CAPACITY_SCALE)),
-        };
+        *cap = topology.capacity_orig(CpuId(i as u16));
     }
     let mut features = SchedFeatures::default();
     let mut cpufreq_opts: heapless::Vec<(&str, &str), 8> = heapless::Vec::new();
@@ -241,7 +241,6 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
                 rq: Rq::new(cfg, start),
                 curr: i,
                 idle: i,
-                idle_calls: 0,
                 nr_switches: 0,
                 cpufreq_pending: None,
             },
@@ -249,11 +248,11 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         ));
     }
     let cpus: &'static [IrqSpinLock<CpuSched>] = Vec::leak(cpus);
-    if let (Some(b), Some(t)) = (board, &topology) {
-        if let Err(e) = asym_sched::em::EnergyModel::from_topology(b, t) {
+    if let Some(b) = board {
+        if let Err(e) = asym_sched::em::EnergyModel::from_topology(b, &topology) {
             crate::println!("sched: energy model refused: {} (EAS off)", e);
         }
-        if let Err(e) = crate::cpufreq::init(b, t, start) {
+        if let Err(e) = crate::cpufreq::init(b, &topology, start) {
             crate::println!("cpufreq: {}; cpufreq off", e);
         }
     }
@@ -278,6 +277,64 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
     }
 }
 
+/// The topology of a DT without a scheduling description (no OPP tables): the DT's CPUs and
+/// clusters, one performance domain per cluster, capacities from `capacity-dmips-mhz` alone
+/// (all 1024 without it, or when only some CPUs have it). The domains' one OPP is a
+/// placeholder, the same everywhere, so the capacity normalisation (`dmips × fmax`) reduces
+/// to the DMIPS ratio, as Linux's `topology_normalize_cpu_scale` does without a frequency
+/// reference; no cpufreq or energy model is built from it.
+fn fallback_topology(plat: &Platform) -> Option<Topology> {
+    const PLACEHOLDER_OPP: &[OppDesc] = &[OppDesc {
+        freq: Khz(1_000_000),
+        voltage: MicroVolt(0),
+    }];
+    let nr = plat.cpus.len().min(MAX_CPUS);
+    let mut clusters: heapless::Vec<u16, MAX_CPUS> = heapless::Vec::new();
+    let mut cpus: Vec<CpuDesc> = Vec::with_capacity(nr);
+    for c in plat.cpus.iter().take(nr) {
+        let pd = match clusters.iter().position(|&k| k == c.cluster) {
+            Some(i) => i,
+            None => {
+                let _ = clusters.push(c.cluster);
+                clusters.len() - 1
+            }
+        };
+        cpus.push(CpuDesc {
+            mpidr: c.mpidr,
+            cluster: c.cluster,
+            perf_domain: pd as u16,
+            capacity_dmips_mhz: c.capacity_dmips_mhz,
+            dynamic_power_coefficient: None,
+            core: "",
+        });
+    }
+    let pds: Vec<PerfDomainDesc> = clusters
+        .iter()
+        .map(|_| PerfDomainDesc {
+            name: "cluster",
+            opps: PLACEHOLDER_OPP,
+            transition_latency_ns: 0,
+        })
+        .collect();
+    let perf_domains: &'static [PerfDomainDesc] = Vec::leak(pds);
+    let without_dmips: Vec<CpuDesc> = cpus
+        .iter()
+        .map(|c| CpuDesc {
+            capacity_dmips_mhz: None,
+            ..*c
+        })
+        .collect();
+    let desc = |cpus: Vec<CpuDesc>| BoardDesc {
+        name: "dt-fallback",
+        cpus: Vec::leak(cpus),
+        perf_domains,
+    };
+    // Some CPUs without capacity-dmips-mhz: all get 1024.
+    Topology::from_board(&desc(cpus))
+        .or_else(|_| Topology::from_board(&desc(without_dmips)))
+        .ok()
+}
+
 /// CPUs with a run queue.
 pub fn nr_cpus() -> usize {
     STATE.get().map_or(0, |s| s.cpus.len())
@@ -291,9 +348,14 @@ pub fn capacity_orig(cpu: CpuId) -> Capacity {
         .unwrap_or(Capacity(SCHED_CAPACITY_SCALE))
 }
 
-/// The topology built from the DT (`None`: symmetric fallback).
+/// The topology built from the DT (`None` before [`init`]).
 pub fn topology() -> Option<&'static Topology> {
-    STATE.get()?.topology.as_ref()
+    Some(&STATE.get()?.topology)
+}
+
+/// `sched_uclamp_used`: some thread was given a clamp.
+pub fn uclamp_used() -> bool {
+    UCLAMP_USED.load(Ordering::Relaxed)
 }
 
 /// The board description parsed from the DT (`None`: no OPP tables).
@@ -307,7 +369,7 @@ pub fn print_banner() {
     crate::println!(
         "sched: {} (topology {}), features {}",
         st.board.map_or("symmetric fallback", |_| "from the DT"),
-        if st.topology.is_some_and(|t| t.asym_cpucapacity()) {
+        if st.topology.asym_cpucapacity() {
             "asymmetric"
         } else {
             "symmetric"
@@ -375,19 +437,32 @@ pub fn set_features(f: SchedFeatures) -> Result<(), SchedError> {
     Ok(())
 }
 
-/// What `cpu`'s run queue looked like at its last change.
-pub fn view(cpu: CpuId) -> Option<CpuView> {
-    VIEWS.get(cpu)?.load()
+/// What `cpu`'s run queue looked like at the end of its last change.
+pub fn snapshot(cpu: CpuId) -> Option<RqSnapshot> {
+    snapshot::read(cpu)
 }
 
+/// Publishes what others read about `cs` (at the end of every section under its lock that
+/// changed it).
 fn publish(cs: &CpuSched) {
-    VIEWS.of(cs.rq.cpu()).store(&policy::view(cs));
+    snapshot::publish(&cs.rq);
+    CPUFREQ_PENDING
+        .of(cs.rq.cpu())
+        .store(cs.cpufreq_pending.is_some(), Ordering::Relaxed);
 }
 
-/// Whether `cpu` has nothing left for its tick to do while idle: no blocked signals to decay
-/// and no cpufreq request pending (the NOHZ condition, see the module docs).
+/// Whether `cpu` has nothing left for its tick to do while idle: nothing runs or is queued,
+/// no blocked signals to decay, no removal waiting to be taken in and no cpufreq request
+/// pending (the NOHZ condition, see the module docs).
 pub fn cpu_quiet(cpu: CpuId) -> bool {
-    view(cpu).is_some_and(|v| v.idle && !v.blocked && !v.cpufreq_pending)
+    let Some(s) = snapshot(cpu) else {
+        return false;
+    };
+    let blocked = s.load_avg != 0 || s.runnable_avg != 0 || s.util.cfs.util_avg.0 != 0;
+    s.idle
+        && !blocked
+        && !snapshot::removed_pending(cpu)
+        && !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed)
 }
 
 // ---- need-resched --------------------------------------------------------------------------
@@ -508,9 +583,10 @@ fn schedule_mode(mode: Mode) {
                 }
             }
             (_, ThreadState::Dead) => {
-                match policy::deactivate(cs, id.task_id()) {
-                    Ok(task) => policy::task_dead(cs, task),
-                    Err(e) => panic!("sched: cpu {}: dead thread {:?}: {}", cpu.0, id, e),
+                let r = policy::deactivate(cs, id.task_id())
+                    .and_then(|task| policy::task_dead(cs, task, t));
+                if let Err(e) = r {
+                    panic!("sched: cpu {}: dead thread {:?}: {}", cpu.0, id, e);
                 }
                 pt.on_rq.store(false, Ordering::Release);
                 dead = true;
@@ -528,7 +604,7 @@ fn schedule_mode(mode: Mode) {
             }
         }
     }
-    let next = match policy::pick_next(cs) {
+    let next = match policy::pick_next(&st.topology, cs) {
         Some(id) => ThreadId::from_task_id(id).slot(),
         None => cs.idle,
     };
@@ -556,7 +632,7 @@ fn schedule_mode(mode: Mode) {
         nt.cpu.store(cpu.0, Ordering::Relaxed);
         account_start(cs, nt, t.0);
     } else {
-        cs.idle_calls += 1;
+        policy::idle_enter(cs);
     }
     nt.stats.cpus_seen.fetch_or(1 << cpu.0, Ordering::Relaxed);
     nt.stats.nr_switches.fetch_add(1, Ordering::Relaxed);
@@ -645,14 +721,25 @@ fn idle_main(cpu: usize) {
     }
 }
 
-/// `update_rq_clock` to now, then the frequency scale the cpufreq side last published (the
-/// interval just accounted ran at the previous one, as at the tick).
+/// `update_rq_clock` to now and the removals other CPUs queued taken in (before any PELT
+/// update), then the frequency scale the cpufreq side last published (the interval just
+/// accounted ran at the previous one, as at the tick).
 fn clock_update(cs: &mut CpuSched) -> Nanos {
-    let t = now();
-    let _ = cs.rq.update_rq_clock(t);
+    let t = clock_only(cs);
     let cpu = cs.rq.cpu();
     cs.rq
         .set_freq_scale(Capacity(crate::cpufreq::arch_freq_scale(cpu)));
+    t
+}
+
+/// The first half of [`clock_update`]: `update_rq_clock` and the removed load.
+fn clock_only(cs: &mut CpuSched) -> Nanos {
+    let t = now();
+    let _ = cs.rq.update_rq_clock(t);
+    let cpu = cs.rq.cpu();
+    if snapshot::removed_pending(cpu) {
+        cs.rq.apply_removed(snapshot::take_removed(cpu));
+    }
     t
 }
 
@@ -697,15 +784,15 @@ fn account_start(cs: &CpuSched, t: &Thread, now_ns: u64) {
 
 /// The scheduler tick on `cpu` (Linux `sched_tick`), from the timer interrupt.
 pub fn tick(cpu: CpuId) {
-    let Some(lock) = cpu_lock(cpu) else { return };
+    let Some(st) = STATE.get() else { return };
+    let Some(lock) = st.cpus.get(cpu.index()) else {
+        return;
+    };
     let t0 = arch::counter();
     let (upd, feat, t) = {
         let mut g = lock.lock();
         let cs = &mut *g;
-        let t = now();
-        if cs.rq.update_rq_clock(t).is_err() {
-            return;
-        }
+        let t = clock_only(cs);
         let running = cs.curr != cs.idle;
         let curr = task::slot(cs.curr);
         if running {
@@ -714,14 +801,13 @@ pub fn tick(cpu: CpuId) {
         }
         cs.rq
             .set_freq_scale(Capacity(crate::cpufreq::arch_freq_scale(cpu)));
-        policy::tick(cs, running);
+        let resched = policy::tick(&st.topology, cs, running);
         if running {
             account_start(cs, curr, t.0);
         }
-        if cs.rq.need_resched() {
+        if resched.is_yes() {
             NEED_RESCHED.of(cpu).store(true, Ordering::Release);
         }
-        crate::cpufreq::publish_input(cpu, policy::sugov_input(cs));
         let mut upd = cs.rq.take_cpufreq_update();
         if let Some(p) = cs.cpufreq_pending.take() {
             upd = Some(CpufreqUpdate {
@@ -757,30 +843,46 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) {
     let Some(st) = STATE.get() else { return };
     let t = task::slot(id.slot());
     let params = t.sched.lock().params;
+    if params.uclamp != (0, 1024) {
+        UCLAMP_USED.store(true, Ordering::Relaxed);
+    }
     let mut task = match policy::new_task(id, &params) {
         Ok(task) => task,
         Err(e) => panic!("sched: new thread {id:?}: {e}"),
     };
+    let online = online_mask();
+    let mut snaps = snapshot::Snapshots::new();
+    if policy::needs_snapshots(params.affinity, online) {
+        snapshot::read_all(&mut snaps, st.cpus.len());
+    }
     let irq = arch::irq_save_disable();
     let this = current_cpu();
-    let target = policy::select_cpu(&task, this, this, WakeKind::Fork, online_mask(), features());
     arch::irq_restore(irq);
+    let target = policy::select_cpu(
+        &st.topology,
+        &task,
+        this,
+        this,
+        WakeKind::Fork,
+        online,
+        &snaps,
+    );
     let mut g = st.cpus[target.index()].lock();
     let cs = &mut *g;
     clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
     task.cpus_allowed = params.affinity;
-    if let Err(e) = policy::wake_up_new(cs, task) {
-        panic!(
+    let outcome = match policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps) {
+        Ok(o) => o,
+        Err(e) => panic!(
             "sched: cpu {}: new thread {:?} refused: {}",
             target.0, id, e.reason
-        );
-    }
+        ),
+    };
     t.on_rq.store(true, Ordering::Release);
     publish(cs);
-    let resched = cs.rq.need_resched();
     drop(g);
-    if resched {
+    if outcome.resched.is_yes() {
         resched_cpu(target);
     }
     preempt_check();
@@ -849,8 +951,8 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
             let mut resched = false;
             if cs.curr != s {
                 clock_update(cs);
-                policy::check_preempt(cs, id.task_id());
-                resched = cs.rq.need_resched();
+                resched = policy::check_preempt(cs, id.task_id()).is_yes();
+                publish(cs);
             }
             drop(g);
             if resched {
@@ -861,7 +963,9 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
         drop(g);
     }
     t.set_state(ThreadState::Waking);
-    // Its registers and stack are still in use until its CPU has switched away.
+    // Its registers and stack are still in use until its CPU has switched away (and that
+    // CPU published its snapshot before switching: the PELT clocks read below are at least
+    // as new as the task's dequeue).
     t.ctx.wait_off_cpu();
     let Some(mut task) = t.parked.lock().take() else {
         panic!("sched: sleeping thread {id:?} has no parked task");
@@ -870,25 +974,51 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     t.affinity.store(pi.params.affinity.0, Ordering::Relaxed);
     let prev = CpuId(t.cpu.load(Ordering::Relaxed));
     let this = current_cpu();
-    // One run-queue lock when the thread stays where it slept, two in turn when it moves.
-    let mut g = st.cpus[prev.index() % st.cpus.len()].lock();
-    clock_update(&mut g);
-    let target =
-        policy::select_and_migrate(&mut g, &mut task, this, WakeKind::Wakeup, online_mask());
+    let online = online_mask();
+    let mut snaps = snapshot::Snapshots::new();
+    if policy::needs_snapshots(pi.params.affinity, online) {
+        snapshot::read_all(&mut snaps, st.cpus.len());
+    }
+    let target = policy::select_cpu(
+        &st.topology,
+        &task,
+        prev,
+        this,
+        WakeKind::Wakeup,
+        online,
+        &snaps,
+    );
     let migrated = target != prev;
     if migrated {
-        drop(g);
-        g = st.cpus[target.index()].lock();
-        clock_update(&mut g);
+        // set_task_cpu → migrate_task_rq_fair, without prev's run-queue lock: its signals
+        // leave prev through prev's removed load.
+        let old = snaps
+            .get(prev.index())
+            .copied()
+            .or_else(|| snapshot::read(prev));
+        let Some(old) = old else {
+            panic!(
+                "sched: thread {id:?} slept on cpu {} with no run queue",
+                prev.0
+            );
+        };
+        match policy::migrate(&old, &mut task, now()) {
+            Ok(r) => snapshot::add_removed(prev, r),
+            Err(e) => panic!("sched: thread {id:?} leaving cpu {}: {}", prev.0, e),
+        }
     }
+    let mut g = st.cpus[target.index()].lock();
     let cs = &mut *g;
+    clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
-    if let Err(e) = policy::activate(cs, task, migrated) {
-        panic!(
+    let outcome = match policy::activate(&st.topology, cs, task, WakeKind::Wakeup, migrated, &snaps)
+    {
+        Ok(o) => o,
+        Err(e) => panic!(
             "sched: cpu {}: woken thread {:?} refused: {}",
             target.0, id, e.reason
-        );
-    }
+        ),
+    };
     t.on_rq.store(true, Ordering::Release);
     t.set_state(ThreadState::Running);
     t.stats.nr_wakeups.fetch_add(1, Ordering::Relaxed);
@@ -896,10 +1026,9 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
         t.stats.nr_migrations.fetch_add(1, Ordering::Relaxed);
     }
     publish(cs);
-    let resched = cs.rq.need_resched();
     drop(g);
     drop(pi);
-    if resched {
+    if outcome.resched.is_yes() {
         resched_cpu(target);
     }
     true

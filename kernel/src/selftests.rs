@@ -3,6 +3,7 @@
 mod cmdline;
 mod console;
 mod fault;
+mod gic;
 mod heap;
 mod ipi;
 mod smp;

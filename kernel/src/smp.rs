@@ -157,15 +157,16 @@ pub fn secondary_init(cpu: CpuId) -> ! {
             cpu.0,
             me.0
         );
+        // Not `park_this_cpu`: `me` may be another CPU's index.
         crate::arch::park();
     }
     if let Err(e) = crate::gic::init_cpu() {
         crate::println!("smp: cpu {}: {}", cpu.0, e);
-        crate::arch::park();
+        park_this_cpu(cpu);
     }
     if let Err(e) = timer::init_cpu() {
         crate::println!("smp: cpu {}: {}", cpu.0, e);
-        crate::arch::park();
+        park_this_cpu(cpu);
     }
     mark_online(cpu);
     // Off the boot stack for good: this CPU's idle thread takes over (IRQs on from there).
@@ -270,9 +271,10 @@ pub fn stop_other_cpus(timeout_us: u64) -> usize {
     for cpu in online_cpus().filter(|&c| c != me) {
         let _ = ipi::send(cpu, IpiKind::Stop);
     }
-    let deadline = timer::counter().saturating_add(timer::us_to_counter(timeout_us));
+    let start = timer::counter();
+    let deadline = start.saturating_add(timer::us_to_counter(timeout_us));
     while online_cpus().any(|c| c != me) && timer::counter() < deadline {
-        cpu_regs::cpu_yield();
+        wait_step(start);
     }
     online_cpus().filter(|&c| c != me).count()
 }
@@ -283,8 +285,9 @@ pub fn stop_other_cpus(timeout_us: u64) -> usize {
 /// `bench boot all_online_us=<u64> all_ticked_us=<u64>`. Guest time counts from counter reset.
 pub fn print_boot_bench(timeout_us: u64) {
     let deadline = timer::counter().saturating_add(timer::us_to_counter(timeout_us));
+    let start = timer::counter();
     while online_cpus().any(|c| timer::first_tick_at(c).is_none()) && timer::counter() < deadline {
-        cpu_regs::cpu_yield();
+        wait_step(start);
     }
     let mut all_online = 0;
     let mut all_ticked = 0;
@@ -338,10 +341,11 @@ pub fn online_mask() -> u64 {
     ONLINE_MASK.load(Ordering::Acquire)
 }
 
-/// Takes the calling CPU `cpu` offline for good (Linux `ipi_cpu_stop`): marked offline, then
-/// parked with interrupts masked.
+/// Takes the calling CPU `cpu` offline for good (Linux `ipi_cpu_stop`): marked offline, its
+/// GIC interface masked, then parked (`arch::park`: exceptions masked, timer off, `wfi`).
 pub fn park_this_cpu(cpu: CpuId) -> ! {
     mark_offline(cpu);
+    crate::gic::mask_this_cpu();
     crate::arch::park()
 }
 
@@ -350,7 +354,8 @@ fn post_call(cpu: CpuId, f: fn(CpuId)) -> Result<u64, SmpError> {
     if !is_online(cpu) {
         return Err(SmpError::Offline { cpu: cpu.0 });
     }
-    let deadline = timer::counter().saturating_add(timer::us_to_counter(CALL_TIMEOUT_US));
+    let start = timer::counter();
+    let deadline = start.saturating_add(timer::us_to_counter(CALL_TIMEOUT_US));
     let seq = loop {
         {
             let mut slot = CALL_SLOT.of(cpu).lock();
@@ -365,7 +370,7 @@ fn post_call(cpu: CpuId, f: fn(CpuId)) -> Result<u64, SmpError> {
         if timer::counter() >= deadline {
             return Err(SmpError::Busy { cpu: cpu.0 });
         }
-        cpu_regs::cpu_yield();
+        wait_step(start);
     };
     if let Err(e) = ipi::send(cpu, IpiKind::CallFunction) {
         let mut slot = CALL_SLOT.of(cpu).lock();
@@ -379,12 +384,40 @@ fn post_call(cpu: CpuId, f: fn(CpuId)) -> Result<u64, SmpError> {
 
 /// Waits until `cpu` completed call `seq`.
 fn wait_call(cpu: CpuId, seq: u64) -> Result<(), SmpError> {
-    let deadline = timer::counter().saturating_add(timer::us_to_counter(CALL_TIMEOUT_US));
+    let start = timer::counter();
+    let deadline = start.saturating_add(timer::us_to_counter(CALL_TIMEOUT_US));
     while CALL_DONE.of(cpu).load(Ordering::Acquire) < seq {
         if timer::counter() >= deadline {
             return Err(SmpError::Timeout { cpu: cpu.0 });
         }
-        cpu_regs::cpu_yield();
+        wait_step(start);
     }
     Ok(())
 }
+
+/// How long a deadline wait spins before it sleeps, guest microseconds.
+const SPIN_BEFORE_SLEEP_US: u64 = 1_000;
+
+/// One step of a wait that started at counter value `start`: a short spin and a `yield` for
+/// the first [`SPIN_BEFORE_SLEEP_US`] (answers usually come within microseconds), then, when
+/// IRQs are unmasked, `wfi` until the next interrupt (the tick at the latest). A CPU that only
+/// yields keeps QEMU's `-icount` clock from skipping idle time, and each `yield` costs a
+/// round of QEMU's vCPU scheduler: a wait whose answer never came took about 14 s of wall time
+/// per second of guest time, and a missing IPI showed up as xtask's kill instead of as the
+/// timeout's message. With IRQs masked `wfi` would return at once on a pending one, so it
+/// keeps spinning, yielding once per [`SPINS_PER_YIELD`] (a few µs of guest time: the CPU
+/// waited for still gets to run soon, and guest time runs faster than wall time).
+pub fn wait_step(start: u64) {
+    let spun = timer::counter().wrapping_sub(start);
+    if spun > timer::us_to_counter(SPIN_BEFORE_SLEEP_US) && crate::arch::irqs_enabled() {
+        crate::arch::wfi();
+    } else {
+        for _ in 0..SPINS_PER_YIELD {
+            core::hint::spin_loop();
+        }
+        cpu_regs::cpu_yield();
+    }
+}
+
+/// Spin-loop hints between two `yield`s in [`wait_step`].
+const SPINS_PER_YIELD: u32 = 64;

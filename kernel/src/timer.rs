@@ -307,6 +307,13 @@ pub fn this_cpu_tick_snapshot() -> TickSnapshot {
     snap
 }
 
+/// Counter value at `cpu`'s latest tick (0 before its first).
+pub fn last_tick_at(cpu: CpuId) -> u64 {
+    LAST_TICK_AT
+        .get(cpu)
+        .map_or(0, |t| t.load(Ordering::Relaxed))
+}
+
 /// Whole tick periods `cpu` skipped because its tick interrupt was held off longer than a period.
 pub fn missed(cpu: CpuId) -> u64 {
     MISSED.get(cpu).map_or(0, |t| t.load(Ordering::Relaxed))
@@ -416,14 +423,16 @@ fn handle_timer(_intid: IntId) {
         }
         program(&t);
     }
+    // Sleepers first: a wake-up due with the tick does not wait for the tick's work (the
+    // tick's deadlines stay on their grid; its work runs a wake-up later).
+    for s in woken {
+        crate::sched::wake_timer(usize::from(s));
+    }
     if tick {
         LAST_TICK_AT.of(cpu).store(now, Ordering::Relaxed);
         if TICKS.of(cpu).fetch_add(1, Ordering::Relaxed) == 0 {
             FIRST_TICK_AT.of(cpu).store(now.max(1), Ordering::Release);
         }
         on_tick(cpu);
-    }
-    for s in woken {
-        crate::sched::wake_timer(usize::from(s));
     }
 }

@@ -66,7 +66,7 @@ pub fn boot(
     timeout: Duration,
     append: &str,
 ) -> Result<ExitCode> {
-    let a = kernel::build(None)?;
+    let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
     let defmt = crate::load_defmt(&a.elf)?;
     let cmdline = format!("bench {append}").trim().to_string();
     let mut machine = machine.clone();
@@ -213,7 +213,7 @@ const SWITCH_ROWS: &[(&str, &str, Option<u64>)] = &[
 /// guest instruction is one guest ns, so the per-operation times are instruction counts (all
 /// CPUs together).
 pub fn switch(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<ExitCode> {
-    let a = kernel::build(None)?;
+    let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
     let defmt = crate::load_defmt(&a.elf)?;
     let mut machine = machine.clone();
     if let Some(n) = board.nr_cpus() {
@@ -296,7 +296,7 @@ pub fn soak(
     shift: u32,
     append: &str,
 ) -> Result<ExitCode> {
-    let a = kernel::build(None)?;
+    let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
     let defmt = crate::load_defmt(&a.elf)?;
     let mut machine = machine.clone();
     if let Some(n) = board.nr_cpus() {

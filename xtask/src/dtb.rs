@@ -71,17 +71,32 @@ impl Board {
 /// (QEMU's own DT is used). Passed with `-dtb`, it reaches the kernel directly (`-kernel`) or
 /// through u-boot (`-bios`: u-boot's control DT, handed on by `booti ... ${fdtcontroladdr}`).
 pub fn board_dtb(board: Board, m: &Machine, dir: &Path) -> Result<Option<PathBuf>> {
+    board_dtb_of_cpus(board, m, dir, None)
+}
+
+/// As [`board_dtb`], keeping only the vCPUs whose MPIDR is in `mpidrs` (in DT order), so a
+/// machine with more vCPUs than the board can present the board's CPUs at chosen MPIDRs: QEMU
+/// `virt` numbers GICv3 vCPUs 16 to an Aff1 cluster, so `-smp 20` keeping 0x0, 0x1 and
+/// 0x100..=0x103 gives Juno r2's MPIDRs (`juno-r2.dts`). The other vCPUs stay powered off
+/// (nothing calls PSCI `CPU_ON` for them).
+pub fn board_dtb_of_cpus(
+    board: Board,
+    m: &Machine,
+    dir: &Path,
+    mpidrs: Option<&[u64]>,
+) -> Result<Option<PathBuf>> {
     let Some(desc) = board.desc() else {
         return Ok(None);
     };
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let tag = format!(
-        "{}-gic{}{}-smp{}-{}M",
+        "{}-gic{}{}-smp{}-{}M{}",
         board.name(),
         m.gic,
         if m.el2 { "-el2" } else { "" },
         m.smp,
-        m.memory_mib
+        m.memory_mib,
+        if mpidrs.is_some() { "-mpidrs" } else { "" }
     );
     let raw = dir.join(format!("qemu-{tag}.dtb"));
     let out = dir.join(format!("{tag}.dtb"));
@@ -119,10 +134,39 @@ pub fn board_dtb(board: Board, m: &Machine, dir: &Path) -> Result<Option<PathBuf
     if !st.success() {
         bail!("QEMU could not dump its DTB ({st}): {}", cmd::render(&c));
     }
-    let bytes = std::fs::read(&raw).with_context(|| format!("reading {}", raw.display()))?;
+    let mut bytes = std::fs::read(&raw).with_context(|| format!("reading {}", raw.display()))?;
+    if let Some(keep) = mpidrs {
+        bytes = keep_cpus(&bytes, keep)?;
+    }
     let patched = patch(&bytes, desc).with_context(|| format!("patching {}", raw.display()))?;
     std::fs::write(&out, patched).with_context(|| format!("writing {}", out.display()))?;
     Ok(Some(out))
+}
+
+/// `dtb` without the CPU nodes whose MPIDR (`reg`) is not in `keep`; every MPIDR of `keep`
+/// must be there.
+fn keep_cpus(dtb: &[u8], keep: &[u64]) -> Result<Vec<u8>> {
+    let fdt = Fdt::new(dtb).map_err(|e| anyhow::anyhow!("not a DTB: {e:?}"))?;
+    let cpus = fdt.find_node("/cpus").context("no /cpus")?;
+    let mut found = Vec::new();
+    let mut edits = Vec::new();
+    for n in cpus.children().filter(|n| is_cpu(*n)) {
+        let reg = n.property("reg").context("cpu without reg")?.value;
+        let mpidr = reg.chunks_exact(4).fold(0u64, |a, c| {
+            (a << 32) | u64::from(u32::from_be_bytes(c.try_into().unwrap()))
+        });
+        if keep.contains(&mpidr) {
+            found.push(mpidr);
+        } else {
+            edits.push(Edit::DeleteNode {
+                path: format!("/cpus/{}", n.name),
+            });
+        }
+    }
+    if let Some(missing) = keep.iter().find(|m| !found.contains(m)) {
+        bail!("QEMU's DTB has no vCPU with MPIDR {missing:#x} (found {found:x?})");
+    }
+    edit(dtb, &edits)
 }
 
 /// QEMU's DTB `dtb` with `board`'s scheduling properties added (see the module docs).
@@ -287,6 +331,170 @@ fn write_opp_tables(w: &mut FdtWriter, ctx: &Ctx<'_>) -> Result<()> {
     Ok(())
 }
 
+/// One change to a DTB for [`edit`]. Paths are full node paths (`/cpus/cpu@1`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// Set (or add) a property.
+    Set {
+        path: String,
+        prop: String,
+        value: Vec<u8>,
+    },
+    /// Remove a property.
+    Delete { path: String, prop: String },
+    /// Remove a node and everything below it.
+    DeleteNode { path: String },
+    /// Add a child node with these properties (after the parent's existing children).
+    AddNode {
+        parent: String,
+        name: String,
+        props: Vec<(String, Vec<u8>)>,
+    },
+}
+
+impl Edit {
+    /// `prop` of `path` set to big-endian 32-bit `cells`.
+    pub fn cells(path: &str, prop: &str, cells: &[u32]) -> Edit {
+        Edit::Set {
+            path: path.into(),
+            prop: prop.into(),
+            value: cells.iter().flat_map(|c| c.to_be_bytes()).collect(),
+        }
+    }
+
+    /// `prop` of `path` set to the NUL-terminated string `s`.
+    pub fn string(path: &str, prop: &str, s: &str) -> Edit {
+        let mut value = s.as_bytes().to_vec();
+        value.push(0);
+        Edit::Set {
+            path: path.into(),
+            prop: prop.into(),
+            value,
+        }
+    }
+}
+
+/// `dtb` rewritten with `edits` applied (nodes and properties otherwise copied unchanged,
+/// memory reservations kept).
+pub fn edit(dtb: &[u8], edits: &[Edit]) -> Result<Vec<u8>> {
+    let fdt = Fdt::new(dtb).map_err(|e| anyhow::anyhow!("not a DTB: {e:?}"))?;
+    let root = fdt.find_node("/").context("no root node")?;
+    let rsv = fdt
+        .memory_reservations()
+        .map(|r| vm_fdt::FdtReserveEntry::new(r.address() as u64, r.size() as u64))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(err)?;
+    let mut w = FdtWriter::new_with_mem_reserv(&rsv).map_err(err)?;
+    edit_node(&mut w, root, "", "/", edits)?;
+    w.finish().map_err(err)
+}
+
+fn edit_node(
+    w: &mut FdtWriter,
+    n: FdtNode<'_, '_>,
+    name: &str,
+    path: &str,
+    edits: &[Edit],
+) -> Result<()> {
+    let node = w.begin_node(name).map_err(err)?;
+    for p in n.properties() {
+        let change = edits.iter().find_map(|e| match e {
+            Edit::Set {
+                path: ep,
+                prop,
+                value,
+            } if ep == path && prop == p.name => Some(Some(value.as_slice())),
+            Edit::Delete { path: ep, prop } if ep == path && prop == p.name => Some(None),
+            _ => None,
+        });
+        match change {
+            Some(Some(v)) => w.property(p.name, v).map_err(err)?,
+            Some(None) => {}
+            None => w.property(p.name, p.value).map_err(err)?,
+        }
+    }
+    for e in edits {
+        if let Edit::Set {
+            path: ep,
+            prop,
+            value,
+        } = e
+        {
+            if ep == path && n.property(prop).is_none() {
+                w.property(prop, value).map_err(err)?;
+            }
+        }
+    }
+    for c in n.children() {
+        let cp = if path == "/" {
+            format!("/{}", c.name)
+        } else {
+            format!("{path}/{}", c.name)
+        };
+        let gone = edits
+            .iter()
+            .any(|e| matches!(e, Edit::DeleteNode { path: ep } if *ep == cp));
+        if !gone {
+            edit_node(w, c, c.name, &cp, edits)?;
+        }
+    }
+    for e in edits {
+        if let Edit::AddNode {
+            parent,
+            name,
+            props,
+        } = e
+        {
+            if parent == path {
+                let added = w.begin_node(name).map_err(err)?;
+                for (k, v) in props {
+                    w.property(k, v).map_err(err)?;
+                }
+                w.end_node(added).map_err(err)?;
+            }
+        }
+    }
+    w.end_node(node).map_err(err)
+}
+
+/// Where [`raw_dtb_image`] boots expect their DTB: above QEMU's own (which `-kernel` places at
+/// RAM base + 128 MiB with 512 MiB of RAM), inside the first 256 MiB.
+pub const RAW_DTB_ADDR: u64 = 0x4900_0000;
+
+/// The address QEMU (and u-boot's `booti`) load the Image at on `virt`: RAM base + text_offset.
+const IMAGE_BASE: u64 = 0x4008_0000;
+
+/// A copy of the arm64 `image` that starts with x0 = `dtb_addr` whatever the loader passed:
+/// its first instruction (the header's `b` to the entry code) becomes a branch to a trampoline
+/// appended to the file (`ldr x0, =dtb_addr; b entry`), which the kernel's BSS clearing later
+/// overwrites. So a DTB loaded raw (`-device loader,...,force-raw=on`) reaches the kernel
+/// exactly as written: QEMU's `-dtb` path rewrites `/memory`, `/psci` and `/chosen` and refuses
+/// corrupt blobs, which hides the cases a firmware or boot loader can still produce.
+pub fn raw_dtb_image(image: &[u8], dtb_addr: u64) -> Result<Vec<u8>> {
+    let first = u32::from_le_bytes(
+        image
+            .get(0..4)
+            .context("empty Image")?
+            .try_into()
+            .expect("4 bytes"),
+    );
+    if first >> 26 != 0b000101 {
+        bail!("the Image does not start with a `b` instruction ({first:#010x})");
+    }
+    let imm = i64::from(((first & 0x03ff_ffff) << 6) as i32 >> 6);
+    let entry = IMAGE_BASE as i64 + imm * 4;
+    let mut out = image.to_vec();
+    out.resize(out.len().next_multiple_of(8), 0);
+    let tramp = IMAGE_BASE as i64 + out.len() as i64;
+    let b = |from: i64, to: i64| 0x1400_0000 | (((to - from) / 4) as u32 & 0x03ff_ffff);
+    // ldr x0, #8 (the literal after the branch); b entry; .quad dtb_addr
+    out.extend(0x5800_0040u32.to_le_bytes());
+    out.extend(b(tramp + 4, entry).to_le_bytes());
+    out.extend(dtb_addr.to_le_bytes());
+    out[0..4].copy_from_slice(&b(IMAGE_BASE as i64, tramp).to_le_bytes());
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     //! Oracle: the patched blob, read back with an independent reader (`dtc` is not assumed;
@@ -372,6 +580,93 @@ mod tests {
         let map = b.find_node("/cpus/cpu-map").unwrap();
         let sizes: Vec<usize> = map.children().map(|c| c.children().count()).collect();
         assert_eq!(sizes, vec![2, 4]);
+    }
+
+    #[test]
+    fn edits_change_only_what_they_name() {
+        let orig = qemu_dtb();
+        let out = edit(
+            &orig,
+            &[
+                Edit::cells("/pl011@9000000", "reg", &[0x80, 0, 0, 0x1000]),
+                Edit::Delete {
+                    path: "/psci".into(),
+                    prop: "method".into(),
+                },
+                Edit::DeleteNode {
+                    path: "/cpus/cpu@5".into(),
+                },
+                Edit::string("/chosen", "bootargs", "ticks=10"),
+                Edit::AddNode {
+                    parent: "/".into(),
+                    name: "reserved-memory".into(),
+                    props: vec![("ranges".into(), vec![])],
+                },
+            ],
+        )
+        .unwrap();
+        let f = Fdt::new(&out).unwrap();
+        let reg = f
+            .find_node("/pl011@9000000")
+            .unwrap()
+            .property("reg")
+            .unwrap();
+        assert_eq!(
+            reg.value,
+            [0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0]
+        );
+        assert!(f.find_node("/psci").unwrap().property("method").is_none());
+        let cpus = f
+            .find_node("/cpus")
+            .unwrap()
+            .children()
+            .filter(|n| is_cpu(*n))
+            .count();
+        assert_eq!(cpus, 5);
+        let args = f
+            .find_node("/chosen")
+            .unwrap()
+            .property("bootargs")
+            .unwrap();
+        assert_eq!(args.as_str(), Some("ticks=10"));
+        assert!(f.find_node("/reserved-memory").is_some());
+        // Everything else unchanged: the GIC node's properties byte for byte.
+        let a = Fdt::new(&orig).unwrap();
+        let props = |f: &Fdt<'_>| -> Vec<(String, Vec<u8>)> {
+            f.find_node("/intc@8000000")
+                .unwrap()
+                .properties()
+                .map(|p| (p.name.to_string(), p.value.to_vec()))
+                .collect()
+        };
+        assert_eq!(props(&a), props(&f));
+    }
+
+    #[test]
+    fn raw_dtb_image_sets_x0_then_jumps_to_the_entry() {
+        // An Image whose first word is `b +0x40` (the header's branch over itself).
+        let mut img = vec![0u8; 0x44];
+        img[0..4].copy_from_slice(&(0x1400_0000u32 | 0x10).to_le_bytes());
+        let out = raw_dtb_image(&img, 0x4900_0000).unwrap();
+        let word = |at: usize| u32::from_le_bytes(out[at..at + 4].try_into().unwrap());
+        let target = |at: usize| {
+            let imm = ((word(at) & 0x03ff_ffff) << 6) as i32 >> 6;
+            at as i64 + i64::from(imm) * 4
+        };
+        let tramp = 0x48; // 0x44 rounded up to 8
+        assert_eq!(
+            target(0),
+            tramp as i64,
+            "first instruction branches to the trampoline"
+        );
+        assert_eq!(word(tramp), 0x5800_0040, "ldr x0, #8");
+        assert_eq!(target(tramp + 4), 0x40, "then the original entry");
+        assert_eq!(
+            u64::from_le_bytes(out[tramp + 8..tramp + 16].try_into().unwrap()),
+            0x4900_0000
+        );
+        assert_eq!(&out[4..0x44], &img[4..0x44], "the rest unchanged");
+        assert!(raw_dtb_image(&[0; 8], 0).is_err(), "no branch: refused");
     }
 
     #[test]

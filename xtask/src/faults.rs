@@ -20,6 +20,11 @@ pub const END_WITHIN_US: u64 = 2_000_000;
 /// `-icount`), so a timeout means a hang.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Wall-clock limit of a run whose guest mostly waits (a 1 s timeout): QEMU's `-icount` skips
+/// idle guest time, so such a run takes well under a second (0.3 s measured); a wait that
+/// spins instead of idling took 13.7 s.
+const IDLE_WAIT_TIMEOUT: Duration = Duration::from_secs(8);
+
 /// How a run must end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
@@ -29,6 +34,9 @@ pub enum End {
     /// `SYSTEM_RESET` (`-no-reboot`), as it would power off or reset a board.
     Psci,
 }
+
+/// A check of a run's console lines: `Err(why)` when they are wrong.
+pub type LineCheck = fn(&[String]) -> Result<(), String>;
 
 /// One deliberate failure.
 #[derive(Clone, Debug)]
@@ -42,6 +50,10 @@ pub struct Injection {
     /// once).
     pub expect: Vec<(String, Option<usize>)>,
     pub end: End,
+    /// A further check of the console lines.
+    pub check: Option<LineCheck>,
+    /// Wall-clock limit of the run.
+    pub timeout: Duration,
 }
 
 /// The injections, for a machine whose highest CPU is `last`.
@@ -58,6 +70,8 @@ pub fn injections(last: u32) -> Vec<Injection> {
                 once(&format!("cpu {last} faulted while handling a fatal error")),
             ],
             end: End::Status(1),
+            check: None,
+            timeout: TIMEOUT,
         },
         // Every stack has a guard page; a frame that would land in one is reported from the
         // CPU's overflow stack.
@@ -70,6 +84,8 @@ pub fn injections(last: u32) -> Vec<Injection> {
                 once(&format!("cpu {last} halted")),
             ],
             end: End::Status(1),
+            check: None,
+            timeout: TIMEOUT,
         },
         // Finding 5: a CPU that faults holding a lock (the console's). The report still
         // reaches the console (emergency path), every other CPU is stopped, the run ends.
@@ -84,6 +100,8 @@ pub fn injections(last: u32) -> Vec<Injection> {
                 )),
             ],
             end: End::Status(1),
+            check: None,
+            timeout: TIMEOUT,
         },
         // Findings 5 and 9 without semihosting: before, CPU 5 halted holding the lock while
         // the others hung on it (or ran on with CPU 5 still counted online). Now the whole
@@ -101,6 +119,8 @@ pub fn injections(last: u32) -> Vec<Injection> {
                 once("asym: rebooting (PSCI SYSTEM_RESET, panic=-1)"),
             ],
             end: End::Psci,
+            check: None,
+            timeout: TIMEOUT,
         },
         // Finding 5, the other way round: the console lock's holder is a CPU that hung (it
         // stopped with the lock held), and another CPU's panic report must still get out.
@@ -113,6 +133,8 @@ pub fn injections(last: u32) -> Vec<Injection> {
                 once(&format!("cpu {last} holds the console lock")),
             ],
             end: End::Status(101),
+            check: None,
+            timeout: TIMEOUT,
         },
         Injection {
             name: "panic on a secondary, panic=-1",
@@ -126,6 +148,34 @@ pub fn injections(last: u32) -> Vec<Injection> {
                 once("asym: rebooting (PSCI SYSTEM_RESET, panic=-1)"),
             ],
             end: End::Psci,
+            check: None,
+            timeout: TIMEOUT,
+        },
+        // Finding 8: a parked CPU spun in `wfe`, which QEMU runs as a yield: it never idled,
+        // and under -icount guest time crawled. It must not wake at all once parked.
+        Injection {
+            name: "a parked CPU stays idle",
+            append: "semihosting crash=park ticks=20",
+            semihosting: true,
+            expect: vec![once(&format!("crash: parked cpu {last} woke "))],
+            end: End::Status(0),
+            check: Some(parked_cpu_idle),
+            timeout: TIMEOUT,
+        },
+        // Finding 8 too: a cross call to a CPU that never answers waited in a `yield` spin,
+        // which under -icount keeps the clock from skipping idle time: the 1 s timeout took
+        // many seconds of wall time (and a broken IPI showed up as xtask's kill).
+        Injection {
+            name: "a cross call to a deaf CPU times out",
+            append: "semihosting crash=deaf ticks=20",
+            semihosting: true,
+            expect: vec![once(&format!(
+                "crash: cpu {last} did not answer: smp: cpu {last} did not run the cross call \
+                 within 1000000 us"
+            ))],
+            end: End::Status(0),
+            check: None,
+            timeout: IDLE_WAIT_TIMEOUT,
         },
         // Finding 2: no semihosting host (a board on its own). The `HLT` that would end the
         // run is undefined there: caught once, said on the console, then PSCI SYSTEM_OFF.
@@ -139,6 +189,8 @@ pub fn injections(last: u32) -> Vec<Injection> {
                 once("asym: powering off (PSCI SYSTEM_OFF)"),
             ],
             end: End::Psci,
+            check: None,
+            timeout: TIMEOUT,
         },
         Injection {
             name: "fault without semihosting",
@@ -150,8 +202,32 @@ pub fn injections(last: u32) -> Vec<Injection> {
                 once("asym: powering off (PSCI SYSTEM_OFF)"),
             ],
             end: End::Psci,
+            check: None,
+            timeout: TIMEOUT,
         },
     ]
+}
+
+/// Most wake-ups a parked CPU may have in the kernel's 100 ms window (none are expected).
+const PARK_WAKES_MAX: u64 = 2;
+
+/// `crash: parked cpu N woke K times in T us` with K at most [`PARK_WAKES_MAX`].
+fn parked_cpu_idle(lines: &[String]) -> Result<(), String> {
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("crash: parked cpu "))
+        .ok_or("no `crash: parked cpu` line")?;
+    let wakes: u64 = line
+        .split_once(" woke ")
+        .and_then(|(_, r)| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("no wake-up count in {line:?}"))?;
+    if wakes > PARK_WAKES_MAX {
+        return Err(format!(
+            "the parked CPU woke {wakes} times (at most {PARK_WAKES_MAX}): {line:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// The stage's runs on `base` (the self-test machine: board DTB, `-icount`).
@@ -177,7 +253,7 @@ pub fn cases(board: dtb::Board, base: &Machine, dir: &Path) -> Result<Vec<Case>>
             Case {
                 name,
                 command,
-                timeout: TIMEOUT,
+                timeout: inj.timeout,
                 check: Box::new(move |o| verdict(&inj, o)),
             }
         })
@@ -217,6 +293,9 @@ pub fn verdict(inj: &Injection, o: &Outcome) -> Result<String, String> {
     else {
         return Err("no closing `asym: ... at <t> us` line".into());
     };
+    if let Some(check) = inj.check {
+        check(&o.lines)?;
+    }
     let took = end.saturating_sub(start);
     if took > END_WITHIN_US {
         return Err(format!(
@@ -266,5 +345,17 @@ mod tests {
             verdict(inj, &outcome(&good[..3], 1)).is_err(),
             "no end line"
         );
+    }
+
+    #[test]
+    fn a_parked_cpu_must_not_wake() {
+        let lines = |s: &str| vec![s.to_string()];
+        assert!(parked_cpu_idle(&lines("crash: parked cpu 5 woke 0 times in 100000 us")).is_ok());
+        let busy = parked_cpu_idle(&lines(
+            "crash: parked cpu 5 woke 3127455 times in 100000 us",
+        ));
+        assert!(busy.unwrap_err().contains("3127455"));
+        assert!(parked_cpu_idle(&lines("crash: parked cpu 5 woke many times")).is_err());
+        assert!(parked_cpu_idle(&[]).is_err());
     }
 }

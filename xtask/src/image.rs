@@ -6,6 +6,8 @@
 //! The header layout is Linux `Documentation/arch/arm64/booting.rst`, "Call the kernel image".
 
 use anyhow::{bail, ensure, Context, Result};
+use asym_kernel::board::{booti_placement, overlaps, BootLayout, Region};
+use asym_kernel::dt::MemRange;
 use object::elf::{FileHeader64, PT_LOAD};
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::Endianness;
@@ -76,7 +78,7 @@ impl Arm64Header {
 }
 
 /// A flat image and where it belongs in memory.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct FlatImage {
     /// Physical address of the first byte.
     pub base: u64,
@@ -144,6 +146,172 @@ pub fn elf_to_flat(elf: &[u8]) -> Result<FlatImage> {
         entry: header.e_entry.get(endian),
         bytes,
     })
+}
+
+/// The arm64 boot protocol's limit on a DTB (Linux `Documentation/arch/arm64/booting.rst`:
+/// "must not exceed 2 megabytes in size").
+pub const DTB_MAX: u64 = 2 << 20;
+
+/// Where everything lies when the board's u-boot runs `boot.scr`, for [`check_layout`].
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub layout: BootLayout,
+    /// A DTB loaded from the boot medium to `fdt_addr_r` (not u-boot's control DT).
+    pub fdt_from_file: bool,
+    /// RAM u-boot hands over.
+    pub memory: Vec<MemRange>,
+    /// Reservations and carve-outs: nothing may be placed there.
+    pub reserved: Vec<Region>,
+    /// Bytes of boot.scr (loaded at `scriptaddr`).
+    pub script_len: u64,
+}
+
+/// Checks that `booti` will run `flat` where it is linked and that nothing u-boot loads
+/// overlaps it: the link address equals u-boot's placement for this header (`booti_setup`),
+/// the placed image (`image_size` bytes, BSS and stacks included) lies in one RAM bank, and it
+/// overlaps neither the DTB's 2 MiB at `fdt_addr_r` (when loaded from the medium), nor
+/// `boot.scr` at `scriptaddr`, nor `ramdisk_addr_r`, nor any reservation or carve-out; the file
+/// loaded at `kernel_addr_r` (before the move) overlaps neither the script running it nor the
+/// DTB. Returns one line per fact checked.
+pub fn check_layout(flat: &FlatImage, h: &Arm64Header, p: &Placement) -> Result<Vec<String>> {
+    let l = &p.layout;
+    let mut facts = Vec::new();
+    ensure!(
+        flat.entry == flat.base,
+        "ELF entry {:#x} is not the Image's first byte {:#x}: booti starts at byte 0",
+        flat.entry,
+        flat.base
+    );
+    ensure!(
+        h.image_size > 0,
+        "image_size is 0: booti would assume 16 MiB at text_offset 0x80000"
+    );
+    let placed = booti_placement(
+        l.kernel_addr_r,
+        l.dram0_start,
+        h.text_offset,
+        h.phys_placement_anywhere(),
+    );
+    ensure!(
+        flat.base == l.link_base,
+        "the kernel is linked at {:#x}, the board crate says {:#x} (linker script and board \
+         crate disagree)",
+        flat.base,
+        l.link_base
+    );
+    ensure!(
+        placed == flat.base,
+        "booti places this Image (text_offset {:#x}, flags {:#x}) at {:#x}, but it is linked at \
+         {:#x}",
+        h.text_offset,
+        h.flags,
+        placed,
+        flat.base
+    );
+    facts.push(format!(
+        "booti places the Image at {placed:#x} (= link address; loaded at kernel_addr_r {:#x}{})",
+        l.kernel_addr_r,
+        if placed == l.kernel_addr_r {
+            ", not moved"
+        } else {
+            ", then moved"
+        }
+    ));
+    let image = MemRange {
+        base: placed as usize,
+        size: h.image_size as usize,
+    };
+    let bank = p
+        .memory
+        .iter()
+        .find(|b| image.base >= b.base && (image.end() as u64) <= b.end() as u64);
+    ensure!(
+        bank.is_some(),
+        "the placed image {:#x}..{:#x} does not lie inside one RAM bank ({})",
+        image.base,
+        image.end(),
+        p.memory
+            .iter()
+            .map(|b| format!("{:#x}..{:#x}", b.base, b.end()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    facts.push(format!(
+        "image {:#x}..{:#x} ({} KiB with BSS and stacks) inside RAM",
+        image.base,
+        image.end(),
+        image.size / 1024
+    ));
+    let file = MemRange {
+        base: l.kernel_addr_r as usize,
+        size: flat.bytes.len(),
+    };
+    let mut others: Vec<(String, MemRange)> = Vec::new();
+    if p.fdt_from_file {
+        others.push((
+            format!("the DTB at fdt_addr_r {:#x} (up to 2 MiB)", l.fdt_addr_r),
+            MemRange {
+                base: l.fdt_addr_r as usize,
+                size: DTB_MAX as usize,
+            },
+        ));
+    }
+    if let Some(s) = l.scriptaddr {
+        others.push((
+            format!("boot.scr at scriptaddr {s:#x}"),
+            MemRange {
+                base: s as usize,
+                size: p.script_len.max(1) as usize,
+            },
+        ));
+    }
+    for (what, r) in &others {
+        ensure!(
+            !overlaps(image, *r),
+            "the placed image {:#x}..{:#x} overlaps {what}",
+            image.base,
+            image.end()
+        );
+        ensure!(
+            !overlaps(file, *r),
+            "the Image file loaded at kernel_addr_r ({:#x}..{:#x}) overlaps {what}",
+            file.base,
+            file.end()
+        );
+        facts.push(format!("no overlap with {what}"));
+    }
+    if let Some(rd) = l.ramdisk_addr_r {
+        ensure!(
+            !image.contains(rd as usize),
+            "the placed image {:#x}..{:#x} covers ramdisk_addr_r {rd:#x}",
+            image.base,
+            image.end()
+        );
+        facts.push(format!("does not cover ramdisk_addr_r {rd:#x}"));
+    }
+    for r in &p.reserved {
+        ensure!(
+            !overlaps(image, r.range),
+            "the placed image {:#x}..{:#x} overlaps {} ({:#x}..{:#x})",
+            image.base,
+            image.end(),
+            r.name,
+            r.range.base,
+            r.range.end()
+        );
+    }
+    if !p.reserved.is_empty() {
+        facts.push(format!(
+            "no overlap with {} reservations and carve-outs ({})",
+            p.reserved.len(),
+            p.reserved
+                .iter()
+                .map(|r| r.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(facts)
 }
 
 #[cfg(test)]
@@ -231,6 +399,97 @@ mod tests {
         assert_eq!(h.image_size, 0x3000);
         assert!(h.phys_placement_anywhere());
         assert_eq!(h.page_size(), "4K");
+    }
+
+    /// A flat Image linked at `base` with asym's header (text_offset 0x80000, flags 0b0010).
+    fn image_at(base: u64, image_size: u64) -> (FlatImage, Arm64Header) {
+        let mut bytes = header_bytes(0x8_0000, image_size, 0b0010);
+        bytes.resize(0x4_0000, 0);
+        let h = Arm64Header::parse(&bytes).unwrap();
+        (
+            FlatImage {
+                base,
+                entry: base,
+                bytes,
+            },
+            h,
+        )
+    }
+
+    /// HiKey960's u-boot (include/configs/hikey960.h) and one carve-out.
+    fn hikey960_like() -> Placement {
+        Placement {
+            layout: BootLayout {
+                dram0_start: 0,
+                kernel_addr_r: 0x1100_0000,
+                fdt_addr_r: 0x1000_0000,
+                scriptaddr: Some(0x2_0000),
+                ramdisk_addr_r: None,
+                link_base: 0x8_0000,
+            },
+            fdt_from_file: true,
+            memory: vec![MemRange {
+                base: 0,
+                size: 0xc000_0000,
+            }],
+            reserved: vec![Region {
+                range: MemRange {
+                    base: 0x1ac5_8000,
+                    size: 0x4_0000,
+                },
+                name: "BL31",
+                no_map: false,
+            }],
+            script_len: 0x200,
+        }
+    }
+
+    #[test]
+    fn layout_accepts_the_booti_placement() {
+        let (flat, h) = image_at(0x8_0000, 0x12_4000);
+        let facts = check_layout(&flat, &h, &hikey960_like()).unwrap();
+        assert!(facts[0].contains("then moved"), "{facts:?}");
+    }
+
+    #[test]
+    fn layout_errors_name_what_collides() {
+        let err = |flat: &FlatImage, h: &Arm64Header, p: &Placement| {
+            format!("{:#}", check_layout(flat, h, p).unwrap_err())
+        };
+        // Linked elsewhere than booti puts it (the linker script and board crate agree, but
+        // booti moves a bit-3-clear Image to the start of DRAM).
+        let (flat, h) = image_at(0x1108_0000, 0x12_4000);
+        let mut p = hikey960_like();
+        p.layout.link_base = 0x1108_0000;
+        assert!(err(&flat, &h, &p).contains("booti places this Image"));
+        // Linker script and board crate disagree.
+        let (flat, h) = image_at(0x8_0000, 0x12_4000);
+        let mut p = hikey960_like();
+        p.layout.link_base = 0x20_0000;
+        assert!(err(&flat, &h, &p).contains("board crate says"));
+        // Over the script (scriptaddr inside the placed image).
+        let mut p = hikey960_like();
+        p.layout.scriptaddr = Some(0x10_0000);
+        assert!(err(&flat, &h, &p).contains("boot.scr"));
+        // An image so big it runs into the DTB at fdt_addr_r.
+        let (flat2, h2) = image_at(0x8_0000, 0x1000_0000);
+        assert!(err(&flat2, &h2, &hikey960_like()).contains("DTB"));
+        // The file loaded at kernel_addr_r over the DTB.
+        let mut p = hikey960_like();
+        p.layout.fdt_addr_r = 0x1101_0000;
+        assert!(err(&flat, &h, &p).contains("loaded at kernel_addr_r"));
+        // Over a carve-out.
+        let mut p = hikey960_like();
+        p.reserved[0].range.base = 0x10_0000;
+        assert!(err(&flat, &h, &p).contains("BL31"));
+        // Past the end of its RAM bank.
+        let mut p = hikey960_like();
+        p.memory[0].size = 0x10_0000;
+        assert!(err(&flat, &h, &p).contains("RAM bank"));
+        // Over ramdisk_addr_r.
+        let mut p = hikey960_like();
+        p.layout.ramdisk_addr_r = Some(0x10_0000);
+        assert!(err(&flat, &h, &p).contains("ramdisk_addr_r"));
     }
 
     #[test]

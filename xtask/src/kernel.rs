@@ -5,20 +5,34 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+use asym_kernel::board::FdtSource;
+
+use crate::boards::Target;
 use crate::cmd;
-use crate::image::{elf_to_flat, Arm64Header};
+use crate::image::{check_layout, elf_to_flat, Arm64Header, Placement};
 use crate::uboot;
 
 pub const TARGET: &str = "aarch64-unknown-none-softfloat";
-pub const BOARD_CRATE: &str = "asym-qemu-virt";
 /// Kernel-side crates that clippy checks for the bare-metal target.
-pub const KERNEL_CRATES: &[&str] = &["asym-kernel", "asym-qemu-virt", "asym-sched"];
+pub const KERNEL_CRATES: &[&str] = &[
+    "asym-kernel",
+    "asym-qemu-virt",
+    "asym-juno-r2",
+    "asym-hikey960",
+    "asym-hikey",
+    "asym-sched",
+    "asym-dvfs",
+];
 
 /// What `build` produces.
 #[derive(Debug, Clone)]
 pub struct Artefacts {
+    pub board: Target,
     pub elf: PathBuf,
     pub image: PathBuf,
+    /// The Image's header and where it is linked.
+    pub header: Arm64Header,
+    pub flat: crate::image::FlatImage,
 }
 
 /// Whether a sysroot has the standard library for `target`.
@@ -66,15 +80,22 @@ pub fn out_dir() -> PathBuf {
     cmd::target_dir().join("asym")
 }
 
-/// `cargo build --release` of the board binary, then the flat Image next to the ELF and in
-/// `out` (default `<target>/asym`).
-pub fn build(out: Option<&Path>) -> Result<Artefacts> {
+/// Where a board's artefacts go by default: `<target>/asym` for QEMU virt (what the QEMU runs
+/// use), `<target>/asym/<board>` for a real board.
+pub fn board_out_dir(board: Target) -> PathBuf {
+    match board {
+        Target::QemuVirt => out_dir(),
+        b => out_dir().join(b.name()),
+    }
+}
+
+/// `cargo build --release` of the board binary, then the flat Image in `out` (default
+/// [`board_out_dir`]).
+pub fn build(board: Target, out: Option<&Path>) -> Result<Artefacts> {
     ensure_target()?;
-    cmd::run(cmd::cargo().args(["build", "--release", "-p", BOARD_CRATE, "--target", TARGET]))?;
-    let elf = cmd::target_dir()
-        .join(TARGET)
-        .join("release")
-        .join(BOARD_CRATE);
+    let krate = board.crate_name();
+    cmd::run(cmd::cargo().args(["build", "--release", "-p", krate, "--target", TARGET]))?;
+    let elf = cmd::target_dir().join(TARGET).join("release").join(krate);
     let elf_bytes =
         std::fs::read(&elf).with_context(|| format!("reading the kernel ELF {}", elf.display()))?;
     let flat = elf_to_flat(&elf_bytes)
@@ -88,7 +109,9 @@ pub fn build(out: Option<&Path>) -> Result<Artefacts> {
             flat.entry, flat.base
         );
     }
-    let out = out.map(Path::to_path_buf).unwrap_or_else(out_dir);
+    let out = out
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| board_out_dir(board));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let image = out.join("Image");
     std::fs::write(&image, &flat.bytes).with_context(|| format!("writing {}", image.display()))?;
@@ -106,12 +129,39 @@ pub fn build(out: Option<&Path>) -> Result<Artefacts> {
             ""
         }
     );
-    Ok(Artefacts { elf, image })
+    Ok(Artefacts {
+        board,
+        elf,
+        image,
+        header,
+        flat,
+    })
 }
 
-/// Writes `boot.scr` (and its source `boot.cmd`) for `bootargs` into `out`.
-pub fn write_boot_script(out: &Path, bootargs: &str) -> Result<PathBuf> {
-    let script = uboot::boot_script(bootargs);
+/// Checks the built Image against where `board`'s u-boot puts everything
+/// ([`check_layout`]), with the boot script `out/boot.scr` (its size) in place.
+pub fn check_board_layout(a: &Artefacts, script: &Path) -> Result<Vec<String>> {
+    let script_len = std::fs::metadata(script)
+        .with_context(|| format!("reading {}", script.display()))?
+        .len();
+    let p = Placement {
+        layout: a.board.layout(),
+        fdt_from_file: matches!(a.board.fdt(), FdtSource::File(_)),
+        memory: a.board.memory().to_vec(),
+        reserved: a.board.reserved(),
+        script_len,
+    };
+    check_layout(&a.flat, &a.header, &p).with_context(|| {
+        format!(
+            "{}: the Image's layout does not fit the board's u-boot",
+            a.board.name()
+        )
+    })
+}
+
+/// Writes `boot.scr` (and its source `boot.cmd`) for `board` and `bootargs` into `out`.
+pub fn write_boot_script(board: Target, out: &Path, bootargs: &str) -> Result<PathBuf> {
+    let script = uboot::boot_script(board.fdt(), bootargs);
     std::fs::write(out.join("boot.cmd"), &script)
         .with_context(|| format!("writing {}", out.join("boot.cmd").display()))?;
     let scr = uboot::script_image("asym boot", script.as_bytes())?;

@@ -5,13 +5,18 @@
 
 mod batch;
 mod bench;
+mod boards;
 mod cmd;
 mod console;
+mod debian;
 mod dtb;
+mod dtcheck;
+mod dtfuzz;
 mod equiv;
 mod faults;
 mod image;
 mod kernel;
+mod lisa;
 mod qemu;
 mod test;
 mod uboot;
@@ -42,13 +47,21 @@ struct Cli {
 enum Cmd {
     /// Build the kernel ELF (release, bare-metal target) and the flat arm64 Image.
     Build {
-        /// Directory for the Image [default: <target dir>/asym].
+        /// The board binary to build.
+        #[arg(long, value_enum, default_value = "qemu-virt")]
+        board: boards::Target,
+        /// Directory for the Image [default: <target dir>/asym, or <target dir>/asym/<board>].
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Build the Image and a u-boot boot.scr (and, with --disk, a FAT boot disk).
+    /// Build a board's Image and u-boot boot.scr, check the Image's layout against the board's
+    /// u-boot (and, with --disk, make a FAT boot disk).
     Image {
-        /// Directory for Image, boot.cmd, boot.scr [default: <target dir>/asym].
+        /// The board: qemu-virt, juno-r2, hikey960 or hikey (see docs/boards/).
+        #[arg(long, value_enum, default_value = "qemu-virt")]
+        board: boards::Target,
+        /// Directory for Image, boot.cmd, boot.scr [default: <target dir>/asym, or
+        /// <target dir>/asym/<board> for a real board].
         #[arg(long)]
         out: Option<PathBuf>,
         /// Kernel command line that boot.scr sets as `bootargs`.
@@ -66,6 +79,18 @@ enum Cmd {
     Bench {
         #[command(subcommand)]
         what: BenchCmd,
+    },
+    /// Parse a device tree as the kernel does and print the platform it would run on; with
+    /// --board, every difference from that board's crate.
+    DtCheck {
+        /// The .dtb file.
+        dtb: PathBuf,
+        /// Compare with this board crate (u-boot's memory fix-up is applied first, as at booti).
+        #[arg(long, value_enum)]
+        board: Option<boards::Target>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Refactoring check: build the simulator at --base and from the working tree, run both on
     /// every bundled workload × --eas on|off × --lb on|off × juno-r2, hikey960 and compare
@@ -87,6 +112,13 @@ enum Cmd {
     /// The long stress run: threads sleeping, waking and migrating on every CPU for SECONDS of
     /// guest time (not part of `test`).
     Soak(SoakArgs),
+    /// Check the simulator's traces with ARM's LISA (venv under the target directory; the
+    /// arguments go to tests/lisa/check.py, e.g. `--only jank --boards juno-r2`).
+    #[command(disable_help_flag = true)]
+    Lisa {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run the simulator: all arguments go to `asym-sim` (try `cargo xtask sim --help`).
     #[command(disable_help_flag = true)]
     Sim {
@@ -159,6 +191,13 @@ pub struct TestArgs {
     /// Skip the QEMU runs (self-test matrix and u-boot).
     #[arg(long)]
     pub no_qemu: bool,
+    /// Skip the real boards' checks (images and layout, dt-check of Debian's DTBs).
+    #[arg(long)]
+    pub no_boards: bool,
+    /// Skip the LISA check of the simulator's traces (its venv install needs the package
+    /// registry).
+    #[arg(long)]
+    pub no_lisa: bool,
     /// Timeout for each QEMU run, seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
@@ -247,24 +286,47 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
-        Cmd::Build { out } => {
-            let a = kernel::build(out.as_deref())?;
+        Cmd::Build { board, out } => {
+            let a = kernel::build(board, out.as_deref())?;
             println!("xtask: ELF {}", a.elf.display());
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Image { out, append, disk } => {
-            let a = kernel::build(out.as_deref())?;
+        Cmd::Image {
+            board,
+            out,
+            append,
+            disk,
+        } => {
+            let a = kernel::build(board, out.as_deref())?;
             let dir = a
                 .image
                 .parent()
                 .expect("Image has a directory")
                 .to_path_buf();
-            kernel::write_boot_script(&dir, &append)?;
+            let scr = kernel::write_boot_script(board, &dir, &append)?;
+            for fact in kernel::check_board_layout(&a, &scr)? {
+                println!("xtask: layout: {fact}");
+            }
             if disk {
                 kernel::write_boot_disk(&dir)?;
             }
+            if board != boards::Target::QemuVirt {
+                println!(
+                    "xtask: {} boot files in {}: copy Image and boot.scr{} to the boot medium \
+                     (docs/boards/{}.md)",
+                    board.name(),
+                    dir.display(),
+                    match board.fdt() {
+                        asym_kernel::board::FdtSource::File(f) =>
+                            format!(" (and the mainline {f})"),
+                        asym_kernel::board::FdtSource::Control => String::new(),
+                    },
+                    board.name()
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::DtCheck { dtb, board, json } => dtcheck::run(&dtb, board, json),
         Cmd::Qemu(args) => run_qemu(args),
         Cmd::Test(args) => test::run(&args),
         Cmd::Bench { what } => match what {
@@ -295,6 +357,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }),
         Cmd::Soak(a) => bench::soak(&a.machine, a.board, a.seconds, a.shift, &a.append),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
+        Cmd::Lisa { args } => {
+            let (python, _) = lisa::ensure_venv()?;
+            let (passed, failed) = lisa::check(&python, &args)?;
+            println!("{passed} passed, {failed} failed");
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -343,14 +411,14 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
             args.machine.smp
         );
     }
-    let a = kernel::build(None)?;
+    let a = kernel::build(boards::Target::QemuVirt, None)?;
     let dir = a
         .image
         .parent()
         .expect("Image has a directory")
         .to_path_buf();
     let boot = if args.uboot {
-        kernel::write_boot_script(&dir, &args.append)?;
+        kernel::write_boot_script(boards::Target::QemuVirt, &dir, &args.append)?;
         Boot::UBoot {
             bios: qemu::UBOOT_BIN.into(),
             disk: kernel::write_boot_disk(&dir)?,

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use crate::boards::Target;
 use crate::console::{self, Defmt};
 use crate::kernel::{self, TARGET};
 use crate::qemu::{self, Boot, Machine, RunOpts};
@@ -28,11 +29,18 @@ pub(crate) struct StageResult {
     pub(crate) time: Duration,
 }
 
+/// Juno r2's CPU MPIDRs (`arch/arm64/boot/dts/arm/juno-r2.dts`: A72 0x0-0x1, A53 0x100-0x103).
+const JUNO_MPIDRS: [u64; 6] = [0x0, 0x1, 0x100, 0x101, 0x102, 0x103];
+
 /// Host crates for clippy and tests: the default members plus the kernel library, which
 /// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
 const HOST_CRATES: &[&str] = &[
     "asym-sched",
+    "asym-dvfs",
     "asym-boards",
+    "asym-juno-r2",
+    "asym-hikey960",
+    "asym-hikey",
     "asym-sim",
     "xtask",
     "asym-kernel",
@@ -81,6 +89,14 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
             test.args(["-p", c]);
         }
         stage_cmd(&mut results, "host tests", &mut test);
+
+        if !args.no_lisa {
+            lisa_stages(&mut results);
+        }
+    }
+
+    if !args.no_boards {
+        board_stages(&mut results);
     }
 
     if !args.no_qemu {
@@ -113,6 +129,46 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     })
 }
 
+/// The LISA venv (made once, reused while the pins are unchanged) and the check of every
+/// bundled workload's trace with it (`crate::lisa`).
+fn lisa_stages(results: &mut Vec<StageResult>) {
+    println!("\n== LISA venv ({})", crate::lisa::REQUIREMENTS);
+    let t = Instant::now();
+    let python = match crate::lisa::ensure_venv() {
+        Ok((python, reused)) => {
+            results.push(StageResult {
+                name: "LISA venv".into(),
+                ok: true,
+                detail: if reused { "reused" } else { "installed" }.into(),
+                time: t.elapsed(),
+            });
+            python
+        }
+        Err(e) => {
+            println!("xtask: {e:#}");
+            results.push(StageResult {
+                name: "LISA venv".into(),
+                ok: false,
+                detail: format!("{e:#}; LISA check not run"),
+                time: t.elapsed(),
+            });
+            return;
+        }
+    };
+    println!("\n== LISA check ({})", crate::lisa::CHECK_PY);
+    let t = Instant::now();
+    let (ok, detail) = match crate::lisa::check(&python, &[]) {
+        Ok((p, f)) => (true, format!("{p} passed, {f} failed")),
+        Err(e) => (false, format!("{e:#}")),
+    };
+    results.push(StageResult {
+        name: "LISA check of the simulator's traces".into(),
+        ok,
+        detail,
+        time: t.elapsed(),
+    });
+}
+
 fn stage_cmd(results: &mut Vec<StageResult>, name: &str, command: &mut std::process::Command) {
     println!("\n== {name}");
     let t = Instant::now();
@@ -127,6 +183,109 @@ fn stage_cmd(results: &mut Vec<StageResult>, name: &str, command: &mut std::proc
         detail,
         time: t.elapsed(),
     });
+}
+
+/// The real boards' checks: each board's Image built and its layout checked against the
+/// board's u-boot (issue 11, must-show 1), then the boards' mainline DTBs as Debian's arm64
+/// kernel package ships them parsed by `cargo xtask dt-check --board` with no difference
+/// allowed (must-show 2).
+fn board_stages(results: &mut Vec<StageResult>) {
+    for board in crate::boards::REAL {
+        let name = format!("image {}: build + layout", board.name());
+        println!("\n== {name}");
+        let t = Instant::now();
+        let r = kernel::build(board, None).and_then(|a| {
+            let dir = a
+                .image
+                .parent()
+                .expect("Image has a directory")
+                .to_path_buf();
+            let scr = kernel::write_boot_script(board, &dir, "selftest")?;
+            let facts = kernel::check_board_layout(&a, &scr)?;
+            for f in &facts {
+                println!("xtask: layout: {f}");
+            }
+            Ok(format!(
+                "linked and placed at {:#x}, {} checks",
+                a.flat.base,
+                facts.len()
+            ))
+        });
+        results.push(match r {
+            Ok(detail) => StageResult {
+                name,
+                ok: true,
+                detail,
+                time: t.elapsed(),
+            },
+            Err(e) => {
+                println!("xtask: {e:#}");
+                StageResult {
+                    name,
+                    ok: false,
+                    detail: format!("{e:#}"),
+                    time: t.elapsed(),
+                }
+            }
+        });
+    }
+
+    println!("\n== mainline DTBs from Debian's arm64 kernel package");
+    let t = Instant::now();
+    let cache = cmd::target_dir().join("debian-dtb");
+    let dtbs = match crate::debian::fetch(&cache) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("xtask: {e:#}");
+            results.push(StageResult {
+                name: "mainline DTBs (Debian linux-image-arm64)".into(),
+                ok: false,
+                detail: format!("{e:#}; dt-check of the boards' DTBs not run"),
+                time: t.elapsed(),
+            });
+            return;
+        }
+    };
+    results.push(StageResult {
+        name: "mainline DTBs (Debian linux-image-arm64)".into(),
+        ok: true,
+        detail: dtbs.package.clone(),
+        time: t.elapsed(),
+    });
+    let exe = std::env::current_exe();
+    for (name, path, board) in &dtbs.files {
+        let file = name.rsplit('/').next().unwrap_or(name);
+        let stage = format!("dt-check {file} --board {}", board.name());
+        let t = Instant::now();
+        let mut c = match &exe {
+            Ok(exe) => std::process::Command::new(exe),
+            Err(e) => {
+                results.push(StageResult {
+                    name: stage,
+                    ok: false,
+                    detail: format!("cannot find xtask's own binary: {e}"),
+                    time: t.elapsed(),
+                });
+                continue;
+            }
+        };
+        c.arg("dt-check").arg(path).args(["--board", board.name()]);
+        println!("\n== {stage} ({})", dtbs.package);
+        let (ok, detail) = match cmd::status(&mut c) {
+            Ok(st) if st.success() => (true, format!("no difference ({})", dtbs.package)),
+            Ok(st) => (
+                false,
+                format!("differences or not runnable ({st}); see above"),
+            ),
+            Err(e) => (false, format!("{e:#}")),
+        };
+        results.push(StageResult {
+            name: stage,
+            ok,
+            detail,
+            time: t.elapsed(),
+        });
+    }
 }
 
 /// One QEMU self-test run of the matrix.
@@ -146,13 +305,13 @@ struct QemuRun {
 fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     println!("\n== kernel build");
     let t = Instant::now();
-    let built = kernel::build(None).and_then(|a| {
+    let built = kernel::build(Target::QemuVirt, None).and_then(|a| {
         let dir = a
             .image
             .parent()
             .expect("Image has a directory")
             .to_path_buf();
-        kernel::write_boot_script(&dir, "selftest")?;
+        kernel::write_boot_script(Target::QemuVirt, &dir, "selftest")?;
         let disk = kernel::write_boot_disk(&dir)?;
         Ok((a, disk))
     });
@@ -334,6 +493,44 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         }
     }
 
+    // A machine whose CPUs span MPIDR clusters as Juno r2's do (0x0-0x1, 0x100-0x103):
+    // every QEMU vCPU is otherwise in cluster 0, and SGI routing by Aff1, PSCI CPU_ON by a
+    // cluster-1 MPIDR and the DT's cluster topology went unexercised in-kernel. QEMU numbers
+    // GICv3 vCPUs 16 per Aff1, so -smp 20 and the DT keeps the six with Juno's MPIDRs.
+    if args.board == dtb::Board::QemuJunoR2 {
+        let m = Machine {
+            smp: 20,
+            ..base.clone()
+        };
+        let name = "selftest qemu-juno-r2 gicv3 juno-mpidrs (0x0-0x1, 0x100-0x103)";
+        match dtb::board_dtb_of_cpus(args.board, &m, &dir, Some(&JUNO_MPIDRS)) {
+            Ok(path) => {
+                let mut machine = m;
+                if let Some(p) = path {
+                    machine.extra.push("-dtb".into());
+                    machine.extra.push(p.display().to_string());
+                }
+                runs.push(QemuRun {
+                    name: name.into(),
+                    board: args.board,
+                    machine,
+                    expect: JUNO_MPIDRS
+                        .iter()
+                        .map(|m| format!("MPIDR {m:#x} cluster {} capacity", m >> 8))
+                        .chain(["6 of 6 CPUs online".to_string()])
+                        .collect(),
+                    expect_exit: None,
+                });
+            }
+            Err(e) => results.push(StageResult {
+                name: name.into(),
+                ok: false,
+                detail: format!("making the DTB: {e:#}"),
+                time: Duration::ZERO,
+            }),
+        }
+    }
+
     let log_dir = artefacts
         .image
         .parent()
@@ -376,6 +573,42 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     batch_stage(results, "fault injection", &stage, |s| {
         crate::faults::cases(s.board, s.base, s.dir)
     });
+    let before = results.len();
+    let t = Instant::now();
+    batch_stage(results, "dt fuzz", &stage, |s| {
+        crate::dtfuzz::cases(s.board, s.base, s.dir)
+    });
+    // One summary line for the stage (and one per failing DT), not 90.
+    let fuzz: Vec<StageResult> = results.drain(before..).collect();
+    if !fuzz.iter().all(|r| r.name.starts_with("dt fuzz: ")) {
+        // The stage could not even make its cases.
+        results.extend(fuzz);
+        return;
+    }
+    let count = |p: &str| {
+        fuzz.iter()
+            .filter(|r| r.ok && r.detail.starts_with(p))
+            .count()
+    };
+    let hung = fuzz.iter().filter(|r| r.detail.contains("(hang)")).count();
+    let failed = fuzz.iter().filter(|r| !r.ok).count();
+    let detail = format!(
+        "{} device trees: {} booted, {} stopped with a located message, {} hung, {} other \
+         failures",
+        fuzz.len(),
+        count("Booted"),
+        count("StoppedLocated"),
+        hung,
+        failed - hung
+    );
+    println!("== dt fuzz: {detail}");
+    results.push(StageResult {
+        name: "dt fuzz".into(),
+        ok: failed == 0,
+        detail,
+        time: t.elapsed(),
+    });
+    results.extend(fuzz.into_iter().filter(|r| !r.ok));
 }
 
 /// What the batch stages (fault injection, DT fuzz, machine shapes) need from the QEMU stages.

@@ -13,6 +13,7 @@
 use std::io::{Cursor, Write};
 
 use anyhow::{ensure, Context, Result};
+use asym_kernel::board::FdtSource;
 
 const IH_MAGIC: u32 = 0x2705_1956;
 const IH_OS_LINUX: u8 = 5;
@@ -21,17 +22,29 @@ const IH_TYPE_SCRIPT: u8 = 6;
 const IH_COMP_NONE: u8 = 0;
 const IH_NMLEN: usize = 32;
 
-/// The boot script text. `bootargs` becomes `/chosen/bootargs` in the DTB handed to the kernel;
-/// `${fdtcontroladdr}` is the device tree u-boot itself runs with (on QEMU the one QEMU built).
+/// The boot script text. `bootargs` becomes `/chosen/bootargs` in the DTB handed to the kernel.
+/// The DT is `${fdtcontroladdr}`, the one u-boot itself runs with (on QEMU the one QEMU built,
+/// on Juno the one flashed to NOR), or a DTB file next to `Image`, loaded to `${fdt_addr_r}`
+/// (u-boot then writes its memory banks and `/chosen` into it at `booti`).
 /// `${devtype} ${devnum}:${distro_bootpart}` and `${prefix}` are set by distro boot while it
-/// scans for `boot.scr`, so the script loads `Image` from the place it was found.
-pub fn boot_script(bootargs: &str) -> String {
+/// scans for `boot.scr`, so the script loads from the place it was found.
+pub fn boot_script(fdt: FdtSource, bootargs: &str) -> String {
+    let (load_fdt, fdt_addr) = match fdt {
+        FdtSource::Control => (String::new(), "${fdtcontroladdr}"),
+        FdtSource::File(name) => (
+            format!(
+                "load ${{devtype}} ${{devnum}}:${{distro_bootpart}} ${{fdt_addr_r}} ${{prefix}}{name}\n"
+            ),
+            "${fdt_addr_r}",
+        ),
+    };
     format!(
         "# asym boot script, made by `cargo xtask image`\n\
          echo asym: loading ${{prefix}}Image from ${{devtype}} ${{devnum}}:${{distro_bootpart}}\n\
          load ${{devtype}} ${{devnum}}:${{distro_bootpart}} ${{kernel_addr_r}} ${{prefix}}Image\n\
+         {load_fdt}\
          setenv bootargs \"{bootargs}\"\n\
-         booti ${{kernel_addr_r}} - ${{fdtcontroladdr}}\n\
+         booti ${{kernel_addr_r}} - {fdt_addr}\n\
          echo asym: booti returned\n"
     )
 }
@@ -135,7 +148,7 @@ mod tests {
 
     #[test]
     fn script_image_header_fields_and_crcs() {
-        let script = boot_script("selftest");
+        let script = boot_script(FdtSource::Control, "selftest");
         let img = script_image("asym", script.as_bytes()).unwrap();
         let be = |o: usize| u32::from_be_bytes(img[o..o + 4].try_into().unwrap());
         assert_eq!(be(0), 0x2705_1956);
@@ -175,7 +188,7 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("asym-xtask-mkimage-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let script = boot_script("selftest hz=250");
+        let script = boot_script(FdtSource::File("board.dtb"), "selftest hz=250");
         std::fs::write(dir.join("boot.cmd"), &script).unwrap();
         let status = Command::new("mkimage")
             .env("SOURCE_DATE_EPOCH", "0")

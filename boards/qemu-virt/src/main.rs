@@ -3,6 +3,8 @@
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
+use asym_kernel::board::{EndAction, EndPolicy};
+#[cfg(target_os = "none")]
 use asym_kernel::boot::Board;
 
 /// The board description the kernel reads before the device tree.
@@ -12,6 +14,15 @@ pub static ASYM_BOARD: Board = Board {
     name: "qemu-virt",
     // source: QEMU hw/arm/virt.c, base_memmap[VIRT_UART] = 0x0900_0000 (PL011).
     early_uart: Some(0x0900_0000),
+    // Without a semihosting host (`-semihosting-config` left out) QEMU ends on either PSCI
+    // call (SYSTEM_RESET too, under xtask's `-no-reboot`), so both end the run and the console
+    // says the status; SYSTEM_OFF is what a run without semihosting has always ended with.
+    end: EndPolicy {
+        success: EndAction::SystemOff,
+        failure: EndAction::SystemOff,
+    },
+    // QEMU keeps nothing in guest RAM that its DT does not reserve.
+    carve_outs: &[],
 };
 
 /// Host builds (`cargo check --workspace`) have nothing to run.

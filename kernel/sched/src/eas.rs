@@ -6,10 +6,10 @@
 //! `update_misfit_status` (with `task_fits_cpu` and v6.10's `max_allowed_capacity`).
 //!
 //! Deliberate differences from Linux:
-//! - The input is a value snapshot ([`EasView`]: per-CPU [`EasCpu`] plus the
+//! - The input is a value snapshot ([`EasView`]: the per-CPU [`RqSnapshot`]s plus the
 //!   [`EnergyModel`] and [`Topology`]) rather than live run queues under RCU, so the kernel
 //!   and the simulator can both build it. The caller syncs the waking task's signals to
-//!   its previous CPU (`sync_entity_load_avg`, [`crate::rq::Rq::sync_entity_load_avg`])
+//!   its previous CPU (`sync_entity_load_avg`, [`crate::rq::sync_entity_load_avg`])
 //!   before building [`EasTask`].
 //! - `sched_energy_enabled()` and `is_rd_overutilized()` are the caller's gates, as in
 //!   `select_task_rq_fair`. There is one root domain spanning every CPU; the
@@ -28,32 +28,16 @@
 //!   the task's `load_avg`).
 
 use crate::cpu_util::{
-    cpu_util, cpu_util_cfs, effective_cpu_util, task_fits_cpu, util_fits_cpu, CpuCapacityInfo,
-    CpuSnapshot, Fit, RqNonCfsUtil, TaskUtil,
+    cpu_util, cpu_util_cfs, effective_cpu_util, task_fits_cpu, util_fits_cpu, CpuCapacityInfo, Fit,
+    TaskUtil,
 };
 use crate::em::{EmPerfDomain, EnergyModel};
 use crate::features::{Feature, SchedFeatures};
+use crate::rq::RqSnapshot;
 use crate::schedutil::sugov_effective_cpu_perf;
 use crate::topology::Topology;
 use crate::types::{Capacity, CpuId, CpuMask, Util, SCHED_CAPACITY_SCALE};
 use crate::uclamp::ClampRange;
-
-/// What EAS reads about one CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EasCpu {
-    /// `cpu_util()`'s inputs (the cfs_rq's util_avg, runnable_avg, util_est).
-    pub util: CpuSnapshot,
-    /// RT/DL/irq utilisation for `effective_cpu_util()`.
-    pub non_cfs: RqNonCfsUtil,
-    /// `capacity_of`, `arch_scale_cpu_capacity` and `get_actual_cpu_capacity`.
-    pub capacity: CpuCapacityInfo,
-    /// `uclamp_rq_get(rq, UCLAMP_MIN/MAX)`.
-    pub rq_clamp: ClampRange,
-    /// `uclamp_rq_is_idle(rq)`: no task is contributing clamps.
-    pub uclamp_rq_idle: bool,
-    /// In `cpu_online_mask`.
-    pub online: bool,
-}
 
 /// What EAS reads about the waking task `p`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +54,7 @@ pub struct EasTask {
 #[derive(Clone, Copy, Debug)]
 pub struct EasView<'a> {
     /// Every CPU, indexed by [`CpuId`].
-    pub cpus: &'a [EasCpu],
+    pub cpus: &'a [RqSnapshot],
     /// CPUs and performance domains.
     pub topology: &'a Topology,
     /// The energy model (`rd->pd`'s `em_pd`s).
@@ -142,7 +126,7 @@ pub fn task_max_allowed_capacity(allowed: CpuMask, topology: &Topology) -> Capac
 
 /// `eenv_task_busy_time`: the task's utilisation scaled by the time irqs leave on
 /// `prev` (`scale_irq_capacity`), all of `prev`'s capacity when irqs take it all.
-pub fn eenv_task_busy_time(p: &TaskUtil, prev: &EasCpu, features: SchedFeatures) -> Util {
+pub fn eenv_task_busy_time(p: &TaskUtil, prev: &RqSnapshot, features: SchedFeatures) -> Util {
     let max_cap = prev.capacity.capacity_orig.0 as u64;
     let irq = prev.non_cfs.irq.0 as u64;
     if irq >= max_cap {
@@ -240,7 +224,7 @@ pub fn compute_energy(
 /// `cpu_overutilized(cpu)` (EAS enabled): the CPU's CFS utilisation does not fit its
 /// capacity under its rq's clamps. A CPU that fits but for uclamp_min
 /// ([`Fit::UclampMinOnly`]) is *not* overutilized (v6.2, seed 003).
-pub fn cpu_overutilized(cpu: &EasCpu, features: SchedFeatures, uclamp_used: bool) -> bool {
+pub fn cpu_overutilized(cpu: &RqSnapshot, features: SchedFeatures, uclamp_used: bool) -> bool {
     let util = cpu_util_cfs(&cpu.util, features);
     !util_fits_cpu(
         util,

@@ -30,6 +30,12 @@
 //!   (`topology.c`, `fair.c`).
 //! - [`wakeup`]: wake-up and fork placement, `select_task_rq_fair` and
 //!   `select_idle_capacity` (`fair.c`).
+//! - [`nohz`]: NOHZ idle — tickless idle CPUs, the ILB kick, blocked-load updates
+//!   (`fair.c`).
+//! - [`root_domain`]: the root domain's overutilized flag and EAS switch (`sched.h`,
+//!   `fair.c`).
+//! - [`sched_core`]: the core's steps — wake-up selection and activation, `schedule()`'s
+//!   pick with the newidle hook, the tick, exit — with the lock each needs (`core.c`).
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -45,8 +51,11 @@ pub mod eas;
 pub mod em;
 pub mod fair;
 pub mod features;
+pub mod nohz;
 pub mod pelt;
+pub mod root_domain;
 pub mod rq;
+pub mod sched_core;
 pub mod schedutil;
 pub mod topology;
 pub mod types;

@@ -22,8 +22,8 @@
 //! Deliberate differences: no global `arch_scale_*` — the rq's [`PeltClock`] receives the
 //! scale factors with each clock update, and entity updates take a [`PeltScale`] (the clock
 //! hands out the right one for its mode). No task groups: `se_runnable` is `on_rq`, and
-//! `UPDATE_TG`/propagation do not exist. The remote `removed` accumulator is a plain field;
-//! the caller provides the locking Linux does with `removed.lock`.
+//! `UPDATE_TG`/propagation do not exist. The remote `removed` accumulator is a plain value
+//! ([`RemovedLoad`]); the caller provides the locking Linux does with `removed.lock`.
 
 use crate::features::{Feature, SchedFeatures};
 use crate::types::{cap_scale, Capacity, Nanos, Util, SCHED_CAPACITY_SCALE, SCHED_CAPACITY_SHIFT};
@@ -128,7 +128,10 @@ pub struct SchedAvg {
 }
 
 /// What a cfs_rq has been told to remove by tasks that left it while blocked
-/// (`cfs_rq->removed`): applied at its next [`CfsRqAvg::update_cfs_rq_load_avg`].
+/// (`cfs_rq->removed`): applied at its next [`CfsRqAvg::update_cfs_rq_load_avg`]. Remote
+/// wakers build one ([`crate::rq::migrate_task_rq_fair`]) and add it to the old CPU's,
+/// which the caller keeps under its own leaf lock until the owner takes it in
+/// ([`crate::rq::Rq::apply_removed`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RemovedLoad {
     /// Number of removed entities since the last update.
@@ -139,6 +142,21 @@ pub struct RemovedLoad {
     pub util_avg: u64,
     /// Σ removed `runnable_avg`.
     pub runnable_avg: u64,
+}
+
+impl RemovedLoad {
+    /// Add `other`'s removals to these.
+    pub fn add(&mut self, other: RemovedLoad) {
+        self.nr += other.nr;
+        self.load_avg += other.load_avg;
+        self.util_avg += other.util_avg;
+        self.runnable_avg += other.runnable_avg;
+    }
+
+    /// Hand out what is pending and start again from nothing.
+    pub fn take(&mut self) -> RemovedLoad {
+        core::mem::take(self)
+    }
 }
 
 /// A cfs_rq's PELT state: its `sched_avg` plus the `removed` accumulator.

@@ -17,9 +17,11 @@
 //!   `check_preempt_wakeup_fair`, `yield_task_fair`, `set_user_nice`
 //!   (dequeue SAVE → `reweight_task_fair` → enqueue RESTORE → `prio_changed_fair`);
 //! - migration: `detach_task`/`attach_task` (on-rq, `DO_DETACH`/`DO_ATTACH`, lag and
-//!   relative deadline carried across) and `migrate_task_rq_fair` for a sleeping task
-//!   woken elsewhere (`remove_entity_load_avg`, `migrate_se_pelt_lag` when this CPU
-//!   is idle, then attach on the new CPU);
+//!   relative deadline carried across) and, for a sleeping task woken elsewhere, the pure
+//!   [`migrate_task_rq_fair`] over the old CPU's published [`PeltRemote`]
+//!   (`remove_entity_load_avg`, `migrate_se_pelt_lag` when that CPU is idle) whose
+//!   removal the old CPU takes in with [`Rq::apply_removed`], then attach on the new CPU
+//!   (`rq/remote.rs`);
 //! - `sched_balance_update_blocked_averages` (`__update_blocked_fair` for the root).
 //!
 //! Ownership: an [`Rq`] owns its queued [`Task`]s (running included); a dequeued task
@@ -34,16 +36,17 @@
 //! does on entry to every scheduler path (`rq_clock_task` is what EEVDF charges;
 //! `rq_clock_pelt` what PELT ages by).
 //!
-//! Hooks for later issues:
+//! Hooks the callers drive:
 //! - cpufreq: wherever Linux calls `cpufreq_update_util` for the fair class
 //!   (`cfs_rq_util_change` after a root cfs_rq PELT change — enqueue, dequeue, tick,
 //!   blocked-load decay, attach/detach — and `enqueue_task_fair` of an iowait task) we
 //!   record a [`CpufreqUpdate`]; the caller takes it with [`Rq::take_cpufreq_update`]
 //!   and runs schedutil.
-//! - misfit: [`Rq::misfit_task_load`] is kept at 0 here; the misfit code
-//!   (`update_misfit_status`, called from `set_next_task_fair` and the tick) sets it
-//!   through [`Rq::set_misfit_task_load`].
-//! - load balancing: [`Rq::next_balance`] is stored, never acted upon here.
+//! - misfit: [`Rq::update_misfit_status`] (from the pick and the tick, see
+//!   [`crate::sched_core`]) sets [`Rq::misfit_task_load`].
+//! - load balancing: [`Rq::next_balance`] is stored, never acted upon here; `avg_idle`
+//!   and `idle_stamp` are kept by the wake-up and idle-entry steps.
+//! - other CPUs read this one only through [`Rq::snapshot`] ([`RqSnapshot`]).
 //!
 //! Deliberate differences: one class only (no RT/DL/idle classes: `nr_running` is
 //! `cfs.h_nr_running`; the CPU is "idle" — `is_idle_task(rq->curr)`, which drives
@@ -59,9 +62,11 @@
 //!
 //! `cpu_util` inputs come from [`Rq::cpu_snapshot`] and [`Rq::task_util`] in the
 //! shapes of [`crate::cpu_util`]; a sleeping task's signals are brought up to date
-//! with [`Rq::sync_entity_load_avg`] before they are read.
+//! with [`sync_entity_load_avg`] before they are read.
 
-use crate::cpu_util::{CfsRqUtil, CpuSnapshot, TaskUtil};
+use crate::balance::SYSCTL_SCHED_MIGRATION_COST_NS;
+use crate::cpu_util::{CfsRqUtil, CpuCapacityInfo, CpuSnapshot, TaskUtil};
+use crate::eas::{task_max_allowed_capacity, task_util_est, update_misfit_status, MisfitTask};
 use crate::fair::{
     scale_load_down, CfsRq, DequeueMode, FairError, LoadWeight, Nice, PlaceFlags, SchedEntity,
     DEFAULT_TICK_NSEC,
@@ -71,15 +76,20 @@ use crate::pelt::{
     init_entity_runnable_average, CfsRqAvg, CfsRqState, EntityState, PeltClock, PeltInvariance,
     SchedAvg, DO_ATTACH, DO_DETACH,
 };
+use crate::topology::Topology;
 use crate::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
-use crate::uclamp::{ClampRange, TaskUclamp, UclampRq, UclampSysctl};
+use crate::uclamp::{uclamp_eff_range, ClampRange, TaskUclamp, UclampRq, UclampSysctl};
 use crate::util_est::{task_util_est_raw, util_est_dequeue, util_est_enqueue, util_est_update};
 use core::fmt;
 
 mod arena;
+mod remote;
+mod snapshot;
 
 pub use arena::ListIter;
 use arena::TaskArena;
+pub use remote::{migrate_task_rq_fair, sync_entity_load_avg, PeltRemote};
+pub use snapshot::RqSnapshot;
 
 /// A task of the fair class: its EEVDF entity, PELT signals and clamps.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,6 +206,33 @@ impl core::ops::BitOr for DequeueFlags {
     }
 }
 
+/// Whether the running task should be preempted (`resched_curr`): the answer of
+/// [`Rq::task_tick`] and of the wake-up steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Resched {
+    /// Let it run.
+    #[default]
+    No,
+    /// `TIF_NEED_RESCHED`: call `schedule()` (on another CPU: send it a reschedule IPI).
+    Yes,
+}
+
+impl Resched {
+    /// `Yes` when `b`.
+    pub const fn from_bool(b: bool) -> Resched {
+        if b {
+            Resched::Yes
+        } else {
+            Resched::No
+        }
+    }
+
+    /// Whether a reschedule is needed.
+    pub const fn is_yes(self) -> bool {
+        matches!(self, Resched::Yes)
+    }
+}
+
 /// A request to run the cpufreq governor (`cpufreq_update_util(rq, flags)`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpufreqUpdate {
@@ -240,7 +277,7 @@ pub enum RqError {
         cpu: CpuId,
     },
     /// The task's signals are still attached to another CPU's cfs_rq: call
-    /// [`Rq::migrate_task_rq_fair`] on `attached_to` first (or detach it).
+    /// [`migrate_task_rq_fair`] for `attached_to` first (or detach it).
     StillAttached {
         /// The task.
         task: TaskId,
@@ -249,7 +286,7 @@ pub enum RqError {
         /// The CPU whose cfs_rq still holds its signals.
         attached_to: CpuId,
     },
-    /// [`Rq::migrate_task_rq_fair`] or a blocked-task operation on the wrong CPU.
+    /// [`migrate_task_rq_fair`] or a blocked-task operation on the wrong CPU.
     WrongCpu {
         /// The task.
         task: TaskId,
@@ -414,6 +451,19 @@ pub struct Rq {
     cpufreq_update: Option<CpufreqUpdate>,
     misfit_task_load: u64,
     next_balance: Nanos,
+    /// `tick_nohz_get_idle_calls_cpu`: times the CPU entered its idle loop.
+    idle_calls: u64,
+    /// `rq->avg_idle` (ns): the expected length of the next idle period.
+    avg_idle: u64,
+    /// `rq->idle_stamp`: when the CPU went idle without pulling work (`rq->clock`).
+    idle_stamp: Option<Nanos>,
+    /// The length of the last idle period ended by a wake-up (ns; `u64::MAX` before the
+    /// first).
+    last_idle_ns: u64,
+    /// `rq->has_blocked_load`: idle with signals still to decay (NOHZ).
+    has_blocked_load: bool,
+    /// `rq->last_blocked_load_update_tick` (jiffies).
+    last_blocked_load_update_j: u64,
 }
 
 impl Rq {
@@ -437,6 +487,12 @@ impl Rq {
             cpufreq_update: None,
             misfit_task_load: 0,
             next_balance: now,
+            idle_calls: 0,
+            avg_idle: 2 * SYSCTL_SCHED_MIGRATION_COST_NS,
+            idle_stamp: None,
+            last_idle_ns: u64::MAX,
+            has_blocked_load: false,
+            last_blocked_load_update_j: 0,
         }
     }
 
@@ -592,6 +648,16 @@ impl Rq {
         &self.cfs_avg
     }
 
+    pub(crate) fn cfs_avg_mut(&mut self) -> &mut CfsRqAvg {
+        &mut self.cfs_avg
+    }
+
+    /// `is_idle_task(rq->curr)`: since the last [`Rq::pick_next_task`] found nothing
+    /// (until the next one finds a task).
+    pub fn curr_is_idle(&self) -> bool {
+        self.curr_is_idle
+    }
+
     /// The cfs_rq's utilisation signals, as `cpu_util` takes them.
     pub fn cfs_util(&self) -> CfsRqUtil {
         CfsRqUtil::from_avg(&self.cfs_avg.avg)
@@ -653,6 +719,104 @@ impl Rq {
     /// Set `rq->next_balance`.
     pub fn set_next_balance(&mut self, t: Nanos) {
         self.next_balance = t;
+    }
+
+    /// `tick_nohz_get_idle_calls_cpu`: how often the CPU entered its idle loop
+    /// ([`Rq::note_idle_entry`]); schedutil's `sugov_hold_freq` reads it.
+    pub fn idle_calls(&self) -> u64 {
+        self.idle_calls
+    }
+
+    /// The CPU entered its idle loop (`tick_nohz_idle_enter`: `ts->idle_calls++`).
+    pub fn note_idle_entry(&mut self) {
+        self.idle_calls += 1;
+    }
+
+    /// `rq->avg_idle` (ns): starts at twice `sysctl_sched_migration_cost`.
+    pub fn avg_idle(&self) -> u64 {
+        self.avg_idle
+    }
+
+    /// Set `rq->avg_idle` (tests, or a caller restoring state).
+    pub fn set_avg_idle(&mut self, ns: u64) {
+        self.avg_idle = ns;
+    }
+
+    /// `rq->idle_stamp`.
+    pub fn idle_stamp(&self) -> Option<Nanos> {
+        self.idle_stamp
+    }
+
+    /// The length of the last idle period a wake-up ended (ns; `u64::MAX` before the first).
+    pub fn last_idle_ns(&self) -> u64 {
+        self.last_idle_ns
+    }
+
+    /// `rq->has_blocked_load` ([`crate::nohz`]).
+    pub fn has_blocked_load(&self) -> bool {
+        self.has_blocked_load
+    }
+
+    /// Set `rq->has_blocked_load`.
+    pub fn set_has_blocked_load(&mut self, b: bool) {
+        self.has_blocked_load = b;
+    }
+
+    /// `rq->last_blocked_load_update_tick` (jiffies).
+    pub fn last_blocked_load_update_j(&self) -> u64 {
+        self.last_blocked_load_update_j
+    }
+
+    /// Set `rq->last_blocked_load_update_tick`.
+    pub fn set_last_blocked_load_update_j(&mut self, j: u64) {
+        self.last_blocked_load_update_j = j;
+    }
+
+    /// The CPU switched to its idle task without pulling work: `idle_calls++`, and
+    /// `rq->idle_stamp = rq_clock(rq)` (as `sched_balance_newidle` leaves it when it
+    /// pulled nothing).
+    pub fn idle_enter(&mut self) {
+        self.note_idle_entry();
+        self.idle_stamp = Some(Nanos(self.clock));
+    }
+
+    /// `ttwu_do_activate`'s `avg_idle` update when a wake-up ends an idle period: fold the
+    /// time since `idle_stamp` into `avg_idle` (`update_avg`: EWMA 1/8), capped at `max`
+    /// (Linux: `2 * rq->max_idle_balance_cost`), and clear the stamp. Call after
+    /// [`Rq::update_rq_clock`].
+    pub fn update_avg_idle(&mut self, max: u64) {
+        if let Some(stamp) = self.idle_stamp.take() {
+            let delta = self.clock.saturating_sub(stamp.0);
+            self.last_idle_ns = delta;
+            let diff = delta as i64 - self.avg_idle as i64;
+            self.avg_idle = (self.avg_idle as i64 + diff / 8) as u64;
+            self.avg_idle = self.avg_idle.min(max);
+        }
+    }
+
+    /// `update_misfit_status(rq->curr, rq)` (at pick and tick): set `rq->misfit_task_load`
+    /// from the running task, or clear it when nothing runs; unchanged without asymmetric
+    /// capacities (`sched_asym_cpucap_active()`).
+    pub fn update_misfit_status(&mut self, topology: &Topology, uclamp_used: bool) {
+        let f = self.features;
+        let cap = CpuCapacityInfo::unpressured(self.capacity_orig);
+        let sys = self.uclamp_sysctl;
+        let cpu = self.cpu;
+        let p = self
+            .cfs
+            .curr()
+            .and_then(|id| self.tasks.get(id))
+            .map(|p| MisfitTask {
+                util_est: task_util_est(&TaskUtil::from_avg(&p.avg, cpu, true), f),
+                clamp: uclamp_eff_range(&p.uclamp, &sys, false),
+                nr_cpus_allowed: p.cpus_allowed.weight(),
+                max_allowed_capacity: task_max_allowed_capacity(p.cpus_allowed, topology),
+                h_load: p.avg.load_avg,
+            });
+        let asym = topology.asym_cpucapacity();
+        if let Some(load) = update_misfit_status(p.as_ref(), cap, asym, uclamp_used, f) {
+            self.misfit_task_load = load;
+        }
     }
 
     /// `rq->cfs_tasks` from head (most recently run or enqueued) to tail (least
@@ -826,51 +990,6 @@ impl Rq {
         self.enqueue_task(task, EnqueueFlags::NONE)
     }
 
-    /// `sync_entity_load_avg` for a task sleeping with its signals on this CPU (the
-    /// caller owns it): decay them to this cfs_rq's last update, as
-    /// `find_energy_efficient_cpu` and `select_task_rq_fair` do before reading a waking
-    /// task's util. A task attached elsewhere, or queued, is refused.
-    pub fn sync_entity_load_avg(&self, task: &mut Task) -> Result<(), RqError> {
-        if task.cpu != Some(self.cpu) || self.tasks.get(task.id).is_some() {
-            return Err(RqError::WrongCpu {
-                task: task.id,
-                cpu: self.cpu,
-                task_cpu: task.cpu,
-            });
-        }
-        if task.avg.last_update_time != 0 {
-            self.cfs_avg
-                .sync_entity_load_avg(&mut task.avg, task.se.weight());
-        }
-        Ok(())
-    }
-
-    /// `migrate_task_rq_fair` for a *sleeping* task about to be woken on another CPU:
-    /// called on the CPU it slept on, after [`Rq::update_rq_clock`]; its blocked
-    /// contribution is queued for removal from this cfs_rq (`remove_entity_load_avg`),
-    /// it is aged to this rq's current PELT time if the rq is idle (`migrate_se_pelt_lag`:
-    /// an idle cfs_rq is not updated, so the removal sync stops at its last update) and
-    /// it becomes unattached.
-    pub fn migrate_task_rq_fair(&mut self, task: &mut Task) -> Result<(), RqError> {
-        if task.cpu != Some(self.cpu) || self.tasks.get(task.id).is_some() {
-            return Err(RqError::WrongCpu {
-                task: task.id,
-                cpu: self.cpu,
-                task_cpu: task.cpu,
-            });
-        }
-        if task.avg.last_update_time != 0 {
-            let weight = task.se.weight();
-            self.cfs_avg.remove_entity_load_avg(&mut task.avg, weight);
-            let idle = self.curr_is_idle;
-            let now = Nanos(self.pelt.rq_clock_task());
-            self.cfs_avg
-                .migrate_se_pelt_lag(&mut task.avg, weight, &self.pelt, idle, now);
-        }
-        task.avg.last_update_time = 0;
-        Ok(())
-    }
-
     // ---- pick / put / tick -----------------------------------------------------------
 
     /// `pick_next_task` for the fair class: choose and set `curr`. A still-running
@@ -931,9 +1050,9 @@ impl Rq {
 
     /// `task_tick_fair` (`entity_tick`): charge the running task and age its
     /// signals. Returns whether a reschedule is needed.
-    pub fn task_tick(&mut self) -> bool {
+    pub fn task_tick(&mut self) -> Resched {
         let Some(id) = self.cfs.curr() else {
-            return self.need_resched;
+            return Resched::from_bool(self.need_resched);
         };
         self.update_curr();
         if let Some(task) = self.tasks.get_mut(id) {
@@ -949,7 +1068,7 @@ impl Rq {
                 self.request_cpufreq(false);
             }
         }
-        self.need_resched
+        Resched::from_bool(self.need_resched)
     }
 
     /// `wakeup_preempt` after enqueuing `id` (a wake-up): should it preempt the

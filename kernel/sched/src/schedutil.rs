@@ -16,8 +16,9 @@
 //! cpufreq driver.
 //!
 //! Deliberate differences from Linux:
-//! - Per-CPU inputs come in through a closure that reads the CPU's run queue
-//!   ([`SugovCpuInput`]), rather than from global per-CPU data.
+//! - Per-CPU inputs come in through a closure that returns the CPU's published
+//!   [`RqSnapshot`], rather than from global per-CPU data; `uclamp_is_used()` is an
+//!   argument.
 //! - Runnable boosting is switchable: with `RUNNABLE_BOOST` off the governor is fed
 //!   `cpu_util_cfs` (Linux < v6.5) instead of `cpu_util_cfs_boost` (seed 000).
 //! - There is no sched_ext (`scx_*` terms are zero) and no deferred-update kthread: a
@@ -30,15 +31,13 @@
 
 use alloc::vec::Vec;
 
-use crate::cpu_util::{
-    cpu_util_cfs, cpu_util_cfs_boost, effective_cpu_util, CfsRqUtil, CpuSnapshot, RqNonCfsUtil,
-};
+use crate::cpu_util::{cpu_util_cfs, cpu_util_cfs_boost, effective_cpu_util};
 use crate::cpufreq::{CpufreqPolicy, Governor};
 use crate::features::SchedFeatures;
+use crate::rq::RqSnapshot;
 use crate::types::{
     Capacity, CpuId, CpuMask, Khz, Nanos, Util, SCHED_CAPACITY_SCALE, SCHED_CAPACITY_SHIFT,
 };
-use crate::uclamp::ClampRange;
 
 /// `IOWAIT_BOOST_MIN`: the first iowait boost, `SCHED_CAPACITY_SCALE / 8`.
 pub const IOWAIT_BOOST_MIN: u32 = SCHED_CAPACITY_SCALE / 8;
@@ -60,39 +59,6 @@ impl UpdateFlags {
     /// Whether `SCHED_CPUFREQ_IOWAIT` is set.
     pub const fn iowait(self) -> bool {
         self.0 & 1 != 0
-    }
-}
-
-/// What schedutil reads from one CPU's run queue at an update.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SugovCpuInput {
-    /// The CPU's capacity and root cfs_rq signals (`util_avg`, `runnable_avg`,
-    /// `util_est`), from which `cpu_util_cfs_boost` is computed.
-    pub cpu: CpuSnapshot,
-    /// irq / RT / DL utilisation and DL bandwidth of the rq.
-    pub other: RqNonCfsUtil,
-    /// `uclamp_rq_get(rq, UCLAMP_MIN/MAX)`: the rq's aggregated clamps.
-    pub rq_clamp: ClampRange,
-    /// `uclamp_is_used()`.
-    pub uclamp_used: bool,
-    /// `tick_nohz_get_idle_calls_cpu(cpu)`: how often the CPU has entered idle.
-    pub idle_calls: u64,
-}
-
-impl SugovCpuInput {
-    /// An idle CPU of capacity `capacity_orig`: zero signals, no clamps.
-    pub fn idle(cpu: CpuId, capacity_orig: Capacity) -> Self {
-        SugovCpuInput {
-            cpu: CpuSnapshot {
-                cpu,
-                capacity_orig,
-                cfs: CfsRqUtil::default(),
-            },
-            other: RqNonCfsUtil::default(),
-            rq_clamp: ClampRange::NONE,
-            uclamp_used: false,
-            idle_calls: 0,
-        }
     }
 }
 
@@ -235,9 +201,10 @@ impl SugovPolicy {
 
     /// `cpufreq_update_util` on `cpu` at `now` with `flags`: `sugov_update_shared` for a
     /// multi-CPU policy, `sugov_update_single_freq` for a single-CPU one. `input(c)`
-    /// reads CPU `c`'s run queue. Returns the new frequency to hand to the driver, or
+    /// is CPU `c`'s [`RqSnapshot`]; `uclamp_used` is `uclamp_is_used()`. Returns the new frequency to hand to the driver, or
     /// `None` when nothing is to be done (rate limited, unchanged, not schedutil, or
     /// `cpu` is not in the policy).
+    #[allow(clippy::too_many_arguments)] // Linux's hook arguments plus the inputs
     pub fn update<F>(
         &mut self,
         policy: &mut CpufreqPolicy,
@@ -245,10 +212,11 @@ impl SugovPolicy {
         cpu: CpuId,
         flags: UpdateFlags,
         features: SchedFeatures,
+        uclamp_used: bool,
         mut input: F,
     ) -> Option<Khz>
     where
-        F: FnMut(CpuId) -> SugovCpuInput,
+        F: FnMut(CpuId) -> RqSnapshot,
     {
         if policy.governor() != Governor::Schedutil {
             return None;
@@ -261,19 +229,19 @@ impl SugovPolicy {
         self.cpus[j].last_update = now;
         let this = input(cpu);
         // ignore_dl_rate_limit
-        if this.other.dl_bw > self.cpus[j].bw_min {
+        if this.non_cfs.dl_bw > self.cpus[j].bw_min {
             self.limits_changed = true;
         }
         if !self.should_update_freq(now) {
             return None;
         }
-        let max_cap = this.cpu.capacity_orig;
+        let max_cap = this.util.capacity_orig;
         let next_f = if self.cpus.len() == 1 {
             let boost = self.iowait_apply(j, now, max_cap);
-            self.get_util(j, boost, &this, features);
+            self.get_util(j, boost, &this, features, uclamp_used);
             let cached_freq = self.cached_raw_freq;
             let mut next_f = self.get_next_freq(policy, self.cpus[j].util, max_cap);
-            if self.hold_freq(j, &this, features)
+            if self.hold_freq(j, &this, features, uclamp_used)
                 && next_f < self.next_freq
                 && !self.need_freq_update
             {
@@ -291,7 +259,7 @@ impl SugovPolicy {
                     input(self.cpus[k].cpu)
                 };
                 let boost = self.iowait_apply(k, now, max_cap);
-                self.get_util(k, boost, &inp, features);
+                self.get_util(k, boost, &inp, features, uclamp_used);
                 util = util.max(self.cpus[k].util);
             }
             self.get_next_freq(policy, util, max_cap)
@@ -364,14 +332,21 @@ impl SugovPolicy {
     /// `sugov_get_util`: `cpu_util_cfs_boost` (plain `cpu_util_cfs` when
     /// `RUNNABLE_BOOST` is off) through `effective_cpu_util`, the iowait boost, then
     /// `sugov_effective_cpu_perf`.
-    fn get_util(&mut self, k: usize, boost: u32, inp: &SugovCpuInput, features: SchedFeatures) {
-        let cfs = cpu_util_cfs_boost(&inp.cpu, features);
+    fn get_util(
+        &mut self,
+        k: usize,
+        boost: u32,
+        inp: &RqSnapshot,
+        features: SchedFeatures,
+        uclamp_used: bool,
+    ) {
+        let cfs = cpu_util_cfs_boost(&inp.util, features);
         let eff = effective_cpu_util(
-            inp.cpu.capacity_orig,
+            inp.util.capacity_orig,
             cfs,
-            &inp.other,
+            &inp.non_cfs,
             inp.rq_clamp,
-            inp.uclamp_used,
+            uclamp_used,
         );
         let util = Util(eff.util.0.max(boost));
         let c = &mut self.cpus[k];
@@ -414,11 +389,17 @@ impl SugovPolicy {
 
     /// `sugov_hold_freq` (v6.12): keep the frequency of a CPU that has not been idle
     /// since the last update, unless uclamp max caps it.
-    fn hold_freq(&mut self, k: usize, inp: &SugovCpuInput, features: SchedFeatures) -> bool {
+    fn hold_freq(
+        &mut self,
+        k: usize,
+        inp: &RqSnapshot,
+        features: SchedFeatures,
+        uclamp_used: bool,
+    ) -> bool {
         // uclamp_rq_is_capped
-        let rq_util = cpu_util_cfs(&inp.cpu, features).0 + inp.other.rt.0;
+        let rq_util = cpu_util_cfs(&inp.util, features).0 + inp.non_cfs.rt.0;
         let max_util = inp.rq_clamp.max.0;
-        if inp.uclamp_used && max_util != SCHED_CAPACITY_SCALE && rq_util >= max_util {
+        if uclamp_used && max_util != SCHED_CAPACITY_SCALE && rq_util >= max_util {
             return false;
         }
         let c = &mut self.cpus[k];

@@ -8,10 +8,10 @@
 //! `sched_balance_find_dst_group_cpu` (`find_idlest_group_cpu`).
 //!
 //! Deliberate differences from Linux:
-//! - The input is a value snapshot ([`WakeupView`]), built from the same per-CPU
-//!   [`EasCpu`] records as [`crate::eas`], plus the set of idle CPUs
-//!   (`available_idle_cpu`). The caller syncs the task's signals to `prev_cpu`
-//!   (`sync_entity_load_avg`) before building [`EasTask`].
+//! - The input is a value snapshot ([`WakeupView`]) of the same per-CPU [`RqSnapshot`]
+//!   records as [`crate::eas`] (`available_idle_cpu` is [`RqSnapshot::idle`]). The caller
+//!   syncs the task's signals to `prev_cpu` (`sync_entity_load_avg`) before building
+//!   [`EasTask`].
 //! - One root domain spans every CPU and is the `sd_asym_cpucapacity` domain when
 //!   [`Topology::asym_cpucapacity`] holds; there is no `sd_llc` scan
 //!   (`select_idle_cpu`/SMT): on a symmetric system the fast path returns the target if
@@ -36,22 +36,20 @@
 //!   decide (see [`crate::eas`]), so the EAS branch never falls through to the fast path.
 
 use crate::cpu_util::{cpu_util_cfs, task_fits_cpu, util_fits_cpu, Fit};
-use crate::eas::{find_energy_efficient_cpu, task_util_est, EasCpu, EasTask, EasView};
+use crate::eas::{find_energy_efficient_cpu, task_util_est, EasTask, EasView};
 use crate::em::EnergyModel;
 use crate::features::SchedFeatures;
+use crate::rq::RqSnapshot;
 use crate::topology::Topology;
 use crate::types::{Capacity, CpuId, CpuMask};
 
 /// What the wake-up path reads about the system.
 #[derive(Clone, Copy, Debug)]
 pub struct WakeupView<'a> {
-    /// Every CPU, indexed by [`CpuId`] (capacities, utilisation, rq clamps).
-    pub cpus: &'a [EasCpu],
+    /// Every CPU, indexed by [`CpuId`] (capacities, utilisation, rq clamps, idle).
+    pub cpus: &'a [RqSnapshot],
     /// CPUs, clusters and performance domains.
     pub topology: &'a Topology,
-    /// `available_idle_cpu()` for each CPU: nothing running, nothing queued, no wake-up
-    /// pending.
-    pub idle: CpuMask,
     /// The energy model when `sched_energy_enabled()`.
     pub em: Option<&'a EnergyModel>,
     /// `is_rd_overutilized()`: the root domain's overutilized flag.
@@ -137,9 +135,8 @@ pub fn select_idle_sibling(
     target: CpuId,
     view: &WakeupView<'_>,
 ) -> CpuId {
-    let idle_fit = |cpu: CpuId| {
-        view.idle.contains(cpu) && is_allowed(p, cpu, view) && asym_fits_cpu(p, cpu, view)
-    };
+    let idle_fit =
+        |cpu: CpuId| is_idle(cpu, view) && is_allowed(p, cpu, view) && asym_fits_cpu(p, cpu, view);
     if idle_fit(target) {
         return target;
     }
@@ -156,7 +153,7 @@ pub fn select_idle_sibling(
         target,
         view.cpus.len(),
     )
-    .find(|&c| view.idle.contains(c))
+    .find(|&c| is_idle(c, view))
     .unwrap_or(target)
 }
 
@@ -169,7 +166,7 @@ pub fn select_idle_capacity(p: &EasTask, target: CpuId, view: &WakeupView<'_>) -
     let span = view.topology.cpu_mask().and(p.allowed);
     let mut best: Option<(CpuId, Fit, Capacity)> = None;
     for cpu in wrap_from(span, target, view.cpus.len()) {
-        if !view.idle.contains(cpu) {
+        if !is_idle(cpu, view) {
             continue;
         }
         let Some(c) = view.cpus.get(cpu.index()) else {
@@ -226,7 +223,7 @@ pub fn sched_balance_find_dst_cpu(
             let Some(c) = view.cpus.get(cpu.index()) else {
                 continue;
             };
-            if view.idle.contains(cpu) {
+            if is_idle(cpu, view) {
                 idle_cpus += 1;
             }
             util += u64::from(cpu_util_cfs(&c.util, view.features).0);
@@ -262,13 +259,13 @@ pub fn sched_balance_find_dst_cpu(
         .filter_map(|cpu| {
             let c = view.cpus.get(cpu.index())?;
             let util = cpu_util_cfs(&c.util, view.features);
-            Some((!view.idle.contains(cpu), util, cpu))
+            Some((!is_idle(cpu, view), util, cpu))
         })
         .min()
         .map_or(this_cpu, |(_, _, cpu)| cpu)
 }
 
-fn fit_of(p: &EasTask, c: &EasCpu, view: &WakeupView<'_>) -> Fit {
+fn fit_of(p: &EasTask, c: &RqSnapshot, view: &WakeupView<'_>) -> Fit {
     util_fits_cpu(
         task_util_est(&p.util, view.features),
         p.clamp.min,
@@ -286,6 +283,11 @@ fn fit_rank(f: Fit) -> u8 {
         Fit::UclampMinOnly => 1,
         Fit::Yes => 2,
     }
+}
+
+/// `available_idle_cpu(cpu)`.
+fn is_idle(cpu: CpuId, view: &WakeupView<'_>) -> bool {
+    view.cpus.get(cpu.index()).is_some_and(|c| c.idle)
 }
 
 fn is_allowed(p: &EasTask, cpu: CpuId, view: &WakeupView<'_>) -> bool {
@@ -314,4 +316,25 @@ fn wrap_from(mask: CpuMask, start: CpuId, nr_cpus: usize) -> impl Iterator<Item 
         .chain(0..start)
         .map(|i| CpuId(i as u16))
         .filter(move |&c| mask.contains(c))
+}
+
+/// The interim placement rule used before the Linux wake-up path existed (kept for
+/// comparison with earlier measurements, and as the fallback when
+/// [`select_task_rq_fair`]'s answer cannot be used): the previous CPU if it is idle and
+/// allowed, else the first idle allowed CPU, else the previous CPU if allowed, else the
+/// first allowed CPU (`prev` when none is).
+pub fn select_task_rq_interim(prev: CpuId, allowed: CpuMask, cpus: &[RqSnapshot]) -> CpuId {
+    let ok = |c: CpuId| allowed.contains(c);
+    let idle = |c: CpuId| cpus.get(c.index()).is_some_and(|s| s.idle);
+    if ok(prev) && idle(prev) {
+        return prev;
+    }
+    let all = || (0..cpus.len()).map(|i| CpuId(i as u16));
+    if let Some(c) = all().find(|&c| ok(c) && idle(c)) {
+        return c;
+    }
+    if ok(prev) {
+        return prev;
+    }
+    all().find(|&c| ok(c)).unwrap_or(prev)
 }

@@ -254,7 +254,7 @@ fn seed_002_newidle_pulls_next_balance_backwards_only_without_the_fix() {
         rqs[2].set_next_balance(Nanos(100 * TICK));
         // Balancing costs more than the CPU expects to stay idle.
         sds.cpus[2].sd[0].max_newidle_lb_cost = 600_000;
-        sds.cpus[2].avg_idle = 100_000;
+        rqs[2].set_avg_idle(100_000);
         let c = LbContext::new(
             SchedFeatures::default().with(Feature::AGGRESSIVE_NEXT_BALANCE, aggressive),
         );
@@ -525,7 +525,7 @@ fn detach_ids(
         nr_migrate,
         ..LbContext::new(f)
     };
-    let out = detach_tasks(rqs, &sd, CpuId(1), CpuId(0), idle, ty, imbalance, &c);
+    let out = detach_tasks(&mut rqs[1], &sd, CpuId(0), idle, ty, imbalance, &c);
     let v = out.iter().map(|t| t.id.0).collect();
     for t in out {
         rqs[0].attach_task(t).unwrap();

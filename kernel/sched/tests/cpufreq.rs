@@ -297,12 +297,17 @@ fn emulated_driver_applies_after_the_latency_and_fails_on_request() {
     assert_eq!(drv.poll(Nanos(1_459_999)), None, "not before the latency");
     assert_eq!(drv.get(1), mhz(1200));
     assert_eq!(drv.next_event(), Some(t));
-    let (pd, f, at) = drv.poll(t).unwrap();
-    assert_eq!((pd, f, at), (1, mhz(600), t));
+    assert_eq!(drv.next_poll(), Some(t));
+    let c = drv.poll(t).unwrap();
+    assert_eq!((c.pd, c.result, c.at), (1, Ok(mhz(600)), t));
+    assert_eq!((c.requested, c.requested_at), (mhz(600), Nanos(10_000)));
+    assert_eq!(c.latency_ns(), 1_450_000);
+    let (f, at) = (c.result.unwrap(), c.at);
     policies[1].freq_transition(f, at);
     assert_eq!(policies[1].cur(), mhz(600));
     assert_eq!(drv.get(1), mhz(600));
     assert_eq!(drv.poll(Nanos(u64::MAX)), None);
+    assert_eq!(drv.next_poll(), None, "nothing outstanding");
 
     // Fault injection: the next request fails, with an error naming domain and freq.
     drv.fail_next(1, 1);
@@ -356,7 +361,8 @@ proptest! {
 fn cpufreq_core_runs_schedutil_through_the_driver() {
     use asym_sched::cpufreq::policies::CpufreqCore;
     use asym_sched::features::SchedFeatures;
-    use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+    use asym_sched::rq::RqSnapshot;
+    use asym_sched::schedutil::UpdateFlags;
     use asym_sched::types::{CpuId, Util};
 
     let caps = [
@@ -379,16 +385,23 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
     let f = SchedFeatures::default();
     let input = |util: u32| {
         move |c: CpuId| {
-            let mut i = SugovCpuInput::idle(c, Capacity(1024));
+            let mut i = RqSnapshot::idle(c, Capacity(1024));
             if c == CpuId(0) {
-                i.cpu.cfs.util_avg = Util(util);
-                i.cpu.cfs.runnable_avg = Util(util);
+                i.util.cfs.util_avg = Util(util);
+                i.util.cfs.runnable_avg = Util(util);
             }
             i
         }
     };
     // Big CPU 0 at util 300 → 375 → 439_453 kHz → 600 MHz, effective after 1.45 ms.
-    let t = core.update_util(Nanos(5_000_000), CpuId(0), UpdateFlags::NONE, f, input(300));
+    let t = core.update_util(
+        Nanos(5_000_000),
+        CpuId(0),
+        UpdateFlags::NONE,
+        f,
+        false,
+        input(300),
+    );
     assert_eq!(t, Some(Nanos(6_450_000)));
     assert_eq!(core.poll(Nanos(6_449_999)), None);
     assert_eq!(core.poll(Nanos(6_450_000)), Some((1, mhz(600))));
@@ -401,13 +414,37 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
         "LITTLE untouched"
     );
     // Within the 2175 µs rate limit: nothing.
-    let t = core.update_util(Nanos(6_000_000), CpuId(0), UpdateFlags::NONE, f, input(900));
+    let t = core.update_util(
+        Nanos(6_000_000),
+        CpuId(0),
+        UpdateFlags::NONE,
+        f,
+        false,
+        input(900),
+    );
     assert_eq!(t, None);
     // A failing driver: counted, policy unchanged.
     core.driver.fail_next(1, 1);
-    let t = core.update_util(Nanos(8_000_000), CpuId(1), UpdateFlags::NONE, f, input(900));
+    let t = core.update_util(
+        Nanos(8_000_000),
+        CpuId(1),
+        UpdateFlags::NONE,
+        f,
+        false,
+        input(900),
+    );
     assert_eq!(t, None);
     assert_eq!(core.failed_requests, 1);
+    assert_eq!(
+        core.last_error,
+        Some((
+            1,
+            CpufreqError::DriverFailed {
+                pd: 1,
+                freq: mhz(1200)
+            }
+        ))
+    );
     assert_eq!(core.policy(1).unwrap().cur(), mhz(600));
     // scaling_min_freq on big = 1000 MHz (seed 004): applied at once.
     core.set_limits(1, mhz(1000), mhz(1200), Nanos(9_000_000))
@@ -416,7 +453,14 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
     // Performance governor: the policy goes to max and schedutil updates do nothing.
     core.set_governor(0, Governor::Performance, Nanos(11_000_000))
         .unwrap();
-    let t = core.update_util(Nanos(20_000_000), CpuId(3), UpdateFlags::NONE, f, input(0));
+    let t = core.update_util(
+        Nanos(20_000_000),
+        CpuId(3),
+        UpdateFlags::NONE,
+        f,
+        false,
+        input(0),
+    );
     assert_eq!(t, None);
     assert_eq!(core.policy(0).unwrap().cur(), mhz(950));
 }
@@ -475,7 +519,8 @@ fn stats_trans_table_outside_the_table_is_zero() {
 fn schedutil_restart_equals_a_fresh_governor() {
     use asym_sched::cpufreq::policies::CpufreqCore;
     use asym_sched::features::SchedFeatures;
-    use asym_sched::schedutil::{SugovCpuInput, SugovPolicy, UpdateFlags};
+    use asym_sched::rq::RqSnapshot;
+    use asym_sched::schedutil::{SugovPolicy, UpdateFlags};
     use asym_sched::types::{CpuId, Util};
 
     let caps = [Capacity(1024); 6];
@@ -485,8 +530,8 @@ fn schedutil_restart_equals_a_fresh_governor() {
     .unwrap();
     core.sugov_mut(1).unwrap().set_rate_limit_us(7);
     let input = |c: CpuId| {
-        let mut i = SugovCpuInput::idle(c, Capacity(1024));
-        i.cpu.cfs.util_avg = Util(700);
+        let mut i = RqSnapshot::idle(c, Capacity(1024));
+        i.util.cfs.util_avg = Util(700);
         i
     };
     let t = core.update_util(
@@ -494,6 +539,7 @@ fn schedutil_restart_equals_a_fresh_governor() {
         CpuId(0),
         UpdateFlags::IOWAIT,
         SchedFeatures::default(),
+        false,
         input,
     );
     assert!(t.is_some());
@@ -508,4 +554,100 @@ fn schedutil_restart_equals_a_fresh_governor() {
     let fresh = SugovPolicy::new(core.policy(1).unwrap());
     assert_eq!(core.sugov(1), Some(&fresh));
     assert_eq!(fresh.rate_limit_us(), 2175);
+}
+
+/// A driver whose requests complete, or fail, only when the test says so: the shape of the
+/// firmware drivers (request now, outcome later).
+struct ScriptedDriver {
+    cur: Vec<Khz>,
+    outstanding: Vec<(usize, Khz, Nanos)>,
+    /// Outcomes to hand out at the next poll, in order: `(pd, result, hw frequency after)`.
+    script: Vec<(usize, Result<Khz, &'static str>, Khz)>,
+}
+
+impl CpufreqDriver for ScriptedDriver {
+    type Error = &'static str;
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    fn target(&mut self, p: &CpufreqPolicy, f: Khz, now: Nanos) -> Result<Nanos, &'static str> {
+        self.outstanding.push((p.pd, f, now));
+        Ok(Nanos(now.0 + 1000))
+    }
+    fn get(&self, pd: usize) -> Khz {
+        self.cur[pd]
+    }
+    fn fast_switch_possible(&self) -> bool {
+        true
+    }
+    fn transition_latency_ns(&self, _pd: usize) -> u64 {
+        1000
+    }
+    fn poll(
+        &mut self,
+        now: Nanos,
+    ) -> Option<asym_sched::cpufreq::driver::Completion<&'static str>> {
+        if self.script.is_empty() {
+            return None;
+        }
+        let (pd, result, hw) = self.script.remove(0);
+        let i = self.outstanding.iter().position(|o| o.0 == pd)?;
+        let (_, requested, requested_at) = self.outstanding.remove(i);
+        self.cur[pd] = hw;
+        Some(asym_sched::cpufreq::driver::Completion {
+            pd,
+            requested,
+            requested_at,
+            result,
+            at: now,
+        })
+    }
+    fn next_poll(&self) -> Option<Nanos> {
+        self.outstanding.iter().map(|o| Nanos(o.2 .0 + 1000)).min()
+    }
+}
+
+/// A request that fails after it was started is counted, kept as `last_error`, and the policy
+/// follows what the driver says the hardware runs at (it may have moved anyway); a failure that
+/// left the hardware alone changes nothing.
+#[test]
+fn cpufreq_core_counts_late_failures_and_resyncs_cur() {
+    use asym_sched::cpufreq::policies::CpufreqCore;
+    let caps = [Capacity(1024); 6];
+    let mut core = CpufreqCore::new(&JUNO, &caps, Governor::Performance, Nanos(0), |p| {
+        ScriptedDriver {
+            cur: p.iter().map(|p| p.cur()).collect(),
+            outstanding: Vec::new(),
+            script: Vec::new(),
+        }
+    })
+    .unwrap();
+    // Powersave on big (pd 1): request 600 MHz, which then fails with the hardware unmoved.
+    core.set_governor(1, Governor::Powersave, Nanos(10))
+        .unwrap();
+    assert_eq!(core.next_poll(), Some(Nanos(1010)));
+    core.driver.script.push((1, Err("timeout"), mhz(1200)));
+    assert_eq!(core.poll(Nanos(2000)), None);
+    assert_eq!(core.failed_requests, 1);
+    assert_eq!(core.last_error, Some((1, "timeout")));
+    assert_eq!(core.policy(1).unwrap().cur(), mhz(1200));
+    // Again, and this time the firmware reports an error but did move to 1000 MHz.
+    core.set_governor(1, Governor::Performance, Nanos(3000))
+        .unwrap();
+    core.set_governor(1, Governor::Powersave, Nanos(4000))
+        .unwrap();
+    core.driver
+        .script
+        .push((1, Err("read back 1000 MHz"), mhz(1000)));
+    assert_eq!(core.poll(Nanos(5000)), Some((1, mhz(1000))));
+    assert_eq!(core.failed_requests, 2);
+    assert_eq!(core.policy(1).unwrap().cur(), mhz(1000));
+    // A success applies the reported frequency.
+    core.set_governor(1, Governor::Performance, Nanos(5500))
+        .unwrap();
+    core.driver.script.push((1, Ok(mhz(1200)), mhz(1200)));
+    assert_eq!(core.poll(Nanos(6000)), Some((1, mhz(1200))));
+    assert_eq!(core.policy(1).unwrap().cur(), mhz(1200));
+    assert_eq!(core.failed_requests, 2);
+    assert_eq!(core.poll(Nanos(7000)), None);
 }

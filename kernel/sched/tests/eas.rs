@@ -12,10 +12,11 @@
 use asym_sched::cpu_util::{CfsRqUtil, CpuCapacityInfo, CpuSnapshot, RqNonCfsUtil, TaskUtil};
 use asym_sched::eas::{
     cpu_overutilized, find_energy_efficient_cpu, task_max_allowed_capacity, update_misfit_status,
-    EasCpu, EasTask, EasView, MisfitTask,
+    EasTask, EasView, MisfitTask,
 };
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
+use asym_sched::rq::RqSnapshot;
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Util};
 use asym_sched::uclamp::ClampRange;
@@ -168,13 +169,13 @@ impl TaskState {
 
 /// Build the view: the sleeping task's util_avg is still in its previous CPU's cfs_rq
 /// util_avg (and runnable_avg's blocked part), its estimate is not in util_est.
-fn build(sys: &System, cpus: &[CpuState], p: &TaskState) -> (Vec<EasCpu>, EasTask) {
+fn build(sys: &System, cpus: &[CpuState], p: &TaskState) -> (Vec<RqSnapshot>, EasTask) {
     let v = cpus
         .iter()
         .enumerate()
         .map(|(i, s)| {
             let extra = if i == p.prev { p.util_avg } else { 0 };
-            EasCpu {
+            RqSnapshot {
                 util: CpuSnapshot {
                     cpu: CpuId(i as u16),
                     capacity_orig: Capacity(sys.cap(i)),
@@ -188,7 +189,7 @@ fn build(sys: &System, cpus: &[CpuState], p: &TaskState) -> (Vec<EasCpu>, EasTas
                 capacity: CpuCapacityInfo::unpressured(Capacity(sys.cap(i))),
                 rq_clamp: s.clamp,
                 uclamp_rq_idle: s.clamp_idle,
-                online: true,
+                ..RqSnapshot::idle(CpuId(i as u16), Capacity(sys.cap(i)))
             }
         })
         .collect();
@@ -503,9 +504,9 @@ fn heuristic_tries_only_the_most_spare_cpu_per_domain() {
 
 // ---- overutilized and misfit ------------------------------------------------------
 
-fn eas_cpu(sys: &System, c: usize, util: u32, clamp: ClampRange) -> EasCpu {
+fn eas_cpu(sys: &System, c: usize, util: u32, clamp: ClampRange) -> RqSnapshot {
     let cap = Capacity(sys.cap(c));
-    EasCpu {
+    RqSnapshot {
         util: CpuSnapshot {
             cpu: CpuId(c as u16),
             capacity_orig: cap,
@@ -519,7 +520,7 @@ fn eas_cpu(sys: &System, c: usize, util: u32, clamp: ClampRange) -> EasCpu {
         capacity: CpuCapacityInfo::unpressured(cap),
         rq_clamp: clamp,
         uclamp_rq_idle: false,
-        online: true,
+        ..RqSnapshot::idle(CpuId(c as u16), cap)
     }
 }
 

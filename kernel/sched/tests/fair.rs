@@ -45,7 +45,7 @@ fn run_always_running(nices: &[i32], secs: u64, features: SchedFeatures, tick_ns
     for _ in 0..secs * 1_000_000_000 / tick_ns {
         now += tick_ns;
         rq.update_rq_clock(Nanos(now)).unwrap();
-        if rq.task_tick() {
+        if rq.task_tick().is_yes() {
             rq.put_prev_task();
             rq.pick_next_task().expect("runnable tasks exist");
         }
@@ -142,7 +142,7 @@ fn wake_with_lag(vlag_ns: i64, nr_cpus: u32) -> (bool, f64, f64) {
     assert_eq!(rq.pick_next_task(), Some(TaskId(1)));
     now += 1_000_000; // a runs 1 ms, less than its first (half) slice
     rq.update_rq_clock(Nanos(now)).unwrap();
-    assert!(!rq.task_tick(), "a alone never reschedules");
+    assert!(!rq.task_tick().is_yes(), "a alone never reschedules");
     let mut b = task(2, 0);
     b.se.vlag = vlag_ns;
     rq.enqueue_task(b, EnqueueFlags::WAKEUP).unwrap();
@@ -217,7 +217,7 @@ fn lag_survives_sleep_and_wakeup() {
     for _ in 0..7 {
         now += 1_300_000;
         rq.update_rq_clock(Nanos(now)).unwrap();
-        if rq.task_tick() {
+        if rq.task_tick().is_yes() {
             rq.pick_next_task();
         }
     }
@@ -320,7 +320,7 @@ fn nice_change_of_running_task_shifts_its_share() {
         for _ in 0..n {
             now += TICK_NS;
             rq.update_rq_clock(Nanos(now)).unwrap();
-            if rq.task_tick() {
+            if rq.task_tick().is_yes() {
                 rq.pick_next_task();
             }
             rq.check_invariants().unwrap();

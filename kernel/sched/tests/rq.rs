@@ -10,7 +10,10 @@
 use asym_sched::cpu_util::cpu_util_cfs;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::pelt::{EntityState, PeltScale, SchedAvg, LOAD_AVG_MAX};
-use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError, Task};
+use asym_sched::rq::{
+    migrate_task_rq_fair, sync_entity_load_avg, DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError,
+    RqSnapshot, Task,
+};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, TaskId};
 use asym_sched::uclamp::TaskUclamp;
 use asym_sched::util_est::task_util_est_raw;
@@ -135,7 +138,9 @@ impl System {
                     // Wrong order is refused and the task handed back.
                     let e = self.rqs[c].enqueue_task(t, flags).unwrap_err();
                     t = e.task;
-                    self.rqs[prev].migrate_task_rq_fair(&mut t).unwrap();
+                    let old = &mut self.rqs[prev];
+                    let r = migrate_task_rq_fair(&old.pelt_remote(), &mut t, old.clock_task());
+                    old.apply_removed(r.unwrap());
                     flags = flags | EnqueueFlags::MIGRATED;
                 }
                 let id = t.id;
@@ -390,7 +395,7 @@ fn run(rqs: &mut [Rq], now: &mut u64, ms: u64) {
         for rq in rqs.iter_mut() {
             rq.update_rq_clock(Nanos(*now)).unwrap();
             if rq.curr().is_some() {
-                if rq.task_tick() {
+                if rq.task_tick().is_yes() {
                     rq.pick_next_task();
                 }
             } else {
@@ -450,7 +455,8 @@ fn rq_util_equals_sum_of_task_util_across_migrations() {
     rqs[0].pick_next_task();
     let util_b = b.avg.util_avg;
     assert!(util_b > 100, "task 2 has a real util to move ({util_b})");
-    rqs[0].migrate_task_rq_fair(&mut b).unwrap();
+    let r = migrate_task_rq_fair(&rqs[0].pelt_remote(), &mut b, rqs[0].clock_task()).unwrap();
+    rqs[0].apply_removed(r);
     rqs[1]
         .enqueue_task(b, EnqueueFlags::WAKEUP | EnqueueFlags::MIGRATED)
         .unwrap();
@@ -603,6 +609,58 @@ proptest! {
 }
 
 #[test]
+fn the_snapshot_is_what_the_rq_reports() {
+    let mut now = 1_000_000_000u64;
+    let mut cfg = RqConfig::new(CpuId(2), 4);
+    cfg.capacity_orig = Capacity(446);
+    let mut rq = Rq::new(cfg, Nanos(now));
+    let idle = rq.snapshot();
+    assert!(idle.idle && idle.pelt.idle && idle.nr_running == 0);
+    assert_eq!(
+        idle,
+        RqSnapshot {
+            pelt: idle.pelt,
+            next_balance: idle.next_balance,
+            ..RqSnapshot::idle(CpuId(2), Capacity(446))
+        }
+    );
+    let mut lo = TaskUclamp::new();
+    lo.set_request(300, 800).unwrap();
+    for (id, uc) in [(1, lo), (2, TaskUclamp::new())] {
+        let t = Task::new(TaskId(id), 0, uc, CpuMask::of(CpuId(2))).unwrap();
+        rq.enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    }
+    rq.pick_next_task();
+    for _ in 0..10 {
+        now += TICK_NS;
+        rq.update_rq_clock(Nanos(now)).unwrap();
+        rq.task_tick();
+    }
+    rq.set_misfit_task_load(77);
+    rq.note_idle_entry();
+    let s = rq.snapshot();
+    assert_eq!(s.cpu(), CpuId(2));
+    assert_eq!(s.util, rq.cpu_snapshot());
+    assert_eq!(s.capacity.capacity_orig, Capacity(446));
+    assert_eq!(
+        (s.load_avg, s.runnable_avg),
+        (rq.cfs_avg().load_avg, rq.cfs_avg().runnable_avg)
+    );
+    assert!(s.load_avg > 0 && s.util.cfs.util_avg.0 > 0);
+    assert_eq!(s.nr_running, 2);
+    assert!(!s.idle && !s.pelt.idle);
+    assert_eq!(s.rq_clamp, rq.uclamp_range());
+    assert_eq!(s.rq_clamp.min.0, 300);
+    assert!(!s.uclamp_rq_idle);
+    assert_eq!((s.misfit_task_load, s.idle_calls), (77, 1));
+    assert_eq!(s.pelt, rq.pelt_remote());
+    assert_eq!(
+        s.pelt.last_update_time,
+        rq.cfs_rq_avg().avg.last_update_time
+    );
+}
+
+#[test]
 fn blocked_load_halves_every_32_periods_while_idle() {
     // Oracle: PELT's y^32 = 1/2; a period is 1024 × 1024 ns of (idle = wall) time.
     let mut now = 1_000_000_000u64;
@@ -629,7 +687,7 @@ fn blocked_load_halves_every_32_periods_while_idle() {
         );
         // The sleeping task's own signal decays alike when synced to the rq.
         let mut a = task.clone();
-        rq.sync_entity_load_avg(&mut a).unwrap();
+        sync_entity_load_avg(&rq.pelt_remote(), &mut a).unwrap();
         assert_eq!(a.avg.last_update_time, rq.cfs_avg().last_update_time);
         assert!((a.avg.util_avg as f64 - got).abs() <= 2.0);
     }
@@ -660,7 +718,8 @@ fn wake_up_migration_from_an_idle_cpu_decays_the_whole_sleep() {
     for rq in rqs.iter_mut() {
         rq.update_rq_clock(Nanos(now)).unwrap();
     }
-    rqs[0].migrate_task_rq_fair(&mut task).unwrap();
+    let r = migrate_task_rq_fair(&rqs[0].pelt_remote(), &mut task, rqs[0].clock_task());
+    rqs[0].apply_removed(r.unwrap());
     rqs[1]
         .enqueue_task(task, EnqueueFlags::WAKEUP | EnqueueFlags::MIGRATED)
         .unwrap();

@@ -6,7 +6,8 @@
 use asym_sched::cpu_util::RqNonCfsUtil;
 use asym_sched::cpufreq::{CpufreqPolicy, Governor};
 use asym_sched::features::{Feature, SchedFeatures};
-use asym_sched::schedutil::{SugovCpuInput, SugovPolicy, UpdateFlags, IOWAIT_BOOST_MIN};
+use asym_sched::rq::RqSnapshot;
+use asym_sched::schedutil::{SugovPolicy, UpdateFlags, IOWAIT_BOOST_MIN};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
 use asym_sched::types::{Capacity, CpuId, Khz, MicroVolt, Nanos, Util};
 use asym_sched::uclamp::ClampRange;
@@ -60,24 +61,24 @@ const fn mhz(m: u32) -> Khz {
 const MS: u64 = 1_000_000;
 
 /// A CPU of capacity 1024 whose root cfs_rq has `util_avg = runnable_avg = util`.
-fn inp(util: u32) -> SugovCpuInput {
+fn inp(util: u32) -> RqSnapshot {
     cap_inp(util, 1024)
 }
 
-fn cap_inp(util: u32, cap: u32) -> SugovCpuInput {
-    let mut i = SugovCpuInput::idle(CpuId(0), Capacity(cap));
-    i.cpu.cfs.util_avg = Util(util);
-    i.cpu.cfs.runnable_avg = Util(util);
+fn cap_inp(util: u32, cap: u32) -> RqSnapshot {
+    let mut i = RqSnapshot::idle(CpuId(0), Capacity(cap));
+    i.util.cfs.util_avg = Util(util);
+    i.util.cfs.runnable_avg = Util(util);
     i
 }
 
-fn with_runnable(mut i: SugovCpuInput, runnable: u32) -> SugovCpuInput {
-    i.cpu.cfs.runnable_avg = Util(runnable);
+fn with_runnable(mut i: RqSnapshot, runnable: u32) -> RqSnapshot {
+    i.util.cfs.runnable_avg = Util(runnable);
     i
 }
 
-fn with_other(mut i: SugovCpuInput, other: RqNonCfsUtil) -> SugovCpuInput {
-    i.other = other;
+fn with_other(mut i: RqSnapshot, other: RqNonCfsUtil) -> RqSnapshot {
+    i.non_cfs = other;
     i
 }
 
@@ -88,7 +89,7 @@ fn setup(board: &BoardDesc) -> (CpufreqPolicy, SugovPolicy) {
 }
 
 /// One update of CPU 0 at 10 ms with `cpu0` as its input and CPU 1 idle.
-fn freq_for(cpu0: SugovCpuInput, features: SchedFeatures) -> Option<Khz> {
+fn freq_for(cpu0: RqSnapshot, features: SchedFeatures, uclamp_used: bool) -> Option<Khz> {
     let (mut p, mut s) = setup(&JUNO_BIG);
     s.update(
         &mut p,
@@ -96,6 +97,7 @@ fn freq_for(cpu0: SugovCpuInput, features: SchedFeatures) -> Option<Khz> {
         CpuId(0),
         UpdateFlags::NONE,
         features,
+        uclamp_used,
         |c| {
             if c == CpuId(0) {
                 cpu0
@@ -110,15 +112,14 @@ fn freq_for(cpu0: SugovCpuInput, features: SchedFeatures) -> Option<Khz> {
 fn picks_the_opp_linux_would_for_a_table_of_cases() {
     let on = SchedFeatures::default();
     let off = SchedFeatures::default().with(Feature::RUNNABLE_BOOST, false);
-    let uclamp = |util, min, max| SugovCpuInput {
+    let uclamp = |util, min, max| RqSnapshot {
         rq_clamp: ClampRange {
             min: Util(min),
             max: Util(max),
         },
-        uclamp_used: true,
         ..inp(util)
     };
-    let cases: &[(&str, SugovCpuInput, SchedFeatures, Khz)] = &[
+    let cases: &[(&str, RqSnapshot, SchedFeatures, Khz)] = &[
         // 300 → 375 → 1.2e6 × 375 / 1024 = 439_453 kHz → 600 MHz.
         ("util 300", inp(300), on, mhz(600)),
         // 409 → 511 → 598_828 → 600 MHz (just below the first OPP).
@@ -242,7 +243,13 @@ fn picks_the_opp_linux_would_for_a_table_of_cases() {
         ),
     ];
     for (name, input, features, want) in cases {
-        assert_eq!(freq_for(*input, *features), Some(*want), "case {name}");
+        // `uclamp_is_used()` in the cases that name uclamp.
+        let uclamp_used = name.contains("uclamp");
+        assert_eq!(
+            freq_for(*input, *features, uclamp_used),
+            Some(*want),
+            "case {name}"
+        );
     }
 }
 
@@ -258,6 +265,7 @@ fn the_domain_follows_its_busiest_cpu() {
         CpuId(0),
         UpdateFlags::NONE,
         f,
+        false,
         |c| inp(utils[c.index()]),
     );
     assert_eq!(got, Some(mhz(1200)));
@@ -272,6 +280,7 @@ fn the_domain_follows_its_busiest_cpu() {
         CpuId(1),
         UpdateFlags::NONE,
         f,
+        false,
         |c| inp(utils[c.index()]),
     );
     assert_eq!(got, Some(mhz(1000)));
@@ -284,7 +293,9 @@ fn rate_limit_holds_back_changes_and_limit_changes_bypass_it() {
     assert_eq!(s.rate_limit_us(), 2175);
     let t0 = 10 * MS;
     let up = |s: &mut SugovPolicy, p: &mut CpufreqPolicy, t: u64, util: u32| {
-        s.update(p, Nanos(t), CpuId(0), UpdateFlags::NONE, f, |_| inp(util))
+        s.update(p, Nanos(t), CpuId(0), UpdateFlags::NONE, f, false, |_| {
+            inp(util)
+        })
     };
     assert_eq!(up(&mut s, &mut p, t0, 700), Some(mhz(1200)));
     // Within 2175 µs nothing changes, however low util goes.
@@ -313,9 +324,15 @@ fn rising_dl_bandwidth_bypasses_the_rate_limit() {
     let (mut p, mut s) = setup(&JUNO_BIG);
     let f = SchedFeatures::default();
     let t0 = 10 * MS;
-    let got = s.update(&mut p, Nanos(t0), CpuId(0), UpdateFlags::NONE, f, |_| {
-        inp(100)
-    });
+    let got = s.update(
+        &mut p,
+        Nanos(t0),
+        CpuId(0),
+        UpdateFlags::NONE,
+        f,
+        false,
+        |_| inp(100),
+    );
     assert_eq!(got, Some(mhz(600)));
     // 1 ms later a DL task adds 800 of bandwidth: bw 800 > bw_min 0 → bypass;
     // max(800, …) → 937_500 → 1000 MHz.
@@ -333,6 +350,7 @@ fn rising_dl_bandwidth_bypasses_the_rate_limit() {
         CpuId(0),
         UpdateFlags::NONE,
         f,
+        false,
         |_| dl,
     );
     assert_eq!(got, Some(mhz(1000)));
@@ -345,7 +363,7 @@ fn iowait_boost_ramps_128_256_512_1024_and_decays() {
     let f = SchedFeatures::default();
     let mut t = 10 * MS;
     let step = |s: &mut SugovPolicy, p: &mut CpufreqPolicy, t: u64, flags| {
-        let r = s.update(p, Nanos(t), CpuId(0), flags, f, |_| inp(0));
+        let r = s.update(p, Nanos(t), CpuId(0), flags, f, false, |_| inp(0));
         (s.cpu(CpuId(0)).unwrap().iowait_boost, r)
     };
     // Zero util, so the frequency is the boost's: B × 1.25 capped at 1024.
@@ -427,6 +445,7 @@ fn iowait_boost_is_scaled_by_the_cpu_capacity() {
                 CpuId(0),
                 UpdateFlags::IOWAIT,
                 f,
+                false,
                 little,
             )
             .or(last);
@@ -439,14 +458,20 @@ fn iowait_boost_is_scaled_by_the_cpu_capacity() {
 fn single_cpu_policy_holds_the_frequency_of_a_busy_cpu() {
     let (mut p, mut s) = setup(&SINGLE);
     let f = SchedFeatures::default();
-    let busy = |util, idle_calls| SugovCpuInput {
+    let busy = |util, idle_calls| RqSnapshot {
         idle_calls,
         ..inp(util)
     };
     let t0 = 10 * MS;
-    let r = s.update(&mut p, Nanos(t0), CpuId(0), UpdateFlags::NONE, f, |_| {
-        busy(700, 5)
-    });
+    let r = s.update(
+        &mut p,
+        Nanos(t0),
+        CpuId(0),
+        UpdateFlags::NONE,
+        f,
+        true,
+        |_| busy(700, 5),
+    );
     assert_eq!(r, Some(mhz(1200)));
     // Util fell to 100 but the CPU never went idle (idle_calls unchanged): hold 1200.
     let r = s.update(
@@ -455,6 +480,7 @@ fn single_cpu_policy_holds_the_frequency_of_a_busy_cpu() {
         CpuId(0),
         UpdateFlags::NONE,
         f,
+        true,
         |_| busy(100, 5),
     );
     assert_eq!(r, None);
@@ -466,22 +492,28 @@ fn single_cpu_policy_holds_the_frequency_of_a_busy_cpu() {
         CpuId(0),
         UpdateFlags::NONE,
         f,
+        true,
         |_| busy(100, 6),
     );
     assert_eq!(r, Some(mhz(600)));
     // Capped by uclamp max (util 700 ≥ max 400): never held.
     let (mut p, mut s) = setup(&SINGLE);
-    let capped = |util, ucmax| SugovCpuInput {
-        uclamp_used: true,
+    let capped = |util, ucmax| RqSnapshot {
         rq_clamp: ClampRange {
             min: Util(0),
             max: Util(ucmax),
         },
         ..busy(util, 5)
     };
-    let r = s.update(&mut p, Nanos(t0), CpuId(0), UpdateFlags::NONE, f, |_| {
-        capped(700, 1024)
-    });
+    let r = s.update(
+        &mut p,
+        Nanos(t0),
+        CpuId(0),
+        UpdateFlags::NONE,
+        f,
+        true,
+        |_| capped(700, 1024),
+    );
     assert_eq!(r, Some(mhz(1200)));
     let r = s.update(
         &mut p,
@@ -489,6 +521,7 @@ fn single_cpu_policy_holds_the_frequency_of_a_busy_cpu() {
         CpuId(0),
         UpdateFlags::NONE,
         f,
+        true,
         |_| capped(700, 400),
     );
     assert_eq!(r, Some(mhz(600)));
@@ -505,6 +538,7 @@ fn other_governors_and_foreign_cpus_are_ignored() {
             CpuId(7),
             UpdateFlags::NONE,
             f,
+            false,
             |_| inp(900)
         ),
         None
@@ -517,6 +551,7 @@ fn other_governors_and_foreign_cpus_are_ignored() {
             CpuId(0),
             UpdateFlags::NONE,
             f,
+            false,
             |_| inp(900)
         ),
         None
@@ -598,12 +633,12 @@ fn time_to_max_opp(invariance: PeltInvariance) -> u64 {
             };
             let input = |c: CpuId| {
                 if c == CpuId(0) {
-                    SugovCpuInput {
-                        cpu: snap,
-                        ..SugovCpuInput::idle(c, Capacity(1024))
+                    RqSnapshot {
+                        util: snap,
+                        ..RqSnapshot::idle(c, Capacity(1024))
                     }
                 } else {
-                    SugovCpuInput::idle(c, Capacity(1024))
+                    RqSnapshot::idle(c, Capacity(1024))
                 }
             };
             let r = sg.update(
@@ -612,14 +647,15 @@ fn time_to_max_opp(invariance: PeltInvariance) -> u64 {
                 CpuId(0),
                 UpdateFlags::NONE,
                 features,
+                false,
                 input,
             );
             if let Some(f) = r {
                 drv.target(&pol, f, Nanos(now)).unwrap();
             }
         }
-        while let Some((_, f, at)) = drv.poll(Nanos(now)) {
-            pol.freq_transition(f, at);
+        while let Some(c) = drv.poll(Nanos(now)) {
+            pol.freq_transition(c.result.unwrap(), c.at);
         }
         if running && pol.cur() == mhz(1200) {
             return now - start;
@@ -714,13 +750,12 @@ mod closed_form {
             let clamp = ClampRange { min: Util(ucmin), max: Util(ucmax) };
             let input = |c: CpuId| {
                 let (u, r) = utils[c.index()];
-                SugovCpuInput {
+                RqSnapshot {
                     rq_clamp: clamp,
-                    uclamp_used: true,
-                    ..with_runnable(inp(u), r)
+                                ..with_runnable(inp(u), r)
                 }
             };
-            let got = s.update(&mut p, Nanos(10 * MS), CpuId(0), UpdateFlags::NONE, features, input);
+            let got = s.update(&mut p, Nanos(10 * MS), CpuId(0), UpdateFlags::NONE, features, true, input);
             let perf = |&(u, r): &(u32, u32)| -> f64 {
                 let u = (if boost { u.max(r) } else { u }).min(1024) as f64;
                 let headroom = u + (u / 4.0).floor();

@@ -8,13 +8,15 @@
 //! CPU fits, otherwise the biggest allowed idle CPU, and always an allowed CPU.
 
 use asym_sched::cpu_util::{CfsRqUtil, CpuCapacityInfo, CpuSnapshot, RqNonCfsUtil, TaskUtil};
-use asym_sched::eas::{EasCpu, EasTask};
+use asym_sched::eas::EasTask;
 use asym_sched::features::{Feature, SchedFeatures};
+use asym_sched::rq::RqSnapshot;
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Util};
 use asym_sched::uclamp::ClampRange;
 use asym_sched::wakeup::{
-    sched_balance_find_dst_cpu, select_idle_capacity, select_task_rq_fair, WakeKind, WakeupView,
+    sched_balance_find_dst_cpu, select_idle_capacity, select_task_rq_fair, select_task_rq_interim,
+    WakeKind, WakeupView,
 };
 use proptest::prelude::*;
 
@@ -88,12 +90,12 @@ const HIKEY960: BoardDesc = BoardDesc {
     ],
 };
 
-fn cpus(topo: &Topology, util: &[u32]) -> Vec<EasCpu> {
+fn cpus(topo: &Topology, util: &[u32]) -> Vec<RqSnapshot> {
     topo.cpus()
         .iter()
         .map(|c| {
             let u = Util(util[c.id.index()]);
-            EasCpu {
+            RqSnapshot {
                 util: CpuSnapshot {
                     cpu: c.id,
                     capacity_orig: c.capacity_orig,
@@ -110,7 +112,7 @@ fn cpus(topo: &Topology, util: &[u32]) -> Vec<EasCpu> {
                     max: Util(1024),
                 },
                 uclamp_rq_idle: true,
-                online: true,
+                ..RqSnapshot::idle(c.id, c.capacity_orig)
             }
         })
         .collect()
@@ -132,11 +134,19 @@ fn task(util: u32, prev: usize, allowed: u64, min: u32) -> EasTask {
     }
 }
 
-fn view<'a>(topo: &'a Topology, cpus: &'a [EasCpu], idle: u64, uclamp: bool) -> WakeupView<'a> {
+/// The view with CPUs `idle` (a bit mask) idle.
+fn view<'a>(
+    topo: &'a Topology,
+    cpus: &'a mut [RqSnapshot],
+    idle: u64,
+    uclamp: bool,
+) -> WakeupView<'a> {
+    for (i, c) in cpus.iter_mut().enumerate() {
+        c.idle = idle & (1 << i) != 0;
+    }
     WakeupView {
         cpus,
         topology: topo,
-        idle: CpuMask(idle),
         em: None,
         overutilized: true,
         features: SchedFeatures::default(),
@@ -160,9 +170,9 @@ fn capacities_are_the_boards() {
 #[test]
 fn juno_big_task_woken_on_idle_big_not_on_idle_little_prev() {
     let topo = Topology::from_board(&JUNO).unwrap();
-    let c = cpus(&topo, &[600, 0, 0, 0, 0, 0]);
+    let mut c = cpus(&topo, &[600, 0, 0, 0, 0, 0]);
     // 350 × 1.25 = 437.5 > 383: fits only an A72. prev is an idle A53; CPU 0 is busy.
-    let v = view(&topo, &c, 0b111110, false);
+    let v = view(&topo, &mut c, 0b111110, false);
     assert_eq!(wake(&task(350, 2, 0b111111, 0), 2, &v), 1);
     // A small task stays on its idle previous LITTLE CPU.
     assert_eq!(wake(&task(50, 3, 0b111111, 0), 3, &v), 3);
@@ -173,13 +183,13 @@ fn juno_big_task_woken_on_idle_big_not_on_idle_little_prev() {
 #[test]
 fn no_idle_fit_falls_back_to_biggest_then_scan_order() {
     let topo = Topology::from_board(&JUNO).unwrap();
-    let c = cpus(&topo, &[600, 600, 0, 0, 500, 0]);
+    let mut c = cpus(&topo, &[600, 600, 0, 0, 500, 0]);
     // Bigs and CPU 4 busy; the scan starts at prev = 4 and wraps: 5 is the first idle
     // A53 and all A53s have the same capacity.
-    let v = view(&topo, &c, 0b101100, false);
+    let v = view(&topo, &mut c, 0b101100, false);
     assert_eq!(wake(&task(350, 4, 0b111111, 0), 4, &v), 5);
     // Nothing idle at all: the target (prev) stays.
-    let v = view(&topo, &c, 0, false);
+    let v = view(&topo, &mut c, 0, false);
     assert_eq!(wake(&task(350, 4, 0b111111, 0), 4, &v), 4);
 }
 
@@ -189,12 +199,12 @@ fn uclamp_min_prefers_full_fit_then_biggest_actual_capacity() {
     let mut c = cpus(&topo, &[0; 6]);
     let p = task(50, 2, 0b111111, 800);
     // Tristate on (default): an A53 is a uclamp_min-only misfit, the idle A72 fits.
-    let v = view(&topo, &c, 0b111110, true);
+    let v = view(&topo, &mut c, 0b111110, true);
     assert_eq!(wake(&p, 2, &v), 1);
     // With only pressured A72s idle (actual 700 < 800), every idle CPU is a uclamp_min-only
     // misfit: the one with the biggest actual capacity wins.
     c[1].capacity.actual = Capacity(700);
-    let v = view(&topo, &c, 0b111110, true);
+    let v = view(&topo, &mut c, 0b111110, true);
     assert_eq!(wake(&p, 2, &v), 1);
     assert_eq!(select_idle_capacity(&p, CpuId(2), &v), Some(CpuId(1)));
 }
@@ -202,9 +212,9 @@ fn uclamp_min_prefers_full_fit_then_biggest_actual_capacity() {
 #[test]
 fn affinity_is_respected() {
     let topo = Topology::from_board(&JUNO).unwrap();
-    let c = cpus(&topo, &[0, 0, 200, 200, 200, 200]);
+    let mut c = cpus(&topo, &[0, 0, 200, 200, 200, 200]);
     // A big task pinned to LITTLEs 2-3, bigs idle, LITTLEs busy, prev a big CPU.
-    let v = view(&topo, &c, 0b000011, false);
+    let v = view(&topo, &mut c, 0b000011, false);
     let got = wake(&task(350, 0, 0b001100, 0), 0, &v);
     assert!(got == 2 || got == 3, "got {got}");
 }
@@ -212,8 +222,8 @@ fn affinity_is_respected() {
 #[test]
 fn hikey960_big_task_fork_and_wake() {
     let topo = Topology::from_board(&HIKEY960).unwrap();
-    let c = cpus(&topo, &[0; 8]);
-    let v = view(&topo, &c, 0xff, false);
+    let mut c = cpus(&topo, &[0; 8]);
+    let v = view(&topo, &mut c, 0xff, false);
     // 400 × 1.25 = 500 > 462: an A53 never fits.
     assert!(wake(&task(400, 1, 0xff, 0), 1, &v) >= 4);
     // Fork of a task with no utilisation yet: all clusters have spare, equal idle
@@ -224,8 +234,8 @@ fn hikey960_big_task_fork_and_wake() {
         0
     );
     // A busy LITTLE cluster: fork goes to the idle big one.
-    let c = cpus(&topo, &[300, 300, 300, 300, 0, 0, 0, 0]);
-    let v = view(&topo, &c, 0xf0, false);
+    let mut c = cpus(&topo, &[300, 300, 300, 300, 0, 0, 0, 0]);
+    let v = view(&topo, &mut c, 0xf0, false);
     assert_eq!(
         select_task_rq_fair(&p, CpuId(0), CpuId(0), WakeKind::Fork, &v).index(),
         4
@@ -235,10 +245,10 @@ fn hikey960_big_task_fork_and_wake() {
 #[test]
 fn fork_of_boosted_task_avoids_misfit_cluster() {
     let topo = Topology::from_board(&JUNO).unwrap();
-    let c = cpus(&topo, &[200, 0, 0, 0, 0, 0]);
+    let mut c = cpus(&topo, &[200, 0, 0, 0, 0, 0]);
     // The A53 cluster has 4 idle CPUs vs 1, but uclamp_min 900 fits no A53: Linux's
     // group_misfit_task ranks below has_spare.
-    let v = view(&topo, &c, 0b111110, true);
+    let v = view(&topo, &mut c, 0b111110, true);
     let p = task(0, 0, 0b111111, 900);
     assert_eq!(
         select_task_rq_fair(&p, CpuId(0), CpuId(0), WakeKind::Fork, &v).index(),
@@ -251,11 +261,28 @@ fn fork_of_boosted_task_avoids_misfit_cluster() {
 }
 
 #[test]
+fn interim_rule_prefers_idle_prev_then_first_idle() {
+    let idle = [false, true, true, false];
+    let cpus: Vec<RqSnapshot> = (0..4)
+        .map(|i| RqSnapshot {
+            idle: idle[i],
+            ..RqSnapshot::idle(CpuId(i as u16), Capacity(1024))
+        })
+        .collect();
+    let pick =
+        |prev: u16, allowed: u64| select_task_rq_interim(CpuId(prev), CpuMask(allowed), &cpus).0;
+    assert_eq!(pick(2, 0b1111), 2);
+    assert_eq!(pick(0, 0b1111), 1);
+    assert_eq!(pick(0, 0b1001), 0);
+    assert_eq!(pick(0, 0b1000), 3);
+}
+
+#[test]
 fn tristate_off_makes_uclamp_min_a_plain_misfit() {
     let topo = Topology::from_board(&JUNO).unwrap();
     let mut c = cpus(&topo, &[0; 6]);
     c[1].capacity.actual = Capacity(700);
-    let mut v = view(&topo, &c, 0b111110, true);
+    let mut v = view(&topo, &mut c, 0b111110, true);
     v.features = v.features.with(Feature::UCLAMP_FIT_TRISTATE, false);
     // v6.1 semantics: a big (1024) CPU fits regardless of uclamp_min; CPU 1 is idle.
     assert_eq!(wake(&task(50, 2, 0b111111, 800), 2, &v), 1);
@@ -278,8 +305,8 @@ proptest! {
         let idle = idle & mask;
         let prev = prev % n;
         let topo = Topology::from_board(board).unwrap();
-        let c = cpus(&topo, &utils[..n]);
-        let v = view(&topo, &c, idle, false);
+        let mut c = cpus(&topo, &utils[..n]);
+        let v = view(&topo, &mut c, idle, false);
         let got = wake(&task(task_util, prev, allowed, 0), prev, &v);
         prop_assert!(allowed & (1 << got) != 0, "CPU {} not allowed", got);
         let cap = |i: usize| f64::from(topo.capacity_orig(CpuId(i as u16)).0);

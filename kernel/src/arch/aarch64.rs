@@ -190,11 +190,42 @@ pub fn current_el() -> u8 {
     ((v >> 2) & 3) as u8
 }
 
-/// Stops this CPU for good: IRQs masked, `wfe` forever.
+/// Whether IRQs are unmasked on this CPU (DAIF.I clear).
+#[inline]
+pub fn irqs_enabled() -> bool {
+    let daif: u64;
+    // SAFETY: reading DAIF has no side effects.
+    unsafe { asm!("mrs {}, daif", out(reg) daif, options(nomem, nostack, preserves_flags)) };
+    daif & (1 << 7) == 0
+}
+
+/// Wake-ups of each CPU's [`park`] loop (written only by that CPU, plain stores).
+static PARK_WAKES: [core::sync::atomic::AtomicU64; crate::dt::MAX_CPUS] =
+    [const { core::sync::atomic::AtomicU64::new(0) }; crate::dt::MAX_CPUS];
+
+/// How often CPU `cpu` woke up in [`park`] (a parked CPU should not: it has nothing to do).
+pub fn park_wakes(cpu: usize) -> u64 {
+    PARK_WAKES
+        .get(cpu)
+        .map_or(0, |w| w.load(core::sync::atomic::Ordering::Relaxed))
+}
+
+/// Stops this CPU for good (Linux `cpu_park_loop`): every exception masked, its tick timer
+/// off, then `wfi` forever. Not `wfe`: QEMU's TCG implements WFE as a yield, so a CPU parked
+/// in it never idles, and under `-icount` guest time then crawled (1 s of it took 25 s).
+/// A pending interrupt ends WFI even while masked, so a CPU whose GIC interface is up should
+/// be parked through [`crate::smp::park_this_cpu`], which also masks it there. Each wake-up is
+/// counted ([`park_wakes`]).
 pub fn park() -> ! {
-    let _ = irq_save_disable();
+    mask_all_exceptions();
+    cpu_regs::cntv_disable();
+    let wakes = &PARK_WAKES[cpu_index() % crate::dt::MAX_CPUS];
     loop {
-        // SAFETY: wfe has no memory effects.
-        unsafe { asm!("wfe", options(nomem, nostack, preserves_flags)) };
+        wfi();
+        // A plain load and store: this may run with the MMU off, where exclusives may not work.
+        wakes.store(
+            wakes.load(core::sync::atomic::Ordering::Relaxed) + 1,
+            core::sync::atomic::Ordering::Relaxed,
+        );
     }
 }

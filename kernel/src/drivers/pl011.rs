@@ -58,7 +58,10 @@ register_structs! {
         (0x38 => imsc: ReadWrite<u32, INT::Register>),
         (0x3c => _reserved3),
         (0x44 => icr: WriteOnly<u32, INT::Register>),
-        (0x48 => @END),
+        (0x48 => _reserved4),
+        /// UARTPeriphID0..3, UARTPCellID0..3: one identification byte per word.
+        (0xfe0 => id: [ReadOnly<u32>; 8]),
+        (0x1000 => @END),
     }
 }
 
@@ -84,6 +87,22 @@ impl Pl011 {
     fn regs(&self) -> &Registers {
         // SAFETY: `new`'s contract makes `regs` a valid register block for the kernel's life.
         unsafe { &*self.regs }
+    }
+
+    /// Whether the identification registers say PL011 (PL011 TRM "Peripheral identification
+    /// registers"; Linux's AMBA bus matches the same: component ID 0xB105F00D, part 0x011,
+    /// designer 0x41, `amba-pl011.c`'s id 0x00041011 under mask 0x000fffff). On a device
+    /// that is not a PrimeCell the reads return whatever it has there (or fault).
+    pub fn is_pl011(&self) -> bool {
+        let b = |i: usize| self.id_byte(i);
+        let periph = b(0) | b(1) << 8 | b(2) << 16 | b(3) << 24;
+        let cell = b(4) | b(5) << 8 | b(6) << 16 | b(7) << 24;
+        cell == 0xb105_f00d && periph & 0x000f_ffff == 0x0004_1011
+    }
+
+    /// Identification byte `i` (0..8: UARTPeriphID0..3, UARTPCellID0..3).
+    pub fn id_byte(&self, i: usize) -> u32 {
+        self.regs().id[i % 8].get() & 0xff
     }
 
     /// Enables transmit and receive (the firmware's baud/line settings are kept).

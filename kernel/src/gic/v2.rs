@@ -86,6 +86,18 @@ pub(super) fn init_cpu() -> Result<(), GicError> {
     Ok(())
 }
 
+/// `GICC_PMR` = 0 on this CPU's (banked) interface, once it is set up.
+pub(super) fn mask_this_cpu() {
+    // Called with IRQs masked (park, stop) or from a cross-call handler: no migration.
+    if CPU_IF_MASK
+        .of(crate::percpu::current_cpu())
+        .load(Ordering::Acquire)
+        != 0
+    {
+        gicc().pmr.set(0);
+    }
+}
+
 pub(super) fn set_enabled(intid: IntId, enable: bool) -> Result<(), GicError> {
     let n = intid.0 as usize;
     if n >= NR_LINES.load(Ordering::Relaxed) {

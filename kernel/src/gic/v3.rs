@@ -132,6 +132,20 @@ pub(super) fn init_cpu() -> Result<(), GicError> {
     Ok(())
 }
 
+/// `ICC_PMR_EL1` = 0, once this CPU's system-register interface is enabled (before, the
+/// register may not even be accessible).
+pub(super) fn mask_this_cpu() {
+    // Called with IRQs masked (park, stop) or from a cross-call handler: no migration.
+    if RD_BASE
+        .of(crate::percpu::current_cpu())
+        .load(Ordering::Acquire)
+        != 0
+    {
+        icc::write_icc_pmr_el1(0);
+        cpu_regs::isb();
+    }
+}
+
 pub(super) fn set_enabled(intid: IntId, enable: bool) -> Result<(), GicError> {
     let n = intid.0 as usize;
     let bit = 1u32 << (n % 32);

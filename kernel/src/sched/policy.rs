@@ -1,118 +1,38 @@
-//! Every call the kernel makes into the policy crate (`asym-sched`), in one place: what the
-//! kernel's scheduler core (`crate::sched`) asks of a run queue, in Linux's vocabulary. The
-//! mechanism around it (locks, threads, context switch, IPIs, timers) is `crate::sched`'s.
+//! Every call the kernel makes into the policy crate (`asym-sched`), in one place: the core's
+//! steps (`asym_sched::sched_core`) and the few `Rq` operations no step covers, in Linux's
+//! vocabulary. The mechanism around them (locks, threads, context switch, IPIs, timers) is
+//! `crate::sched`'s; the lock each function needs is named in its doc.
 //!
-//! Until the policy crate has a lock-free `migrate_task_rq_fair(&PeltRemote, ..)`, a cross-CPU
-//! wake-up syncs and detaches the task's signals under its old CPU's run-queue lock, then
-//! enqueues it under the new one's (two locks in turn, never nested).
+//! Load balancing and EAS are not wired in yet: [`CoreCtx::load_balance`] is false (so no
+//! step asks for a newidle balance and misfit is not tracked) and the wake-up path has no
+//! energy model (`select_task_rq_fair`'s capacity-aware `select_idle_sibling`).
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
-use asym_sched::cpu_util::{CfsRqUtil, CpuCapacityInfo, CpuSnapshot, RqNonCfsUtil, TaskUtil};
-use asym_sched::eas::{EasCpu, EasTask};
-use asym_sched::features::SchedFeatures;
-use asym_sched::rq::{DequeueFlags, EnqueueError, EnqueueFlags, RqError, Task};
-use asym_sched::schedutil::SugovCpuInput;
-use asym_sched::types::{Capacity, CpuId, CpuMask, TaskId, Util};
-use asym_sched::uclamp::{uclamp_eff_range, ClampRange, TaskUclamp};
-use asym_sched::wakeup::{select_task_rq_fair, WakeKind, WakeupView};
+use asym_sched::pelt::RemovedLoad;
+use asym_sched::root_domain::RootDomain;
+use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, EnqueueError, RqError, RqSnapshot, Task};
+use asym_sched::sched_core::{self, CoreCtx, Pick, Placement, Resched, WakeCtx, WakeOutcome};
+use asym_sched::topology::Topology;
+use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
+use asym_sched::uclamp::{TaskUclamp, UclampSysctl};
+use asym_sched::wakeup::{select_task_rq_interim, WakeKind};
 
 use super::CpuSched;
-use crate::dt::MAX_CPUS;
 use crate::task::{ThreadId, ThreadParams};
 
-/// What other CPUs read about a run queue without its lock: the fields the wake-up path and
-/// the NOHZ decision need.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CpuView {
-    /// The cfs_rq's signals (`cpu_util`'s inputs).
-    pub cfs: CfsRqUtil,
-    /// `uclamp_rq_get(rq, UCLAMP_MIN/MAX)`.
-    pub rq_clamp: ClampRange,
-    /// `uclamp_rq_is_idle(rq)`.
-    pub uclamp_rq_idle: bool,
-    /// `available_idle_cpu`: the idle thread runs and nothing is queued.
-    pub idle: bool,
-    /// Its cfs_rq still has blocked load or utilisation to decay.
-    pub blocked: bool,
-    /// A cpufreq request waits for its next tick.
-    pub cpufreq_pending: bool,
-}
+/// The root domain: one spanning every CPU, its overutilized flag not tracked until EAS is
+/// wired in (`RootDomain::tracked` false: the steps never change it).
+const RD: RootDomain = RootDomain {
+    overutilized: false,
+    tracked: false,
+    eas: false,
+};
 
-/// A [`CpuView`] in three words, written with plain stores by the rq lock's holder at the end
-/// of every section that changes it, read with plain loads by anyone (Linux reads remote rq
-/// fields with `READ_ONCE` one by one, so a reader may see two updates' fields mixed: so here).
-#[derive(Debug)]
-pub struct PackedView {
-    /// `util_avg` (low 32) and `runnable_avg` (high 32).
-    util: AtomicU64,
-    /// `util_est` (low 32), clamp min (bits 32..48) and max (48..64).
-    est_clamp: AtomicU64,
-    /// [`F_VALID`], [`F_IDLE`], ...
-    flags: AtomicU32,
-}
-
-const F_VALID: u32 = 1;
-const F_IDLE: u32 = 2;
-const F_BLOCKED: u32 = 4;
-const F_CPUFREQ: u32 = 8;
-const F_UCLAMP_IDLE: u32 = 16;
-
-impl PackedView {
-    /// Nothing published yet.
-    pub const fn new() -> Self {
-        PackedView {
-            util: AtomicU64::new(0),
-            est_clamp: AtomicU64::new(0),
-            flags: AtomicU32::new(0),
-        }
-    }
-
-    /// Publishes `v`.
-    pub fn store(&self, v: &CpuView) {
-        let util = u64::from(v.cfs.util_avg.0) | u64::from(v.cfs.runnable_avg.0) << 32;
-        let est = u64::from(v.cfs.util_est.0)
-            | u64::from(v.rq_clamp.min.0.min(0xffff)) << 32
-            | u64::from(v.rq_clamp.max.0.min(0xffff)) << 48;
-        let flags = F_VALID
-            | if v.idle { F_IDLE } else { 0 }
-            | if v.blocked { F_BLOCKED } else { 0 }
-            | if v.cpufreq_pending { F_CPUFREQ } else { 0 }
-            | if v.uclamp_rq_idle { F_UCLAMP_IDLE } else { 0 };
-        self.util.store(util, Ordering::Relaxed);
-        self.est_clamp.store(est, Ordering::Relaxed);
-        self.flags.store(flags, Ordering::Release);
-    }
-
-    /// The latest view (`None` before the first).
-    pub fn load(&self) -> Option<CpuView> {
-        let flags = self.flags.load(Ordering::Acquire);
-        if flags & F_VALID == 0 {
-            return None;
-        }
-        let util = self.util.load(Ordering::Relaxed);
-        let est = self.est_clamp.load(Ordering::Relaxed);
-        Some(CpuView {
-            cfs: CfsRqUtil {
-                util_avg: Util(util as u32),
-                runnable_avg: Util((util >> 32) as u32),
-                util_est: Util(est as u32),
-            },
-            rq_clamp: ClampRange {
-                min: Util(((est >> 32) & 0xffff) as u32),
-                max: Util((est >> 48) as u32),
-            },
-            uclamp_rq_idle: flags & F_UCLAMP_IDLE != 0,
-            idle: flags & F_IDLE != 0,
-            blocked: flags & F_BLOCKED != 0,
-            cpufreq_pending: flags & F_CPUFREQ != 0,
-        })
-    }
-}
-
-impl Default for PackedView {
-    fn default() -> Self {
-        Self::new()
+fn core_ctx(topology: &Topology) -> CoreCtx<'_> {
+    CoreCtx {
+        topology,
+        features: super::features(),
+        uclamp_used: super::uclamp_used(),
+        load_balance: false,
     }
 }
 
@@ -126,214 +46,151 @@ pub fn new_task(id: ThreadId, p: &ThreadParams) -> Result<Task, RqError> {
     Task::new(id.task_id(), p.nice, uclamp, p.affinity)
 }
 
-/// `wake_up_new_task`: `activate_task(ENQUEUE_NEW)` then `wakeup_preempt`.
-#[allow(clippy::result_large_err)] // the refused task is handed back
-pub fn wake_up_new(cs: &mut CpuSched, task: Task) -> Result<(), EnqueueError> {
-    let id = task.id;
-    cs.rq.enqueue_task(task, EnqueueFlags::NEW)?;
-    let _ = cs.rq.check_preempt_wakeup(id);
-    Ok(())
+/// Whether a wake-up of a task allowed on `allowed` needs every CPU's snapshot: for a choice
+/// of CPU (`select_task_rq_fair`), or for the root domain's overutilized check once it is
+/// tracked. A task allowed on one online CPU needs none ([`select_cpu`] and [`activate`] then
+/// take an empty slice): reading every CPU's snapshot is most of a wake-up's cost.
+pub fn needs_snapshots(allowed: CpuMask, online: CpuMask) -> bool {
+    allowed.and(online).weight() > 1 || RD.tracked
 }
 
-/// `ttwu_do_activate`: `activate_task(ENQUEUE_WAKEUP [| ENQUEUE_MIGRATED])` then
-/// `wakeup_preempt`.
-#[allow(clippy::result_large_err)] // the refused task is handed back
-pub fn activate(cs: &mut CpuSched, task: Task, migrated: bool) -> Result<(), EnqueueError> {
-    let id = task.id;
-    let flags = if migrated {
-        EnqueueFlags::WAKEUP | EnqueueFlags::MIGRATED
-    } else {
-        EnqueueFlags::WAKEUP
-    };
-    cs.rq.enqueue_task(task, flags)?;
-    let _ = cs.rq.check_preempt_wakeup(id);
-    Ok(())
-}
-
-/// `wakeup_preempt` for a task already queued (woken before it got round to sleeping).
-pub fn check_preempt(cs: &mut CpuSched, id: TaskId) {
-    let _ = cs.rq.check_preempt_wakeup(id);
-}
-
-/// `deactivate_task(DEQUEUE_SLEEP)` of the running task in `__schedule`.
-pub fn deactivate(cs: &mut CpuSched, id: TaskId) -> Result<Task, RqError> {
-    cs.rq.dequeue_task(id, DequeueFlags::SLEEP)
-}
-
-/// `task_dead_fair` → `remove_entity_load_avg`: the dead task's blocked contribution leaves
-/// the cfs_rq it was attached to.
-pub fn task_dead(cs: &mut CpuSched, mut task: Task) {
-    let _ = cs.rq.migrate_task_rq_fair(&mut task);
-}
-
-/// `yield_task_fair`.
-pub fn yield_curr(cs: &mut CpuSched) {
-    cs.rq.yield_task();
-}
-
-/// `pick_next_task` (`put_prev_task` of a still-runnable previous task included).
-pub fn pick_next(cs: &mut CpuSched) -> Option<TaskId> {
-    cs.rq.pick_next_task()
-}
-
-/// `sched_tick` for the fair class: `task_tick_fair` with a task running, else the blocked
-/// averages' decay (Linux decays them from the balance softirq; see `crate::sched`).
-pub fn tick(cs: &mut CpuSched, running: bool) {
-    if running {
-        cs.rq.task_tick();
-    } else {
-        cs.rq.update_blocked_averages();
-    }
-}
-
-/// `set_user_nice` of a queued task.
-pub fn set_nice_queued(cs: &mut CpuSched, id: TaskId, nice: i32) -> Result<(), RqError> {
-    cs.rq.set_nice(id, nice)
-}
-
-/// `set_user_nice` of a task sleeping with its signals on this CPU.
-pub fn set_nice_parked(cs: &mut CpuSched, task: &mut Task, nice: i32) -> Result<(), RqError> {
-    cs.rq.set_nice_blocked(task, nice)
-}
-
-/// `select_task_rq` for a waking task sleeping with its signals on `prev` (whose run queue
-/// `prev_cs` is, locked): a task allowed on one CPU goes there (Linux skips
-/// `select_task_rq_fair` then); otherwise its signals are brought up to date there
-/// (`sync_entity_load_avg`) and the policy picks. If the CPU is another one, the signals are
-/// detached (`migrate_task_rq_fair`). Returns the CPU.
-pub fn select_and_migrate(
-    prev_cs: &mut CpuSched,
-    task: &mut Task,
-    this: CpuId,
-    kind: WakeKind,
-    online: CpuMask,
-) -> CpuId {
-    let prev = prev_cs.rq.cpu();
-    let allowed = task.cpus_allowed.and(online);
-    let target = if allowed.weight() == 1 {
-        allowed.first().unwrap_or(prev)
-    } else {
-        if kind == WakeKind::Wakeup && task.cpu == Some(prev) {
-            let _ = prev_cs.rq.sync_entity_load_avg(task);
-        }
-        select_cpu(task, prev, this, kind, online, prev_cs.rq.features())
-    };
-    if target != prev && task.cpu == Some(prev) {
-        let _ = prev_cs.rq.migrate_task_rq_fair(task);
-    }
-    target
-}
-
-/// `select_task_rq`: a task allowed on one CPU goes there; otherwise the policy crate's
-/// `select_task_rq_fair` over the published views, or, without a topology (a DT without a
-/// scheduling description), `prev` if allowed and idle, else the first idle allowed CPU, else
-/// `prev` if allowed, else the first allowed one (Linux `select_fallback_rq`). Always an
-/// allowed online CPU.
+/// `select_task_rq` (no lock but the task's own): a task allowed on one online CPU goes
+/// there (Linux skips `select_task_rq_fair` then); otherwise `sched_core::ttwu_select` over
+/// every CPU's published snapshot. Always an allowed online CPU.
 pub fn select_cpu(
+    topology: &Topology,
     task: &Task,
     prev: CpuId,
     this: CpuId,
     kind: WakeKind,
     online: CpuMask,
-    features: SchedFeatures,
+    snaps: &[RqSnapshot],
 ) -> CpuId {
     let allowed = task.cpus_allowed.and(online);
     if allowed.weight() <= 1 {
         return allowed.first().unwrap_or(prev);
     }
-    let mut cpus = [EasCpu {
-        util: CpuSnapshot {
-            cpu: CpuId(0),
-            capacity_orig: Capacity(0),
-            cfs: CfsRqUtil::default(),
-        },
-        non_cfs: RqNonCfsUtil::default(),
-        capacity: CpuCapacityInfo::unpressured(Capacity(0)),
-        rq_clamp: ClampRange::NONE,
-        uclamp_rq_idle: true,
-        online: false,
-    }; MAX_CPUS];
-    let mut idle = CpuMask::EMPTY;
-    let nr = super::nr_cpus();
-    for cpu in allowed.iter().filter(|c| c.index() < nr) {
-        if let Some(v) = super::view(cpu) {
-            let cap = super::capacity_orig(cpu);
-            cpus[cpu.index()] = EasCpu {
-                util: CpuSnapshot {
-                    cpu,
-                    capacity_orig: cap,
-                    cfs: v.cfs,
-                },
-                non_cfs: RqNonCfsUtil::default(),
-                capacity: CpuCapacityInfo::unpressured(cap),
-                rq_clamp: v.rq_clamp,
-                uclamp_rq_idle: v.uclamp_rq_idle,
-                online: true,
-            };
-            if v.idle {
-                idle.set(cpu);
-            }
-        }
-    }
-    let chosen = match super::topology() {
-        Some(topo) => {
-            let sys = asym_sched::uclamp::UclampSysctl::default();
-            let p = EasTask {
-                util: TaskUtil::from_avg(&task.avg, prev, false),
-                clamp: uclamp_eff_range(&task.uclamp, &sys, false),
-                allowed,
-            };
-            let view = WakeupView {
-                cpus: &cpus[..nr.min(topo.nr_cpus())],
-                topology: topo,
-                idle,
-                em: None,
-                overutilized: false,
-                features,
-                uclamp_used: false,
-            };
-            select_task_rq_fair(&p, prev, this, kind, &view)
-        }
-        None => {
-            if allowed.contains(prev) && idle.contains(prev) {
-                prev
-            } else if let Some(c) = idle.first() {
-                c
-            } else if allowed.contains(prev) {
-                prev
-            } else {
-                allowed.first().unwrap_or(prev)
-            }
-        }
+    let ctx = WakeCtx {
+        core: core_ctx(topology),
+        cpus: snaps,
+        em: None,
+        rd: RD,
+        uclamp_sysctl: sysctl(),
+        placement: Placement::Linux,
     };
+    let chosen = sched_core::ttwu_select(task, prev, this, kind, &ctx);
     if allowed.contains(chosen) {
         chosen
     } else {
-        allowed.first().unwrap_or(prev)
+        // ttwu_select's answer is allowed; an offline one falls back as Linux's
+        // `select_fallback_rq` does.
+        select_task_rq_interim(prev, allowed, snaps)
     }
 }
 
-/// The record other CPUs read about `cs`.
-pub fn view(cs: &CpuSched) -> CpuView {
-    let rq = &cs.rq;
-    let avg = rq.cfs_avg();
-    CpuView {
-        cfs: rq.cfs_util(),
-        rq_clamp: rq.uclamp_range(),
-        uclamp_rq_idle: rq.uclamp().is_idle(),
-        idle: cs.curr == cs.idle && rq.nr_running() == 0,
-        blocked: avg.util_avg != 0 || avg.load_avg != 0 || avg.runnable_avg != 0,
-        cpufreq_pending: cs.cpufreq_pending.is_some(),
+/// `set_task_cpu` → `migrate_task_rq_fair` for a sleeping task leaving `prev` (no run-queue
+/// lock): pure over `prev`'s published PELT clocks; the caller queues the result on `prev`.
+pub fn migrate(prev: &RqSnapshot, task: &mut Task, now: Nanos) -> Result<RemovedLoad, RqError> {
+    migrate_task_rq_fair(&prev.pelt, task, now)
+}
+
+/// `ttwu_do_activate` / `wake_up_new_task`'s activation under the target's run-queue lock,
+/// after its clock update: `sched_core::ttwu_activate` (enqueue, `wakeup_preempt`, the
+/// `avg_idle` update). `snaps`: every CPU's, or empty when [`needs_snapshots`] says so.
+#[allow(clippy::result_large_err)] // the refused task is handed back
+pub fn activate(
+    topology: &Topology,
+    cs: &mut CpuSched,
+    task: Task,
+    kind: WakeKind,
+    migrated: bool,
+    snaps: &[RqSnapshot],
+) -> Result<WakeOutcome, EnqueueError> {
+    sched_core::ttwu_activate(
+        &mut cs.rq,
+        task,
+        kind,
+        migrated,
+        snaps,
+        &RD,
+        &core_ctx(topology),
+    )
+}
+
+/// `ttwu_runnable`'s `wakeup_preempt` for a task still queued (woken before it got round to
+/// sleeping), under its run-queue lock.
+pub fn check_preempt(cs: &mut CpuSched, id: TaskId) -> Resched {
+    Resched::from_bool(cs.rq.check_preempt_wakeup(id).unwrap_or(false))
+}
+
+/// `deactivate_task(DEQUEUE_SLEEP)` of the running task in `__schedule`, under the rq lock.
+pub fn deactivate(cs: &mut CpuSched, id: TaskId) -> Result<Task, RqError> {
+    cs.rq.dequeue_task(id, DequeueFlags::SLEEP)
+}
+
+/// `task_dead_fair` → `remove_entity_load_avg` (under the rq lock, after [`deactivate`]): the
+/// dead task's signals leave this cfs_rq at its next update instead of decaying there.
+pub fn task_dead(cs: &mut CpuSched, mut task: Task, now: Nanos) -> Result<(), RqError> {
+    let removed = sched_core::task_dead_fair(&cs.rq.pelt_remote(), &mut task, now)?;
+    cs.rq.apply_removed(removed);
+    Ok(())
+}
+
+/// `yield_task_fair`, under the rq lock.
+pub fn yield_curr(cs: &mut CpuSched) {
+    cs.rq.yield_task();
+}
+
+/// `__schedule`'s `pick_next_task` and `set_next_task` under the rq lock:
+/// `sched_core::schedule_pick` then `schedule_finish` (never a newidle balance: load
+/// balancing is off). `None`: go idle.
+pub fn pick_next(topology: &Topology, cs: &mut CpuSched) -> Option<TaskId> {
+    let ctx = core_ctx(topology);
+    let next = match sched_core::schedule_pick(&mut cs.rq, &ctx) {
+        Pick::Next(id) => Some(id),
+        Pick::Idle => None,
+        // load_balance is false, so this does not happen; the repick is what it would do.
+        Pick::Newidle => match sched_core::schedule_repick(&mut cs.rq) {
+            Pick::Next(id) => Some(id),
+            _ => None,
+        },
+    };
+    sched_core::schedule_finish(&mut cs.rq, &ctx);
+    next
+}
+
+/// The CPU switched to its idle thread (`do_idle` → `tick_nohz_idle_enter`), under its rq
+/// lock.
+pub fn idle_enter(cs: &mut CpuSched) {
+    sched_core::idle_enter(&mut cs.rq);
+}
+
+/// `sched_tick` for the fair class under the rq lock after the clock update: with a task
+/// running, `sched_core::sched_tick`; idle, the blocked averages' decay (Linux decays them
+/// from the NOHZ idle balancer; see `crate::sched`).
+pub fn tick(topology: &Topology, cs: &mut CpuSched, running: bool) -> Resched {
+    if running {
+        sched_core::sched_tick(&mut cs.rq, &core_ctx(topology))
+    } else {
+        cs.rq.update_blocked_averages();
+        Resched::No
     }
 }
 
-/// Schedutil's view of the CPU (`sugov_get_util`'s inputs).
-pub fn sugov_input(cs: &CpuSched) -> SugovCpuInput {
-    SugovCpuInput {
-        cpu: cs.rq.cpu_snapshot(),
-        other: RqNonCfsUtil::default(),
-        rq_clamp: cs.rq.uclamp_range(),
-        uclamp_used: false,
-        idle_calls: cs.idle_calls,
+/// `set_user_nice` of a queued task, under its rq lock.
+pub fn set_nice_queued(cs: &mut CpuSched, id: TaskId, nice: i32) -> Result<(), RqError> {
+    cs.rq.set_nice(id, nice)
+}
+
+/// `set_user_nice` of a task sleeping with its signals on this CPU, under its rq lock.
+pub fn set_nice_parked(cs: &mut CpuSched, task: &mut Task, nice: i32) -> Result<(), RqError> {
+    cs.rq.set_nice_blocked(task, nice)
+}
+
+/// The uclamp sysctls (defaults; `sched_uclamp_used` as the kernel tracks it).
+fn sysctl() -> UclampSysctl {
+    UclampSysctl {
+        used: super::uclamp_used(),
+        ..UclampSysctl::default()
     }
 }

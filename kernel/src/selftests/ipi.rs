@@ -69,9 +69,10 @@ fn ping_all_others(src: CpuId) {
             SEND_FAILED.of(src).fetch_or(1 << dst.0, Ordering::Relaxed);
             continue;
         }
-        let deadline = timer::counter() + timer::us_to_counter(PING_TIMEOUT_US);
+        let start = timer::counter();
+        let deadline = start + timer::us_to_counter(PING_TIMEOUT_US);
         while ipi::received(dst, IpiKind::Ping) == before && timer::counter() < deadline {
-            crate::arch::aarch64::cpu_regs::cpu_yield();
+            smp::wait_step(start);
         }
         if ipi::received(dst, IpiKind::Ping) == before + 1 {
             RECEIVED_FROM

@@ -1,4 +1,5 @@
-//! The discrete-event engine: simulated time, CPUs, tasks, frequency, accounting.
+//! The discrete-event engine: simulated time, the workload program, work and energy
+//! accounting, and the trace. Every scheduling decision is the policy crate's.
 //!
 //! Time is kept in ns. Events (ticks at `HZ`, timer and sleep expiries, the end of
 //! the running task's current piece of work, a frequency change taking effect,
@@ -6,53 +7,38 @@
 //! two runs with the same inputs process the same events in the same order and
 //! write the same bytes.
 //!
-//! Scheduling decisions are the policy crate's: each CPU owns an
-//! [`asym_sched::rq::Rq`] (EEVDF fair class, PELT, util_est, uclamp), and the engine
-//! calls it where Linux's core calls the class: `try_to_wake_up` →
-//! `select_task_rq` → (`migrate_task_rq_fair`) → `enqueue_task` → `wakeup_preempt`;
-//! `__schedule` → `dequeue_task(DEQUEUE_SLEEP)` / `pick_next_task`; `sched_tick` →
-//! `update_rq_clock` → `task_tick`. The engine owns the mechanism: time, the work
-//! each task still has to do, frequencies, energy and the trace.
+//! Each CPU owns an [`asym_sched::rq::Rq`]; the engine calls the policy's steps where
+//! Linux's core runs them, as the kernel does, and acts on the decisions they return:
+//! - wake-up: [`ttwu_select`] over the CPUs' snapshots, the pure `migrate_task_rq_fair`
+//!   when the CPU changes, [`ttwu_activate`] on the target (reschedule, overutilized);
+//! - `schedule()`: [`schedule_pick`], newidle balance on [`Pick::Newidle`],
+//!   [`schedule_finish`], [`sched_core::idle_enter`] and [`Nohz::enter_idle`] when the
+//!   CPU goes idle; exit through [`task_dead_fair`];
+//! - the tick: [`sched_tick`], `sched_balance_trigger` → `sched_balance_softirq`, the
+//!   NOHZ kicks ([`Nohz::balance_kick`], [`Nohz::stats_kick`]) and the root domain's
+//!   overutilized re-evaluation ([`RootDomain::check_overutilized`]); an idle CPU ticks
+//!   only when [`idle_tick_kept`] says so;
+//! - load balancing through [`RqAccess`] (`SimRqs`), whose reports of moved tasks the
+//!   engine turns into `sched_migrate_task` lines and reschedules
+//!   ([`attach_preempt`]); an active balance preempts the source and calls
+//!   `active_load_balance_cpu_stop`.
 //!
-//! Deliberate simplifications, until later issues bring the real policy:
-//! - Placement is Linux's `select_task_rq_fair` from the policy crate
-//!   ([`asym_sched::wakeup`]): with the `ENERGY_AWARE` feature (`--eas on`) on a board
-//!   where EAS is possible, `find_energy_efficient_cpu` for a waking task while the root
-//!   domain is not overutilized; otherwise the capacity-aware `select_idle_sibling`
-//!   (`select_idle_capacity`) with the previous CPU as target (no `wake_affine`); new
-//!   tasks take the simplified fork slow path (`sched_balance_find_dst_cpu`).
-//!   [`Placement::Interim`] (`--placement interim`) keeps the earlier rule,
-//!   [`select_task_rq`] (previous CPU if idle, else the first idle allowed CPU), behind
-//!   the EAS branch, for comparison.
-//! - The overutilized flag is set as Linux sets it (a CPU is `cpu_overutilized` at an
-//!   enqueue or a tick; with `ENERGY_AWARE`, not at a new task's first enqueue), but
-//!   only load balancing clears it in Linux and there is none yet: it is cleared when
-//!   no CPU is overutilized at a tick (with `ENERGY_AWARE`) or at a tick or wake-up
-//!   (without, as before EAS), an approximation of the root-domain load balance.
-//! - Load balancing is opt-in (`--lb on`, [`SimConfig::load_balance`]); off, tasks move
-//!   only at wake-up and the periodic and newidle load-balance counters stay 0. On,
-//!   `asym_sched::balance` runs: a busy CPU's tick calls `sched_balance_trigger` and,
-//!   when `rq->next_balance` has passed, raises SCHED_SOFTIRQ and runs
-//!   `sched_balance_softirq`; a CPU about to go idle runs `sched_balance_newidle` (its
-//!   cost modelled as [`NEWIDLE_LB_COST_NS`] per domain); a busy CPU with two tasks or
-//!   a misfit task kicks the first idle CPU to balance for the idle CPUs
-//!   (`NOHZ_BALANCE_KICK`); active balances (misfit) preempt the source CPU and push
-//!   its task. `update_misfit_status` runs at each pick and tick. An idle CPU whose
-//!   last idle period was shorter than a tick keeps ticking, and timer wake-ups due at
-//!   a tick run before it (Linux's low-resolution mode), so a cyclictest-like load
-//!   sees the ticks seed 002 measured.
-//! - Idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`); there are no idle states deeper
-//!   than WFI. Their blocked load still decays as in Linux, through the NOHZ
-//!   blocked-load ("stats") updates of `kernel/sched/fair.c`: a busy CPU's tick
-//!   (`nohz_balancer_kick`) kicks the first idle CPU (`find_new_ilb`) with
-//!   `NOHZ_STATS_KICK` once `nohz.next_blocked` has passed, and that CPU wakes up,
-//!   raises `SCHED_SOFTIRQ` and runs `_nohz_idle_balance`, updating the blocked
-//!   averages of every idle CPU that still has blocked load (`update_nohz_stats`);
-//!   a CPU entering idle with `avg_idle` ≥ `sysctl_sched_migration_cost` does the
-//!   same without an IPI (`nohz_newidle_balance` → `nohz_run_idle_balance`). The
-//!   next update is due `LOAD_AVG_PERIOD` (32 ms) later. Without `--lb on` only this
-//!   `NOHZ_STATS_KICK` part runs; with it, `NOHZ_BALANCE_KICK` too (above). When every
-//!   CPU is idle nothing ticks and blocked load stays as it is, as on Linux.
+//! What the engine models itself (mechanism, not policy):
+//! - work: a task progresses at `capacity_orig × f / fmax / 1024` of a big CPU at fmax
+//!   (`runtime` events at 1); frequencies change after the domain's transition latency
+//!   (the emulated cpufreq driver); energy comes from the busy time at each OPP;
+//! - the cost of a newidle balance, `NEWIDLE_LB_COST_NS` (5 µs) per domain, on the clock
+//!   `sched_balance_newidle` measures;
+//! - which CPU runs `try_to_wake_up` and the activation (`ttwu_queue`), for the trace's
+//!   context column only;
+//! - timer wake-ups due at a tick run before it when load balancing is on (Linux's
+//!   low-resolution mode), so a cyclictest-like load sees the ticks seed 002 measured;
+//! - idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`) and have no idle states deeper than
+//!   WFI; when every CPU is idle nothing ticks and blocked load stays as it is, as on
+//!   Linux.
+//!
+//! The policy's documented differences from Linux (the overutilized lifecycle, the
+//! simplified fork path, no `wake_affine`, ...) are listed in its module docs.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -61,25 +47,30 @@ use std::io::Write;
 use asym_sched::balance::{
     active_load_balance_cpu_stop, sched_balance_domains, sched_balance_newidle,
     sched_balance_softirq, sched_balance_trigger, BalanceReport, CpuIdleType, LbContext,
-    MigrationType, RqSet, SchedDomains,
+    MigrationType, Moved, RqAccess, SchedDomains, Snapshots,
 };
-use asym_sched::cpu_util::{cpu_util_cfs, util_fits_cpu, CpuCapacityInfo, RqNonCfsUtil};
 use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::Governor as CpufreqGovernor;
-use asym_sched::eas::{
-    task_max_allowed_capacity, task_util_est, update_misfit_status, EasCpu, EasTask, MisfitTask,
-};
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
+use asym_sched::nohz::{
+    blocked_load_check, idle_tick_kept, ilb_order, nohz_balance_due, update_blocked_load,
+    BlockedLoad, Nohz,
+};
 use asym_sched::pelt::SchedAvg;
-use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, RqError, Task};
-use asym_sched::schedutil::{SugovCpuInput, UpdateFlags};
+use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
+use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, Rq, RqConfig, RqError, RqSnapshot, Task};
+use asym_sched::sched_core::{
+    self, attach_preempt, sched_tick, schedule_finish, schedule_pick, schedule_repick,
+    task_dead_fair, ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
+};
+use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::arch_scale_freq_capacity;
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, TaskId};
-use asym_sched::uclamp::{uclamp_eff_range, TaskUclamp};
+use asym_sched::uclamp::TaskUclamp;
 use asym_sched::util_est;
-use asym_sched::wakeup::{self, WakeKind, WakeupView};
+use asym_sched::wakeup::WakeKind;
 
 use crate::board::Board;
 use crate::signals::{ns_to_us, signed_ns_to_us, RtAppLoop, RtAppTotals, StepSignal};
@@ -152,18 +143,9 @@ pub struct FreqLimit {
     pub max_khz: u32,
 }
 
-/// How waking and new tasks are placed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Placement {
-    /// `asym_sched::wakeup::select_task_rq_fair`: EAS while not overutilized, else
-    /// `select_idle_sibling`'s capacity-aware scan (`select_idle_capacity`); forks take
-    /// the slow path (`sched_balance_find_dst_cpu`).
-    #[default]
-    Linux,
-    /// The interim rule used before the Linux wake-up path existed: EAS for wake-ups while not overutilized (with `--eas on`),
-    /// else [`select_task_rq`] (previous CPU if idle, else the first idle allowed CPU).
-    Interim,
-}
+/// How waking and new tasks are placed: the policy's [`Placement`]
+/// (`asym_sched::sched_core::Placement`).
+pub use asym_sched::sched_core::Placement;
 
 /// Per-task results.
 #[derive(Clone, Debug, Default)]
@@ -388,33 +370,9 @@ struct SimCpu {
     last_acct: u64,
     seg_gen: u64,
     run_start: u64,
-    /// `tick_nohz_get_idle_calls_cpu`: times the CPU went idle.
-    idle_calls: u64,
-    /// In `nohz.idle_cpus_mask` (`rq->nohz_tick_stopped`): entered idle and has not
-    /// ticked busy since.
-    nohz_idle: bool,
-    /// `rq->has_blocked_load`.
-    has_blocked_load: bool,
-    /// `rq->last_blocked_load_update_tick` (jiffies).
-    last_blocked_load_update_j: u64,
-    /// `rq->avg_idle` (ns).
-    avg_idle_ns: u64,
-    /// The length of the last idle period (ns): with load balancing on, an idle CPU
-    /// that last woke within a tick keeps its tick (see [`Engine::tick`]).
-    last_idle_ns: u64,
-    /// `rq->idle_stamp` (`None` for 0).
-    idle_stamp: Option<u64>,
     /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
     /// `cpu_idle` enter/exit alternating however the CPU is woken.
     in_idle_state: bool,
-}
-
-/// The blocked-load part of fair.c's `struct nohz`.
-struct Nohz {
-    /// `nohz.has_blocked`.
-    has_blocked: bool,
-    /// `nohz.next_blocked` (jiffies).
-    next_blocked_j: u64,
 }
 
 struct Domain {
@@ -438,8 +396,6 @@ const FIRST_PID: u32 = 1001;
 /// later update at PELT time 0 would take for a clock going backwards and reset.
 /// One whole period keeps PELT's period boundaries where they would be from 0.
 pub const RQ_CLOCK_BASE_NS: u64 = 1 << 20;
-/// `LOAD_AVG_PERIOD` in ms: the spacing of NOHZ blocked-load updates.
-const LOAD_AVG_PERIOD_MS: u64 = 32;
 /// `sysctl_sched_migration_cost` (ns): `nohz_newidle_balance` skips CPUs expected to
 /// wake sooner; `avg_idle` starts at twice this and is capped at
 /// `2 * max_idle_balance_cost` (= twice this without the load balancer).
@@ -473,7 +429,8 @@ pub struct Engine<'a, W: Write> {
     timers: Vec<TimerState>,
     busy_ns: Vec<Vec<u64>>,
     counters: Counters,
-    overutilized: bool,
+    /// The root domain's flags (overutilized, EAS).
+    rd: RootDomain,
     overutilized_since: u64,
     nohz: Nohz,
     uclamp_used: bool,
@@ -488,35 +445,72 @@ pub struct Engine<'a, W: Write> {
     eas_em: Option<EnergyModel>,
     /// The sched domains when load balancing is on.
     lb: Option<SchedDomains>,
-    /// `nohz.next_balance` (jiffies).
-    nohz_next_balance_j: u64,
     /// Per CPU, the traced signals ([`CpuSignal`]).
     cpu_signals: Vec<[StepSignal; CpuSignal::COUNT]>,
     /// Per domain, ns at each OPP.
     freq_time_ns: Vec<Vec<u64>>,
     /// rt-app markers produced by [`Self::next_event`], written by its caller.
     rta_marks: Vec<RtApp>,
+    /// Every CPU's snapshot, refreshed before a policy step reads them.
+    snaps: Vec<RqSnapshot>,
+    /// The balancer's moves not yet synced.
+    moved: MovedTasks,
+    /// Scratch for [`Self::sync_migrations`].
+    sync_buf: Vec<(usize, usize, usize, u64)>,
 }
 
-/// The simulated CPUs' run queues as the balancer's [`RqSet`].
-struct SimRqs<'c>(&'c mut [SimCpu]);
+/// The simulated CPUs' run queues as the balancer's [`RqAccess`]: snapshots are built
+/// from the live run queues when read (so they are always fresh), and each task the
+/// balancer reports moved is noted as `(from, to)` in `moved` (first `from`, last `to`),
+/// for [`Engine::sync_migrations`].
+struct SimRqs<'c> {
+    cpus: &'c mut [SimCpu],
+    moved: &'c mut MovedTasks,
+}
 
-impl std::ops::Index<usize> for SimRqs<'_> {
-    type Output = Rq;
-    fn index(&self, i: usize) -> &Rq {
-        &self.0[i].rq
+/// Per task, the `(from, to)` of its moves by the balancer not yet synced, and how many
+/// tasks have one.
+#[derive(Default)]
+struct MovedTasks {
+    by_task: Vec<Option<(usize, usize)>>,
+    nr: usize,
+}
+
+impl Snapshots for SimRqs<'_> {
+    fn nr_cpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
+        self.cpus[cpu.index()].rq.snapshot()
     }
 }
 
-impl std::ops::IndexMut<usize> for SimRqs<'_> {
-    fn index_mut(&mut self, i: usize) -> &mut Rq {
-        &mut self.0[i].rq
+impl RqAccess for SimRqs<'_> {
+    fn with_rq<R>(&mut self, cpu: CpuId, f: impl FnOnce(&mut Rq) -> R) -> R {
+        f(&mut self.cpus[cpu.index()].rq)
+    }
+
+    fn moved(&mut self, m: &Moved) {
+        if let Some(e) = self.moved.by_task.get_mut(tidx(m.task)) {
+            if e.is_none() {
+                self.moved.nr += 1;
+            }
+            e.get_or_insert((m.from.index(), m.to.index())).1 = m.to.index();
+        }
     }
 }
 
-impl RqSet for SimRqs<'_> {
+/// The simulated CPUs' snapshots, read-only (built from the live run queues when read).
+struct SimSnaps<'c>(&'c [SimCpu]);
+
+impl Snapshots for SimSnaps<'_> {
     fn nr_cpus(&self) -> usize {
         self.0.len()
+    }
+
+    fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
+        self.0[cpu.index()].rq.snapshot()
     }
 }
 
@@ -524,23 +518,6 @@ impl RqSet for SimRqs<'_> {
 /// this much per domain balanced): a few microseconds, as measured on small arm64
 /// systems.
 const NEWIDLE_LB_COST_NS: u64 = 5_000;
-
-/// The interim `select_task_rq` ([`Placement::Interim`], and the fallback if the
-/// policy's answer is not allowed): previous CPU if idle and allowed, else the first
-/// idle allowed CPU, else the previous CPU if allowed, else the first allowed CPU.
-pub fn select_task_rq(prev: usize, allowed: u64, idle: &[bool]) -> usize {
-    let ok = |c: usize| allowed & (1 << c) != 0;
-    if ok(prev) && idle[prev] {
-        return prev;
-    }
-    if let Some(c) = (0..idle.len()).find(|&c| ok(c) && idle[c]) {
-        return c;
-    }
-    if ok(prev) {
-        return prev;
-    }
-    (0..idle.len()).find(|&c| ok(c)).unwrap_or(prev)
-}
 
 impl<'a, W: Write> Engine<'a, W> {
     /// Prepare a run. `trace` receives the ftrace text when given.
@@ -619,13 +596,6 @@ impl<'a, W: Write> Engine<'a, W> {
                     last_acct: 0,
                     seg_gen: 0,
                     run_start: 0,
-                    idle_calls: 0,
-                    nohz_idle: false,
-                    has_blocked_load: false,
-                    last_blocked_load_update_j: 0,
-                    avg_idle_ns: 2 * SCHED_MIGRATION_COST_NS,
-                    last_idle_ns: u64::MAX,
-                    idle_stamp: None,
                     in_idle_state: true,
                 }
             })
@@ -707,7 +677,6 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         Ok(Engine {
             lb,
-            nohz_next_balance_j: 0,
             cpu_signals: vec![Default::default(); nr],
             freq_time_ns: board
                 .domains
@@ -733,12 +702,19 @@ impl<'a, W: Write> Engine<'a, W> {
                 freq_changes: vec![0; board.domains.len()],
                 ..Counters::default()
             },
-            overutilized: false,
-            overutilized_since: 0,
-            nohz: Nohz {
-                has_blocked: false,
-                next_blocked_j: 0,
+            rd: RootDomain {
+                overutilized: false,
+                tracked: overutilized_tracked(board),
+                eas: eas_em.is_some(),
             },
+            snaps: Vec::with_capacity(nr),
+            moved: MovedTasks {
+                by_task: vec![None; wl.tasks.len()],
+                nr: 0,
+            },
+            sync_buf: Vec::with_capacity(wl.tasks.len()),
+            overutilized_since: 0,
+            nohz: Nohz::default(),
             uclamp_used,
             trace,
             timeline: cfg.record_timeline.then(Timeline::default),
@@ -833,7 +809,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 tl.runs.push((c, self.cpus[c].run_start, end, t));
             }
         }
-        if self.overutilized {
+        if self.rd.overutilized {
             self.counters.overutilized_ns += end - self.overutilized_since;
         }
         for (d, dom) in self.domains.iter().enumerate() {
@@ -1041,7 +1017,7 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// The initial `sched_overutilized: overutilized=0` where the flag exists.
     fn trace_initial_overutilized(&mut self) -> Result<(), SimError> {
-        if !self.overutilized_tracked() {
+        if !self.rd.tracked {
             return Ok(());
         }
         let span = self.rd_span();
@@ -1056,13 +1032,6 @@ impl<'a, W: Write> Engine<'a, W> {
             )?;
         }
         Ok(())
-    }
-
-    /// Whether the root domain's overutilized flag is maintained: an energy model on
-    /// asymmetric CPUs (EAS).
-    fn overutilized_tracked(&self) -> bool {
-        let topo = &self.board.topology;
-        self.board.has_energy_model && topo.eas_possible() && topo.asym_cpucapacity()
     }
 
     /// The root domain's span, as `sched_overutilized` prints it.
@@ -1081,23 +1050,52 @@ impl<'a, W: Write> Engine<'a, W> {
         cpus[a].cluster == cpus[b].cluster
     }
 
-    /// `try_to_wake_up` / `wake_up_new_task`.
+    /// `try_to_wake_up` / `wake_up_new_task`: the policy's [`ttwu_select`] over the
+    /// CPUs' snapshots, the pure `migrate_task_rq_fair` when the CPU changes, then
+    /// [`ttwu_activate`] on the target; the engine traces and queues the reschedule.
     fn wake(&mut self, t: usize, waker: Option<usize>, new: bool) -> Result<(), SimError> {
         match self.tasks[t].state {
             TState::Sleeping | TState::Suspended | TState::NotStarted => {}
             _ => return Ok(()),
         }
         let prev = self.tasks[t].cpu;
-        let idle: Vec<bool> = self
-            .cpus
-            .iter()
-            .map(|c| c.rq.curr().is_none() && c.rq.nr_running() == 0)
-            .collect();
         let ctx_cpu = waker.unwrap_or(prev);
-        let cpu = match self.select_task_rq_fair(t, prev, ctx_cpu, new, &idle) {
-            Some(c) => c,
-            None => select_task_rq(prev, self.tasks[t].allowed, &idle),
+        let Some(mut task) = self.tasks[t].parked.take() else {
+            return Err(SimError::Workload(format!(
+                "task {} woken while queued",
+                self.tasks[t].comm
+            )));
         };
+        // The workload program's affinity and clamps for this activation: phase-level
+        // clamps take effect at the next enqueue; the first clamp request enables
+        // `sched_uclamp_used`.
+        task.cpus_allowed = CpuMask(self.tasks[t].allowed);
+        if let Some((lo, hi)) = self.tasks[t].uclamp {
+            let _ = task.uclamp.set_request(lo, hi);
+            self.uclamp_used = true;
+        }
+        let kind = if new {
+            WakeKind::Fork
+        } else {
+            WakeKind::Wakeup
+        };
+        self.refresh_snaps();
+        let wctx = WakeCtx {
+            core: core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some()),
+            cpus: &self.snaps,
+            em: self.eas_em.as_ref(),
+            rd: self.rd,
+            uclamp_sysctl: self.cpus[prev].rq.uclamp_sysctl(),
+            placement: self.cfg.placement,
+        };
+        let cpu = ttwu_select(
+            &task,
+            CpuId(prev as u16),
+            CpuId(ctx_cpu as u16),
+            kind,
+            &wctx,
+        );
+        let cpu = cpu.index();
         self.account(prev)?;
         self.account(cpu)?;
         self.account(ctx_cpu)?;
@@ -1133,31 +1131,15 @@ impl<'a, W: Write> Engine<'a, W> {
         let act_left_idle = act_cpu != waker_cpu
             && self.cpus[act_cpu].running.is_none()
             && self.idle_exit(act_cpu)?;
-        let Some(mut task) = self.tasks[t].parked.take() else {
-            return Err(SimError::Workload(format!(
-                "task {} woken while queued",
-                self.tasks[t].comm
-            )));
-        };
-        task.cpus_allowed = CpuMask(self.tasks[t].allowed);
-        if let Some((lo, hi)) = self.tasks[t].uclamp {
-            // Phase-level clamps take effect at the next enqueue; the first clamp
-            // request enables `sched_uclamp_used`.
-            let _ = task.uclamp.set_request(lo, hi);
-            self.uclamp_used = true;
-        }
         let st = &mut self.tasks[t];
         st.stats.activations += 1;
         st.state = TState::Runnable;
         st.wake_ts = Some(self.now);
-        let mut flags = if new {
-            EnqueueFlags::NEW
-        } else {
-            EnqueueFlags::WAKEUP
-        };
-        if !new && cpu != prev {
-            self.cpus[prev].rq.migrate_task_rq_fair(&mut task)?;
-            flags = flags | EnqueueFlags::MIGRATED;
+        let migrated = !new && cpu != prev;
+        if migrated {
+            let old = &mut self.cpus[prev].rq;
+            let removed = migrate_task_rq_fair(&old.pelt_remote(), &mut task, old.clock_task())?;
+            old.apply_removed(removed);
             if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, waker_cpu, self.now);
                 let task = tref_of(&self.tasks, t);
@@ -1174,15 +1156,20 @@ impl<'a, W: Write> Engine<'a, W> {
             self.counters.migrations_wakeup += 1;
         }
         self.tasks[t].cpu = cpu;
-        self.update_avg_idle(cpu);
-        self.cpus[cpu]
-            .rq
-            .enqueue_task(task, flags)
-            .map_err(|e| SimError::from(e.reason))?;
+        let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
+        let outcome = ttwu_activate(
+            &mut self.cpus[cpu].rq,
+            task,
+            kind,
+            migrated,
+            &self.snaps,
+            &self.rd,
+            &cctx,
+        )
+        .map_err(|e| SimError::from(e.reason))?;
         self.cpufreq_update(cpu);
         self.trace_pelt_on(act_cpu, cpu, Some(t))?;
         self.trace_util_est_on(act_cpu, cpu, t)?;
-        let preempt = self.cpus[cpu].rq.check_preempt_wakeup(tid(t))?;
         // ttwu_do_activate → ttwu_do_wakeup: after the enqueue and wakeup_preempt.
         if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, act_cpu, self.now);
@@ -1197,7 +1184,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 },
             )?;
         }
-        if preempt {
+        if outcome.resched.is_yes() {
             self.push(self.now, Ev::Resched(cpu));
         }
         for (left, c) in [(waker_left_idle, waker_cpu), (act_left_idle, act_cpu)] {
@@ -1205,85 +1192,33 @@ impl<'a, W: Write> Engine<'a, W> {
                 self.idle_enter(c)?;
             }
         }
-        let eas = self.eas_em.is_some();
-        // Linux ignores a new task's first enqueue (its util is not settled yet).
-        self.check_overutilized(!(eas && new), !eas)
+        match outcome.overutilized {
+            Some(v) => self.set_overutilized(v),
+            None => Ok(()),
+        }
     }
 
-    /// `select_task_rq_fair` ([`asym_sched::wakeup::select_task_rq_fair`]): EAS for a
-    /// waking task while the root domain is not overutilized, else the capacity-aware
-    /// `select_idle_sibling`; new tasks take the fork slow path. With
-    /// [`Placement::Interim`], only the EAS branch runs and `None` sends the caller to
-    /// [`select_task_rq`]. `None` also when the answer is not an allowed CPU.
-    fn select_task_rq_fair(
-        &self,
-        t: usize,
-        prev: usize,
-        this_cpu: usize,
-        new: bool,
-        idle: &[bool],
-    ) -> Option<usize> {
-        let interim = self.cfg.placement == Placement::Interim;
-        if interim && (self.eas_em.is_none() || new || self.overutilized) {
-            return None;
+    /// Every CPU's [`RqSnapshot`] as of now, into `self.snaps` (what other CPUs would
+    /// read).
+    fn refresh_snaps(&mut self) {
+        self.snaps.clear();
+        self.snaps.extend(self.cpus.iter().map(|c| c.rq.snapshot()));
+    }
+
+    /// Store a new root-domain overutilized flag: account the time and trace the change.
+    fn set_overutilized(&mut self, over: bool) -> Result<(), SimError> {
+        if self.rd.overutilized {
+            self.counters.overutilized_ns += self.now - self.overutilized_since;
         }
-        let st = &self.tasks[t];
-        // Decay a copy of the sleeping task's signals to prev's cfs_rq
-        // (`sync_entity_load_avg`); placement must not change the task itself. A new
-        // task has no signals to sync yet.
-        let mut task = st.parked.clone()?;
-        if !new {
-            self.cpus[prev].rq.sync_entity_load_avg(&mut task).ok()?;
+        self.rd.overutilized = over;
+        self.overutilized_since = self.now;
+        let span = self.rd_span();
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
+            let overutilized = over;
+            w.emit(ctx, TraceEvent::SchedOverutilized { overutilized, span })?;
         }
-        let uclamp_used = self.uclamp_used || st.uclamp.is_some();
-        if let Some((lo, hi)) = st.uclamp {
-            let _ = task.uclamp.set_request(lo, hi);
-        }
-        let cpus: Vec<EasCpu> = self
-            .cpus
-            .iter()
-            .enumerate()
-            .map(|(i, c)| EasCpu {
-                util: c.rq.cpu_snapshot(),
-                non_cfs: RqNonCfsUtil::default(),
-                capacity: CpuCapacityInfo::unpressured(Capacity(self.board.cpus[i].capacity_orig)),
-                rq_clamp: c.rq.uclamp_range(),
-                uclamp_rq_idle: c.rq.uclamp().is_idle(),
-                online: true,
-            })
-            .collect();
-        let sys = self.cpus[prev].rq.uclamp_sysctl();
-        let p = EasTask {
-            util: asym_sched::cpu_util::TaskUtil::from_avg(&task.avg, CpuId(prev as u16), false),
-            clamp: uclamp_eff_range(&task.uclamp, &sys, false),
-            allowed: CpuMask(st.allowed),
-        };
-        let view = WakeupView {
-            cpus: &cpus,
-            topology: &self.board.topology,
-            idle: (0..idle.len())
-                .filter(|&i| idle[i])
-                .map(|i| CpuId(i as u16))
-                .collect(),
-            em: self.eas_em.as_ref(),
-            overutilized: self.overutilized,
-            features: self.cfg.features,
-            uclamp_used,
-        };
-        let kind = if new {
-            WakeKind::Fork
-        } else {
-            WakeKind::Wakeup
-        };
-        let cpu = wakeup::select_task_rq_fair(
-            &p,
-            CpuId(prev as u16),
-            CpuId(this_cpu as u16),
-            kind,
-            &view,
-        )
-        .index();
-        (cpu < self.cpus.len() && st.allowed & (1 << cpu) != 0).then_some(cpu)
+        Ok(())
     }
 
     /// `cpu_idle: state=4294967295` unless the CPU is already out of idle.
@@ -1317,11 +1252,21 @@ impl<'a, W: Write> Engine<'a, W> {
     /// accounted the CPU up to now.
     fn schedule(&mut self, cpu: usize, prev_state: PrevState) -> Result<(), SimError> {
         let prev = self.cpus[cpu].running;
-        let mut next = self.cpus[cpu].rq.pick_next_task().map(tidx);
-        if next.is_none() && self.lb.is_some() && self.sched_balance_newidle(cpu)? {
-            next = self.cpus[cpu].rq.pick_next_task().map(tidx);
+        let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
+        let mut pick = schedule_pick(&mut self.cpus[cpu].rq, &cctx);
+        if pick == Pick::Newidle {
+            // pick_next_task_fair's newidle balance (Linux drops the rq lock here).
+            pick = if self.sched_balance_newidle(cpu)? {
+                schedule_repick(&mut self.cpus[cpu].rq)
+            } else {
+                Pick::Idle
+            };
         }
-        self.update_misfit_status(cpu);
+        let next = match pick {
+            Pick::Next(id) => Some(tidx(id)),
+            Pick::Idle | Pick::Newidle => None,
+        };
+        schedule_finish(&mut self.cpus[cpu].rq, &cctx);
         self.cpufreq_update(cpu);
         if let Some(p) = prev {
             if self.tasks[p].parked.is_none() {
@@ -1373,7 +1318,7 @@ impl<'a, W: Write> Engine<'a, W> {
         c.seg_gen += 1;
         match next {
             None => {
-                self.cpus[cpu].idle_calls += 1;
+                sched_core::idle_enter(&mut self.cpus[cpu].rq);
                 self.trace_pelt(cpu, None)?;
                 self.enter_idle(cpu)?;
                 self.idle_enter(cpu)?;
@@ -1453,7 +1398,9 @@ impl<'a, W: Write> Engine<'a, W> {
                 // task's signals leave its CPU's cfs_rq at the next update instead of
                 // decaying there as blocked load.
                 if let Some(mut task) = self.tasks[t].parked.take() {
-                    self.cpus[cpu].rq.migrate_task_rq_fair(&mut task)?;
+                    let rq = &mut self.cpus[cpu].rq;
+                    let removed = task_dead_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
+                    rq.apply_removed(removed);
                     self.tasks[t].parked = Some(task);
                 }
                 return Ok(());
@@ -1694,25 +1641,25 @@ impl<'a, W: Write> Engine<'a, W> {
     fn tick(&mut self) -> Result<(), SimError> {
         for cpu in 0..self.cpus.len() {
             let Some(t) = self.cpus[cpu].running else {
-                if self.lb.is_some() && self.cpus[cpu].last_idle_ns < self.tick_ns {
+                if idle_tick_kept(&self.cpus[cpu].rq, self.tick_ns, self.lb.is_some()) {
                     self.account(cpu)?;
                     self.sched_balance_trigger(cpu)?;
                 }
                 continue;
             };
             self.account(cpu)?;
-            let resched = self.cpus[cpu].rq.task_tick();
+            let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
+            let resched = sched_tick(&mut self.cpus[cpu].rq, &cctx);
             self.cpufreq_update(cpu);
             self.trace_pelt(cpu, Some(t))?;
-            self.update_misfit_status(cpu);
-            if resched {
+            if resched.is_yes() {
                 self.schedule(cpu, PrevState::Preempted)?;
             }
             self.sched_balance_trigger(cpu)?;
             self.nohz_balance_kick(cpu)?;
             self.nohz_balancer_kick(cpu)?;
         }
-        self.check_overutilized(true, true)?;
+        self.check_overutilized_tick()?;
         let next = self.now + self.tick_ns;
         if next <= self.cfg.duration_ns {
             self.push(next, Ev::Tick);
@@ -1720,35 +1667,18 @@ impl<'a, W: Write> Engine<'a, W> {
         Ok(())
     }
 
-    /// `set_rd_overutilized` when some CPU is overutilized (`cpu_overutilized`:
-    /// `!util_fits_cpu(cpu_util_cfs, rq uclamp min/max)`, "fits but for uclamp_min"
-    /// counting as fitting) and `may_set`; cleared when none is and `may_clear` (see the
-    /// module docs). Only with an energy model on asymmetric CPUs (EAS).
-    fn check_overutilized(&mut self, may_set: bool, may_clear: bool) -> Result<(), SimError> {
-        if !self.overutilized_tracked() {
-            return Ok(());
+    /// The tick's re-evaluation of the root domain's overutilized flag
+    /// ([`RootDomain::check_overutilized`]).
+    fn check_overutilized_tick(&mut self) -> Result<(), SimError> {
+        self.refresh_snaps();
+        let (f, u) = (self.cfg.features, self.uclamp_used);
+        match self
+            .rd
+            .check_overutilized(OverutilizedCheck::Tick, &self.snaps, f, u)
+        {
+            Some(v) => self.set_overutilized(v),
+            None => Ok(()),
         }
-        let f = self.cfg.features;
-        let over = self.cpus.iter().enumerate().any(|(i, c)| {
-            let util = cpu_util_cfs(&c.rq.cpu_snapshot(), f);
-            let r = c.rq.uclamp_range();
-            let cap = CpuCapacityInfo::unpressured(Capacity(self.board.cpus[i].capacity_orig));
-            !util_fits_cpu(util, r.min, r.max, cap, self.uclamp_used, f).fits_ignoring_uclamp_min()
-        });
-        if over != self.overutilized && (if over { may_set } else { may_clear }) {
-            if self.overutilized {
-                self.counters.overutilized_ns += self.now - self.overutilized_since;
-            }
-            self.overutilized = over;
-            self.overutilized_since = self.now;
-            let span = self.rd_span();
-            if let Some(w) = self.trace.as_mut() {
-                let ctx = ctx_of(&self.tasks, &self.cpus, 0, self.now);
-                let overutilized = over;
-                w.emit(ctx, TraceEvent::SchedOverutilized { overutilized, span })?;
-            }
-        }
-        Ok(())
     }
 
     /// `jiffies` at the current time.
@@ -1756,53 +1686,38 @@ impl<'a, W: Write> Engine<'a, W> {
         self.now / self.tick_ns
     }
 
-    /// `ttwu_do_activate`'s `avg_idle` update when a wake-up ends an idle period of `cpu`.
-    fn update_avg_idle(&mut self, cpu: usize) {
-        let c = &mut self.cpus[cpu];
-        if let Some(stamp) = c.idle_stamp.take() {
-            let delta = self.now - stamp;
-            c.last_idle_ns = delta;
-            // update_avg(): avg += (sample - avg) / 8, in signed arithmetic.
-            let diff = delta as i64 - c.avg_idle_ns as i64;
-            c.avg_idle_ns = (c.avg_idle_ns as i64 + diff / 8) as u64;
-            c.avg_idle_ns = c.avg_idle_ns.min(2 * SCHED_MIGRATION_COST_NS);
-        }
-    }
-
     /// `cpu` has just switched to idle: `sched_balance_newidle` found nothing to pull
     /// (`idle_stamp`, then `nohz_newidle_balance` → `nohz_run_idle_balance`), then the
     /// tick stops (`nohz_balance_enter_idle`).
     fn enter_idle(&mut self, cpu: usize) -> Result<(), SimError> {
-        self.cpus[cpu].idle_stamp = Some(self.now);
-        if self.cpus[cpu].avg_idle_ns >= SCHED_MIGRATION_COST_NS
-            && self.nohz.has_blocked
-            && self.jiffies() >= self.nohz.next_blocked_j
+        let j = self.jiffies();
+        let avg_idle = self.cpus[cpu].rq.avg_idle();
+        if self
+            .nohz
+            .newidle_stats_due(avg_idle, SCHED_MIGRATION_COST_NS, j)
         {
             self.nohz_stats_update(cpu)?;
         }
-        let c = &mut self.cpus[cpu];
-        c.has_blocked_load = true;
-        c.nohz_idle = true;
-        self.nohz.has_blocked = true;
+        self.nohz.enter_idle(&mut self.cpus[cpu].rq);
         Ok(())
     }
 
-    /// `nohz_balancer_kick` from the tick of busy `cpu`, `NOHZ_STATS_KICK` part:
-    /// wake the first other idle CPU (`find_new_ilb`), which raises `SCHED_SOFTIRQ`
-    /// and updates the blocked load of the idle CPUs.
+    /// `nohz_balancer_kick` from the tick of busy `cpu`, `NOHZ_STATS_KICK` part
+    /// ([`Nohz::stats_kick`]): the kicked CPU raises `SCHED_SOFTIRQ` and updates the
+    /// blocked load of the idle CPUs.
     fn nohz_balancer_kick(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.cpus[cpu].running.is_none() {
+        if self.cpus[cpu].rq.curr_is_idle() {
             return Ok(());
         }
-        self.cpus[cpu].nohz_idle = false;
-        if !self.nohz.has_blocked || self.jiffies() <= self.nohz.next_blocked_j {
-            return Ok(());
-        }
-        let Some(ilb) = (0..self.cpus.len())
-            .find(|&c| c != cpu && self.cpus[c].nohz_idle && self.cpus[c].running.is_none())
+        self.nohz.exit_idle(CpuId(cpu as u16));
+        let j = self.jiffies();
+        let Some(ilb) = self
+            .nohz
+            .stats_kick(CpuId(cpu as u16), j, &SimSnaps(&self.cpus))
         else {
             return Ok(());
         };
+        let ilb = ilb.index();
         self.counters.sched_softirq_raises += 1;
         let left_idle = self.idle_exit(ilb)?;
         if let Some(w) = self.trace.as_mut() {
@@ -1817,45 +1732,32 @@ impl<'a, W: Write> Engine<'a, W> {
     }
 
     /// `_nohz_idle_balance(this_cpu, NOHZ_STATS_KICK)`: `update_nohz_stats` for every
-    /// idle CPU, starting after `this_cpu`, then the next update is due in 32 ms.
+    /// idle CPU in [`ilb_order`], then the next update is due in 32 ms.
     fn nohz_stats_update(&mut self, this_cpu: usize) -> Result<(), SimError> {
         self.counters.lb_nohz += 1;
-        self.nohz.has_blocked = false;
-        let nr = self.cpus.len();
+        self.nohz.stats_begin();
         let mut has_blocked = false;
-        for k in 1..=nr {
-            let c = (this_cpu + k) % nr;
-            if self.cpus[c].running.is_none() {
-                has_blocked |= self.update_nohz_stats(this_cpu, c)?;
+        for c in ilb_order(CpuId(this_cpu as u16), self.cpus.len()) {
+            if self.cpus[c.index()].rq.curr_is_idle() {
+                has_blocked |= self.update_nohz_stats(this_cpu, c.index())?;
             }
         }
-        let hz = self.cfg.hz as u64;
-        self.nohz.next_blocked_j = self.jiffies() + (LOAD_AVG_PERIOD_MS * hz).div_ceil(1000);
-        if has_blocked {
-            self.nohz.has_blocked = true;
-        }
+        let j = self.jiffies();
+        self.nohz.stats_end(has_blocked, j, self.cfg.hz);
         Ok(())
     }
 
-    /// `update_nohz_stats` → `sched_balance_update_blocked_averages` for idle `cpu`,
-    /// run on `this_cpu`. Returns whether `cpu` still has blocked load.
+    /// `update_nohz_stats` for idle `cpu`, run on `this_cpu`
+    /// ([`blocked_load_check`], [`update_blocked_load`]). Returns whether `cpu` still has
+    /// blocked load.
     fn update_nohz_stats(&mut self, this_cpu: usize, cpu: usize) -> Result<bool, SimError> {
-        let c = &self.cpus[cpu];
-        if !c.has_blocked_load || !c.nohz_idle {
-            return Ok(false);
-        }
         let j = self.jiffies();
-        if j <= c.last_blocked_load_update_j {
-            return Ok(true);
+        match blocked_load_check(&self.nohz, &self.cpus[cpu].rq, j) {
+            BlockedLoad::Done(still) => return Ok(still),
+            BlockedLoad::Update => {}
         }
         self.account(cpu)?;
-        let decayed = self.cpus[cpu].rq.update_blocked_averages();
-        let c = &mut self.cpus[cpu];
-        c.last_blocked_load_update_j = j;
-        let avg = *c.rq.cfs_avg();
-        // cfs_rq_has_blocked(): load_avg or util_avg still non-zero.
-        c.has_blocked_load = avg.load_avg != 0 || avg.util_avg != 0;
-        let still = c.has_blocked_load;
+        let (decayed, still) = update_blocked_load(&mut self.cpus[cpu].rq, j);
         if decayed {
             self.cpufreq_update(cpu);
             self.trace_pelt_cfs(this_cpu, cpu)?;
@@ -1918,35 +1820,10 @@ impl<'a, W: Write> Engine<'a, W> {
     /// The load-balancer context: root-domain flags and features.
     fn lb_context(&self) -> LbContext {
         LbContext {
-            overutilized: self.overutilized,
+            overutilized: self.rd.overutilized,
             eas_active: self.eas_em.is_some(),
             uclamp_used: self.uclamp_used,
             ..LbContext::new(self.cfg.features)
-        }
-    }
-
-    /// `update_misfit_status(curr, rq)` when a task starts running or ticks (load
-    /// balancing only: misfit has no other user yet).
-    fn update_misfit_status(&mut self, cpu: usize) {
-        if self.lb.is_none() {
-            return;
-        }
-        let f = self.cfg.features;
-        let rq = &self.cpus[cpu].rq;
-        let cap = CpuCapacityInfo::unpressured(Capacity(self.board.cpus[cpu].capacity_orig));
-        let p = rq.curr().and_then(|id| rq.task(id)).map(|p| MisfitTask {
-            util_est: task_util_est(
-                &asym_sched::cpu_util::TaskUtil::from_avg(&p.avg, CpuId(cpu as u16), true),
-                f,
-            ),
-            clamp: uclamp_eff_range(&p.uclamp, &rq.uclamp_sysctl(), false),
-            nr_cpus_allowed: p.cpus_allowed.weight(),
-            max_allowed_capacity: task_max_allowed_capacity(p.cpus_allowed, &self.board.topology),
-            h_load: p.avg.load_avg,
-        });
-        let asym = self.board.topology.asym_cpucapacity();
-        if let Some(load) = update_misfit_status(p.as_ref(), cap, asym, self.uclamp_used, f) {
-            self.cpus[cpu].rq.set_misfit_task_load(load);
         }
     }
 
@@ -1976,7 +1853,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let report = sched_balance_softirq(
             sds,
             CpuId(cpu as u16),
-            &mut SimRqs(&mut self.cpus),
+            &mut SimRqs {
+                cpus: &mut self.cpus,
+                moved: &mut self.moved,
+            },
             now,
             &ctx,
         )
@@ -1991,26 +1871,18 @@ impl<'a, W: Write> Engine<'a, W> {
     /// `sched_balance_domains(CPU_IDLE)` for every tickless idle CPU whose
     /// `rq->next_balance` is due (`_nohz_idle_balance`), itself last.
     fn nohz_balance_kick(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.lb.is_none() || self.cpus[cpu].running.is_none() {
+        if self.lb.is_none() || self.cpus[cpu].rq.curr_is_idle() {
             return Ok(());
         }
-        let rq = &self.cpus[cpu].rq;
-        if rq.nr_running() < 2 && rq.misfit_task_load() == 0 {
-            return Ok(());
-        }
-        if self.jiffies() < self.nohz_next_balance_j {
-            return Ok(());
-        }
-        let nr = self.cpus.len();
-        // Every idle CPU counts as tickless here, also one that never ran a task
-        // (`nohz_idle` is set only on entering idle after running).
-        let Some(ilb) = (0..nr).find(|&c| c != cpu && self.cpus[c].running.is_none()) else {
+        let j = self.jiffies();
+        let this = self.cpus[cpu].rq.snapshot();
+        let Some(ilb) = self.nohz.balance_kick(&this, j, &SimSnaps(&self.cpus)) else {
             return Ok(());
         };
-        self.nohz_next_balance_j = self.jiffies() + 1;
+        let nr = self.cpus.len();
         self.counters.sched_softirq_raises += 1;
         if let Some(w) = self.trace.as_mut() {
-            let ctx = ctx_of(&self.tasks, &self.cpus, ilb, self.now);
+            let ctx = ctx_of(&self.tasks, &self.cpus, ilb.index(), self.now);
             w.emit(ctx, TraceEvent::SoftirqRaise(trace::Softirq::Sched))?;
         }
         for c in 0..nr {
@@ -2018,38 +1890,40 @@ impl<'a, W: Write> Engine<'a, W> {
         }
         let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
         let ctx = self.lb_context();
-        let mut next = u64::MAX;
-        for k in 1..=nr {
-            let c = (ilb + k) % nr;
-            if self.cpus[c].running.is_some() {
+        let mut next: Option<u64> = None;
+        for c in ilb_order(ilb, nr) {
+            let ci = c.index();
+            if !self.cpus[ci].rq.curr_is_idle() {
                 continue;
             }
-            if now >= self.cpus[c].rq.next_balance() {
+            if nohz_balance_due(&self.cpus[ci].rq.snapshot(), now) {
                 let Some(sds) = self.lb.as_mut() else {
                     return Ok(());
                 };
                 let report = sched_balance_domains(
                     sds,
-                    CpuId(c as u16),
-                    &mut SimRqs(&mut self.cpus),
+                    c,
+                    &mut SimRqs {
+                        cpus: &mut self.cpus,
+                        moved: &mut self.moved,
+                    },
                     CpuIdleType::Idle,
                     now,
                     &ctx,
                 )
                 .map_err(|e| SimError::Workload(e.to_string()))?;
                 self.counters.lb_nohz += report.lb_runs as u64;
-                self.after_balance(c, &report, None)?;
+                self.after_balance(ci, &report, None)?;
             }
-            let nb = self.cpus[c]
+            let nb = self.cpus[ci]
                 .rq
                 .next_balance()
                 .0
                 .saturating_sub(RQ_CLOCK_BASE_NS);
-            next = next.min(nb / self.tick_ns);
+            let nb = nb / self.tick_ns;
+            next = Some(next.map_or(nb, |n| n.min(nb)));
         }
-        if next != u64::MAX {
-            self.nohz_next_balance_j = next;
-        }
+        self.nohz.balance_done(next);
         Ok(())
     }
 
@@ -2060,12 +1934,10 @@ impl<'a, W: Write> Engine<'a, W> {
         for c in 0..self.cpus.len() {
             self.account(c)?;
         }
-        let avg_idle = self.cpus[cpu].avg_idle_ns;
         let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
         let Some(sds) = self.lb.as_mut() else {
             return Ok(false);
         };
-        sds.cpus[cpu].avg_idle = avg_idle;
         let mut t = 0u64;
         let mut clock = || {
             t += NEWIDLE_LB_COST_NS;
@@ -2074,7 +1946,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let report = sched_balance_newidle(
             sds,
             CpuId(cpu as u16),
-            &mut SimRqs(&mut self.cpus),
+            &mut SimRqs {
+                cpus: &mut self.cpus,
+                moved: &mut self.moved,
+            },
             now,
             &ctx,
             &mut clock,
@@ -2101,15 +1976,23 @@ impl<'a, W: Write> Engine<'a, W> {
             return Ok(());
         };
         let (src, dst) = (req.src.index(), req.dst.index());
-        if self.cpus[src].running.is_none() {
+        // The stopper finds nothing to push when the source went idle meanwhile.
+        if self.cpus[src].rq.curr_is_idle() {
             return Ok(());
         }
         self.account(src)?;
         self.account(dst)?;
         self.cpus[src].rq.put_prev_task();
         let moved = match self.lb.as_ref() {
-            Some(sds) => active_load_balance_cpu_stop(sds, &mut SimRqs(&mut self.cpus), &req)
-                .map_err(|e| SimError::Workload(e.to_string()))?,
+            Some(sds) => active_load_balance_cpu_stop(
+                sds,
+                &mut SimRqs {
+                    cpus: &mut self.cpus,
+                    moved: &mut self.moved,
+                },
+                &req,
+            )
+            .map_err(|e| SimError::Workload(e.to_string()))?,
             None => None,
         };
         if moved.is_some() {
@@ -2130,15 +2013,25 @@ impl<'a, W: Write> Engine<'a, W> {
         misfit: bool,
         caller_picks: Option<usize>,
     ) -> Result<(), SimError> {
-        let mut moved: Vec<(usize, usize, usize, u64)> = Vec::new();
-        for (c, sc) in self.cpus.iter().enumerate() {
-            for p in sc.rq.tasks() {
-                let t = tidx(p.id);
-                if self.tasks[t].cpu != c {
-                    moved.push((t, self.tasks[t].cpu, c, p.avg.load_avg));
+        // The balancer's reports, by destination CPU then task id.
+        if self.moved.nr == 0 {
+            return Ok(());
+        }
+        let mut moved = std::mem::take(&mut self.sync_buf);
+        moved.clear();
+        for c in 0..self.cpus.len() {
+            for t in 0..self.moved.by_task.len() {
+                let Some((from, to)) = self.moved.by_task[t] else {
+                    continue;
+                };
+                if to == c && from != to {
+                    let load = self.cpus[c].rq.task(tid(t)).map_or(0, |p| p.avg.load_avg);
+                    moved.push((t, from, to, load));
                 }
             }
         }
+        self.moved.by_task.iter_mut().for_each(|m| *m = None);
+        self.moved.nr = 0;
         for &(t, from, to, load) in &moved {
             if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
@@ -2163,14 +2056,11 @@ impl<'a, W: Write> Engine<'a, W> {
             }
             self.cpufreq_update(from);
             self.cpufreq_update(to);
-            if Some(to) != caller_picks {
-                let preempt = self.cpus[to].running.is_none()
-                    || self.cpus[to].rq.check_preempt_wakeup(tid(t))?;
-                if preempt {
-                    self.push(self.now, Ev::Resched(to));
-                }
+            if Some(to) != caller_picks && attach_preempt(&mut self.cpus[to].rq, tid(t))?.is_yes() {
+                self.push(self.now, Ev::Resched(to));
             }
         }
+        self.sync_buf = moved;
         Ok(())
     }
 
@@ -2190,27 +2080,34 @@ impl<'a, W: Write> Engine<'a, W> {
             UpdateFlags::NONE
         };
         let cpus = &self.cpus;
-        let uclamp_used = self.uclamp_used;
-        let input = |c: CpuId| {
-            let sc = &cpus[c.index()];
-            SugovCpuInput {
-                cpu: sc.rq.cpu_snapshot(),
-                other: RqNonCfsUtil::default(),
-                rq_clamp: sc.rq.uclamp_range(),
-                uclamp_used,
-                idle_calls: sc.idle_calls,
-            }
-        };
         let at = self.cpufreq.update_util(
             Nanos(self.now),
             CpuId(cpu as u16),
             flags,
             self.cfg.features,
-            input,
+            self.uclamp_used,
+            |c: CpuId| cpus[c.index()].rq.snapshot(),
         );
         if let Some(at) = at {
             self.push(at.0.max(self.now), Ev::FreqPoll);
         }
+    }
+}
+
+/// Whether the root domain's overutilized flag is maintained: an energy model on
+/// asymmetric CPUs (EAS possible, whether or not it is on).
+fn overutilized_tracked(board: &Board) -> bool {
+    let topo = &board.topology;
+    board.has_energy_model && topo.eas_possible() && topo.asym_cpucapacity()
+}
+
+/// The inputs every policy step reads.
+fn core_ctx<'b>(board: &'b Board, cfg: &SimConfig, uclamp_used: bool, lb: bool) -> CoreCtx<'b> {
+    CoreCtx {
+        topology: &board.topology,
+        features: cfg.features,
+        uclamp_used,
+        load_balance: lb,
     }
 }
 
@@ -2243,19 +2140,5 @@ fn tref_of(tasks: &[SimTask], t: usize) -> TaskRef<'_> {
         }),
         pid: tasks[t].pid,
         prio: 120 + tasks[t].nice,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placement_prefers_idle_prev_then_first_idle() {
-        let idle = [false, true, true, false];
-        assert_eq!(select_task_rq(2, 0b1111, &idle), 2);
-        assert_eq!(select_task_rq(0, 0b1111, &idle), 1);
-        assert_eq!(select_task_rq(0, 0b1001, &idle), 0);
-        assert_eq!(select_task_rq(0, 0b1000, &idle), 3);
     }
 }

@@ -2,15 +2,20 @@
 //!
 //! Re-derives the parts of Linux's `struct cpufreq_driver` the governors use
 //! (`target_index`/`fast_switch`, `get`, `cpuinfo.transition_latency`,
-//! `fast_switch_possible`). Real-board drivers (SCPI, Hi6220/Hi3660 stub clocks) come
-//! with the boards; the [`EmulatedDriver`] is what the simulator and the QEMU boards use.
+//! `fast_switch_possible`). The firmware drivers of the real boards (Juno r2 SCMI, the
+//! HiKey960/HiKey stub clocks) live in the `asym-dvfs` crate and implement this trait; the
+//! [`EmulatedDriver`] is what the simulator and the emulated QEMU boards use.
 //!
-//! Deliberate differences from Linux: a driver call never blocks. [`CpufreqDriver::target`]
-//! returns the time the new frequency takes effect; the emulated driver holds it as
-//! pending until then and hands it out from [`EmulatedDriver::poll`], after which the
-//! caller records it with [`super::CpufreqPolicy::freq_transition`]. A request made
-//! while another is pending replaces it (the hardware only ever ramps to the newest
-//! target), and its latency counts from the new request.
+//! Deliberate differences from Linux: a driver call never blocks, and completion is an
+//! event. [`CpufreqDriver::target`] starts a transition and returns when its completion can
+//! first be expected; [`CpufreqDriver::poll`] (from a timer, the tick or the firmware's
+//! interrupt) hands out each finished request as a [`Completion`] — the frequency the
+//! hardware now runs at, or the driver's typed error — with the time it took effect, so the
+//! request-to-effect latency is measured, not assumed. [`CpufreqDriver::next_poll`] says when
+//! the driver next needs to be polled (an event-driven caller arms a timer there; a tick-driven
+//! one may ignore it). A request made while another is pending on the same domain replaces it
+//! (the hardware only ever ramps to the newest target); for the emulated driver its latency
+//! counts from the new request.
 //!
 //! The emulated driver keeps its per-domain state and its request log on the heap (sized
 //! from the policies and [`REQUEST_LOG_LEN`]), so it is a few words wherever it is moved.
@@ -18,34 +23,65 @@
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::fmt;
 
 use super::{CpufreqError, CpufreqPolicy};
 use crate::em::MAX_PERF_DOMAINS;
 use crate::types::{Khz, Nanos};
 
+/// A finished transition request (Linux `cpufreq_freq_transition_end`, with the outcome).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion<E> {
+    /// The domain (policy index).
+    pub pd: usize,
+    /// The frequency that was asked for.
+    pub requested: Khz,
+    /// When it was asked for ([`CpufreqDriver::target`]'s `now`).
+    pub requested_at: Nanos,
+    /// The frequency the hardware runs at now, or why the transition failed. A driver that
+    /// can read the frequency back reports what it read.
+    pub result: Result<Khz, E>,
+    /// When the new frequency took effect (or the failure was found).
+    pub at: Nanos,
+}
+
+impl<E> Completion<E> {
+    /// Request-to-effect latency in ns.
+    pub fn latency_ns(&self) -> u64 {
+        self.at.0.saturating_sub(self.requested_at.0)
+    }
+}
+
 /// The interface every cpufreq driver offers the governors.
 pub trait CpufreqDriver {
+    /// Why a request failed; `Display` names the domain or message and the cause.
+    type Error: Copy + fmt::Debug + fmt::Display;
     /// The driver's name (`cpufreq_driver->name`).
     fn name(&self) -> &'static str;
-    /// Ask for `freq` (a table frequency) on `policy`'s domain at `now`; returns when it
-    /// takes effect (`now` + transition latency for the emulated driver).
+    /// Starts a transition of `policy`'s domain to `freq` (a table frequency) at `now`; never
+    /// blocks. Returns the earliest time the transition can have completed (`now` + the
+    /// transition latency for the emulated driver); the outcome comes from [`Self::poll`].
+    /// An error here means the request was not started.
     fn target(
         &mut self,
         policy: &CpufreqPolicy,
         freq: Khz,
         now: Nanos,
-    ) -> Result<Nanos, CpufreqError>;
-    /// The frequency the hardware of domain `pd` runs at now (`cpufreq_driver->get`).
+    ) -> Result<Nanos, Self::Error>;
+    /// The frequency the hardware of domain `pd` runs at, as far as the driver knows
+    /// (`cpufreq_driver->get`).
     fn get(&self, pd: usize) -> Khz;
     /// Whether requests may be made from scheduler context (`fast_switch_possible`);
     /// if not, schedutil defers them to its worker (`sugov_deferred_update`).
     fn fast_switch_possible(&self) -> bool;
     /// The time a transition on domain `pd` takes, in ns (`cpuinfo.transition_latency`).
     fn transition_latency_ns(&self, pd: usize) -> u64;
-    /// The earliest transition completed by `now` that was not reported yet, as
-    /// `(domain, frequency, completion time)`; call until `None`. A driver whose
-    /// transitions complete inside [`CpufreqDriver::target`] reports them here too.
-    fn poll(&mut self, now: Nanos) -> Option<(usize, Khz, Nanos)>;
+    /// Advances the driver to `now` and returns the earliest request finished by then that
+    /// was not reported yet; call until `None`.
+    fn poll(&mut self, now: Nanos) -> Option<Completion<Self::Error>>;
+    /// When [`Self::poll`] can next make progress (a pending transition's expected end, a
+    /// firmware reply or timeout to check); `None` when nothing is outstanding.
+    fn next_poll(&self) -> Option<Nanos>;
 }
 
 /// How many recent requests the emulated driver remembers.
@@ -64,10 +100,18 @@ pub struct Request {
     pub effective: Option<Nanos>,
 }
 
+/// A request the emulated driver holds until it takes effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pending {
+    freq: Khz,
+    requested_at: Nanos,
+    effective: Nanos,
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct DomainState {
     cur: Khz,
-    pending: Option<(Khz, Nanos)>,
+    pending: Option<Pending>,
     latency_ns: u64,
     extra_delay_ns: u64,
     fail_next: u32,
@@ -133,13 +177,15 @@ impl EmulatedDriver {
     pub fn next_event(&self) -> Option<Nanos> {
         self.domains
             .iter()
-            .filter_map(|d| d.pending.map(|(_, t)| t))
+            .filter_map(|d| d.pending.map(|p| p.effective))
             .min()
     }
 
-    /// The pending request of domain `pd`, if any.
+    /// The pending request of domain `pd`, if any: the frequency and when it takes effect.
     pub fn pending(&self, pd: usize) -> Option<(Khz, Nanos)> {
-        self.domains.get(pd).and_then(|d| d.pending)
+        self.domains
+            .get(pd)
+            .and_then(|d| d.pending.map(|p| (p.freq, p.effective)))
     }
 
     /// How many requests were made in total.
@@ -161,6 +207,8 @@ impl EmulatedDriver {
 }
 
 impl CpufreqDriver for EmulatedDriver {
+    type Error = CpufreqError;
+
     fn name(&self) -> &'static str {
         "asym-emulated"
     }
@@ -185,7 +233,11 @@ impl CpufreqDriver for EmulatedDriver {
                     .saturating_add(d.latency_ns)
                     .saturating_add(d.extra_delay_ns),
             );
-            d.pending = Some((freq, t));
+            d.pending = Some(Pending {
+                freq,
+                requested_at: now,
+                effective: t,
+            });
             Some(t)
         };
         self.record(Request {
@@ -212,17 +264,27 @@ impl CpufreqDriver for EmulatedDriver {
     /// Applies the earliest pending request that is due at `now`; the caller then
     /// records it with [`CpufreqPolicy::freq_transition`] (or uses
     /// [`super::policies::CpufreqCore::poll`], which does).
-    fn poll(&mut self, now: Nanos) -> Option<(usize, Khz, Nanos)> {
+    fn poll(&mut self, now: Nanos) -> Option<Completion<CpufreqError>> {
         let (pd, _) = self
             .domains
             .iter()
             .enumerate()
-            .filter_map(|(i, d)| d.pending.map(|(_, t)| (i, t)))
+            .filter_map(|(i, d)| d.pending.map(|p| (i, p.effective)))
             .filter(|&(_, t)| t <= now)
             .min_by_key(|&(_, t)| t)?;
         let d = &mut self.domains[pd];
-        let (freq, at) = d.pending.take()?;
-        d.cur = freq;
-        Some((pd, freq, at))
+        let p = d.pending.take()?;
+        d.cur = p.freq;
+        Some(Completion {
+            pd,
+            requested: p.freq,
+            requested_at: p.requested_at,
+            result: Ok(p.freq),
+            at: p.effective,
+        })
+    }
+
+    fn next_poll(&self) -> Option<Nanos> {
+        self.next_event()
     }
 }

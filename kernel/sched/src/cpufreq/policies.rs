@@ -9,6 +9,10 @@
 //! Deliberate differences from Linux: a failed driver request is counted and otherwise
 //! dropped (`cpufreq_driver_fast_switch` returning 0 leaves `policy->cur` alone, as here);
 //! schedutil keeps its `next_freq` and does not retry until its target changes, as Linux.
+//! A request that fails after it was started (a firmware error or timeout reported by
+//! [`CpufreqDriver::poll`]) is counted the same way, kept as [`CpufreqCore::last_error`], and
+//! `policy->cur` is re-read from the driver (`cpufreq_driver->get`), which may have seen the
+//! hardware move anyway.
 //! The policies and their governor state are vectors sized from the board (Linux
 //! allocates each `cpufreq_policy`/`sugov_policy` on demand), built in place on the heap:
 //! a [`CpufreqCore`] is a few words on the stack and nothing policy-sized is copied.
@@ -19,7 +23,8 @@ use super::driver::CpufreqDriver;
 use super::{CpufreqError, CpufreqPolicy, Governor};
 use crate::em::{EmPerfDomain, MAX_PERF_DOMAINS};
 use crate::features::SchedFeatures;
-use crate::schedutil::{SugovCpuInput, SugovPolicy, UpdateFlags};
+use crate::rq::RqSnapshot;
+use crate::schedutil::{SugovPolicy, UpdateFlags};
 use crate::topology::BoardDesc;
 use crate::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
 
@@ -32,8 +37,10 @@ pub struct CpufreqCore<D: CpufreqDriver> {
     sugov: Vec<SugovPolicy>,
     /// The driver.
     pub driver: D,
-    /// Requests the driver refused.
+    /// Requests the driver refused or failed.
     pub failed_requests: u64,
+    /// The latest failure: the domain and the driver's error.
+    pub last_error: Option<(usize, D::Error)>,
 }
 
 impl<D: CpufreqDriver> CpufreqCore<D> {
@@ -70,6 +77,7 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
             sugov,
             driver,
             failed_requests: 0,
+            last_error: None,
         };
         for pd in 0..nr {
             core.set_governor(pd, governor, now)?;
@@ -163,27 +171,51 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
         cpu: CpuId,
         flags: UpdateFlags,
         features: SchedFeatures,
+        uclamp_used: bool,
         input: F,
     ) -> Option<Nanos>
     where
-        F: FnMut(CpuId) -> SugovCpuInput,
+        F: FnMut(CpuId) -> RqSnapshot,
     {
         let pd = self.policy_of(cpu)?;
         let (Some(p), Some(sg)) = (self.policies.get_mut(pd), self.sugov.get_mut(pd)) else {
             return None;
         };
-        let f = sg.update(p, now, cpu, flags, features, input)?;
+        let f = sg.update(p, now, cpu, flags, features, uclamp_used, input)?;
         self.request(pd, f, now)
     }
 
     /// Apply every transition the driver completed by `now` to its policy and return the
-    /// first one, `None` when there is none; call until `None`.
+    /// first successful one, `None` when there is none; call until `None`. Failed requests
+    /// are counted in [`Self::failed_requests`] and skipped.
     pub fn poll(&mut self, now: Nanos) -> Option<(usize, Khz)> {
-        let (pd, f, at) = self.driver.poll(now)?;
-        if let Some(p) = self.policies.get_mut(pd) {
-            p.freq_transition(f, at);
+        loop {
+            let c = self.driver.poll(now)?;
+            match c.result {
+                Ok(f) => {
+                    if let Some(p) = self.policies.get_mut(c.pd) {
+                        p.freq_transition(f, c.at);
+                    }
+                    return Some((c.pd, f));
+                }
+                Err(e) => {
+                    self.failed_requests += 1;
+                    self.last_error = Some((c.pd, e));
+                    let hw = self.driver.get(c.pd);
+                    if let Some(p) = self.policies.get_mut(c.pd) {
+                        if hw.0 != 0 && hw != p.cur() {
+                            p.freq_transition(hw, c.at);
+                            return Some((c.pd, hw));
+                        }
+                    }
+                }
+            }
         }
-        Some((pd, f))
+    }
+
+    /// When the driver next needs [`Self::poll`] ([`CpufreqDriver::next_poll`]).
+    pub fn next_poll(&self) -> Option<Nanos> {
+        self.driver.next_poll()
     }
 
     fn policy_mut(&mut self, pd: usize) -> Result<&mut CpufreqPolicy, CpufreqError> {
@@ -196,8 +228,9 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
         let p = self.policies.get(pd)?;
         match self.driver.target(p, f, now) {
             Ok(t) => Some(t),
-            Err(_) => {
+            Err(e) => {
                 self.failed_requests += 1;
+                self.last_error = Some((pd, e));
                 None
             }
         }

@@ -176,6 +176,10 @@ __asym_el2_to_el1:
     lsr     x9, x9, #2
     cmp     x9, #2
     b.ne    1f
+    adrp    x9, __asym_el2_vectors       // before anything here can trap to EL2
+    add     x9, x9, :lo12:__asym_el2_vectors
+    msr     vbar_el2, x9
+    isb
     mov     x9, #(1 << 31)
     msr     hcr_el2, x9
     isb                                 // E2H = 0 before the EL2 registers below are written
@@ -225,6 +229,7 @@ __asym_el2_to_el1:
 
 __asym_primary_entry:
     mov     x19, x0                     // DTB physical address
+    mrs     x20, CurrentEL              // the EL the loader entered us at (bits 3:2)
     bl      __asym_el2_to_el1
     ldr     x9, ={sctlr}
     msr     sctlr_el1, x9               // MMU/caches off whatever the loader left
@@ -248,10 +253,66 @@ __asym_primary_entry:
     msr     tpidr_el1, xzr
     isb
     mov     x0, x19
+    ubfx    x1, x20, #2, #2
     bl      {kernel_main}
-5:  wfe
+5:  wfi                         // DAIF masked, no timer armed: halts
     b       5b
 
+// Minimal EL2 vectors for after the drop (Linux's `__hyp_stub_vectors`): the kernel runs at
+// EL1 and nothing else is at EL2, so without them an HVC (a PSCI call through a DT saying
+// `method = "hvc"`) or any other trap to EL2 jumped to VBAR_EL2's reset value and looped there
+// silently. An HVC from EL1 returns SMCCC NOT_SUPPORTED (-1) in x0, as a hypervisor without the
+// call would; any other exception from EL1 is handed to EL1's vectors as a synchronous
+// exception carrying EL2's syndrome (ESR/FAR/ELR/SPSR copied), so the kernel reports it.
+// An exception taken at EL2 itself can only come from `__asym_el2_to_el1`, before any
+// console: the CPU halts. No stack is used: TPIDR_EL2 is the one scratch register.
+    .section .text.vectors_el2, "ax"
+    .balign 0x800
+__asym_el2_vectors:
+    .rept   8                           // current EL, SP0 and SPx
+    .balign 0x80
+    b       __asym_el2_halt
+    .endr
+    .balign 0x80                        // lower EL, AArch64: synchronous
+    b       __asym_el2_lower_sync
+    .rept   7                           // lower EL: IRQ, FIQ, SError; AArch32
+    .balign 0x80
+    b       __asym_el2_to_el1_vectors
+    .endr
+
+__asym_el2_halt:
+    wfi
+    b       __asym_el2_halt
+
+__asym_el2_lower_sync:
+    msr     tpidr_el2, x9
+    mrs     x9, esr_el2
+    lsr     x9, x9, #26
+    cmp     x9, #0x16                   // EC: HVC from AArch64
+    mrs     x9, tpidr_el2               // (flags kept: MRS does not set them)
+    b.ne    __asym_el2_to_el1_vectors
+    mov     x0, #-1                     // SMCCC_RET_NOT_SUPPORTED; ELR is past the HVC
+    eret
+
+__asym_el2_to_el1_vectors:
+    msr     tpidr_el2, x9
+    mrs     x9, esr_el2
+    msr     esr_el1, x9
+    mrs     x9, far_el2
+    msr     far_el1, x9
+    mrs     x9, elr_el2
+    msr     elr_el1, x9
+    mrs     x9, spsr_el2
+    msr     spsr_el1, x9
+    mrs     x9, vbar_el1
+    add     x9, x9, #0x200              // current EL with SPx, synchronous: the kernel runs EL1h
+    msr     elr_el2, x9
+    mov     x9, #0x3c5                  // EL1h, DAIF masked, as exception entry leaves it
+    msr     spsr_el2, x9
+    mrs     x9, tpidr_el2
+    eret
+
+    .text
     .global _secondary_entry
 _secondary_entry:
     mov     x19, x0                     // context_id = logical CPU index

@@ -443,6 +443,16 @@ fn fatal(frame: &TrapFrame, kind: usize, sp: u64, report: Option<FaultReport>) -
             frame.spsr
         )),
     }
+    let dt_device = report.and_then(|r| {
+        let plat = crate::boot::platform()?;
+        plat.device_at(r.far as usize)
+    });
+    if let Some((node, what)) = dt_device {
+        out(format_args!(
+            "  FAR is in the {} the device tree gives at {} property `reg`\n",
+            what, node
+        ));
+    }
     if FAULT_IN_REPORT.load(Ordering::Relaxed) {
         // SAFETY: none needed for soundness: the load faults (unmapped, see crash=fault) and
         // the nested fault ends the run; it never returns here.

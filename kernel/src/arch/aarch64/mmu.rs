@@ -296,9 +296,12 @@ pub unsafe fn init_early(dtb_pa: usize, early_uart: Option<usize>) -> Result<(),
 /// reports it and stops): the DT's ranges are checked, so that takes more tables than the pool
 /// has.
 ///
+/// `fallback_uart` (the board's early UART, if it has one) stays mapped as Device too, so the
+/// console can stay on it when the DT's UART does not answer.
+///
 /// # Safety
 /// Call once, on the boot CPU, before any other CPU runs, with the MMU off or on the early map.
-pub unsafe fn init_boot_cpu(plat: &Platform) -> Result<(), MapError> {
+pub unsafe fn init_boot_cpu(plat: &Platform, fallback_uart: Option<usize>) -> Result<(), MapError> {
     // SAFETY: the caller guarantees nobody else touches the tables yet.
     let pool = unsafe { &mut *POOL.0.get() };
     let mut b = Builder { pool, used: 1 };
@@ -322,6 +325,10 @@ pub unsafe fn init_boot_cpu(plat: &Platform) -> Result<(), MapError> {
     };
     for range in [uart, gic_a, gic_b] {
         map_device(&mut b, range)?;
+    }
+    if let Some(base) = fallback_uart {
+        let size = crate::dt::UART_MIN;
+        map_device(&mut b, MemRange { base, size })?;
     }
     map_kernel_image(&mut b)?;
     install_stack_window(&mut b)?;
@@ -536,6 +543,8 @@ static WINDOW_L3S: [LiveTable; WINDOW_L3] =
     [const { LiveTable([const { AtomicU64::new(0) }; ENTRIES]) }; WINDOW_L3];
 
 const _: () = assert!(STACK_WINDOW_VA.is_multiple_of(1 << L1_SHIFT));
+// The DT keeps RAM, devices and the DTB below MAP_LIMIT: the window's GiB is free on every DT.
+const _: () = assert!(STACK_WINDOW_VA == crate::dt::MAP_LIMIT);
 const _: () = assert!(STACK_WINDOW_SIZE <= 1 << L1_SHIFT && WINDOW_L3 <= ENTRIES);
 
 /// Links the window's (empty) tables into the level-1 table being built; refused if that GiB

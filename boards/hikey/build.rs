@@ -1,0 +1,2 @@
+//! Links the board binary (see `boards/link.rs`).
+include!("../link.rs");

@@ -1,0 +1,73 @@
+//! The root domain's flags: overutilized, and whether EAS is active.
+//!
+//! Re-derives the parts of Linux's `struct root_domain` the fair class reads and writes:
+//! `rd->overutilized` (`is_rd_overutilized`, `set_rd_overutilized`,
+//! `check_update_overutilized_status`) and `rd->pd` (`sched_energy_enabled()`: a perf
+//! domain list exists, so EAS places wake-ups while not overutilized). One root domain
+//! spans every CPU.
+//!
+//! Deliberate difference (to be replaced by Linux's lifecycle): the flag is re-evaluated
+//! over *every* CPU's [`RqSnapshot`] at each enqueue and tick, set when some CPU is
+//! `cpu_overutilized` and cleared when none is — at a tick with EAS active, at a tick or a
+//! wake-up without (see [`OverutilizedCheck`]). Linux tests only the enqueuing or ticking
+//! CPU to set it and clears it only from the root level of `update_sd_lb_stats`. The flag
+//! is maintained wherever an energy model exists on asymmetric CPUs
+//! ([`RootDomain::tracked`]), EAS active or not, so reports can say how long the system
+//! was overutilized.
+//!
+//! In the kernel the flags are atomics read locklessly (as Linux's `READ_ONCE`); the
+//! decisions here return the new value and the caller stores it.
+
+use crate::eas::cpu_overutilized;
+use crate::features::SchedFeatures;
+use crate::rq::RqSnapshot;
+
+/// `struct root_domain`'s flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RootDomain {
+    /// `rd->overutilized`.
+    pub overutilized: bool,
+    /// The flag is maintained: an energy model on asymmetric CPUs.
+    pub tracked: bool,
+    /// `sched_energy_enabled()` with `rd->pd`: EAS places wake-ups while not
+    /// overutilized (`ENERGY_AWARE`, schedutil, a complete energy model, asymmetric CPUs).
+    pub eas: bool,
+}
+
+/// Where the overutilized flag is re-evaluated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverutilizedCheck {
+    /// An enqueue at wake-up (`new`: `wake_up_new_task`, whose utilisation is not settled
+    /// yet and which Linux ignores under EAS).
+    Enqueue {
+        /// A new task's first enqueue.
+        new: bool,
+    },
+    /// The tick.
+    Tick,
+}
+
+impl RootDomain {
+    /// The overutilized flag after `at`, given every CPU's snapshot: `Some(new value)` when
+    /// it changes, `None` when it stays (or is not tracked). The caller stores it.
+    pub fn check_overutilized<'a>(
+        &self,
+        at: OverutilizedCheck,
+        cpus: impl IntoIterator<Item = &'a RqSnapshot>,
+        features: SchedFeatures,
+        uclamp_used: bool,
+    ) -> Option<bool> {
+        if !self.tracked {
+            return None;
+        }
+        let (may_set, may_clear) = match at {
+            OverutilizedCheck::Enqueue { new } => (!(self.eas && new), !self.eas),
+            OverutilizedCheck::Tick => (true, true),
+        };
+        let over = cpus
+            .into_iter()
+            .any(|c| cpu_overutilized(c, features, uclamp_used));
+        let allowed = if over { may_set } else { may_clear };
+        (over != self.overutilized && allowed).then_some(over)
+    }
+}

@@ -1,0 +1,269 @@
+//! The scheduler core's steps: wake-up, `schedule()`, the tick and exit, as values.
+//!
+//! Re-derives the fair-class sequences of Linux v6.12 `kernel/sched/core.c` —
+//! `try_to_wake_up` (`select_task_rq`, `set_task_cpu` → `migrate_task_rq_fair`,
+//! `ttwu_do_activate`: `activate_task`, `wakeup_preempt`, the `avg_idle` update),
+//! `wake_up_new_task`, `__schedule` (`pick_next_task` with `pick_next_task_fair`'s newidle
+//! balance), `sched_tick` — and the `fair.c` hooks they reach (`task_tick_fair` with
+//! `update_misfit_status`, `check_update_overutilized_status`, `task_dead_fair`). Each step
+//! takes the state it may touch — one [`Rq`] (`&mut`, under that CPU's rq lock), other CPUs
+//! only through their published [`RqSnapshot`]s — and returns its decisions (where to run,
+//! whether to reschedule, the root domain's new flag) for the caller to carry out. The
+//! kernel and the simulator call the same steps; the caller owns time, locks, IPIs, the
+//! context switch and tracing.
+//!
+//! # Call sequences and locks (kernel)
+//!
+//! | path | steps, in order (locks in brackets) |
+//! |---|---|
+//! | wake-up | [task's own lock] read the snapshots → [`ttwu_select`] → if the CPU changes: [`migrate_task_rq_fair`] over the old CPU's [`RqSnapshot::pelt`] and add the result to the old CPU's removed load [its leaf lock] → [`RQ[target]`] `update_rq_clock`, `apply_removed`, [`ttwu_activate`], publish the snapshot, store a changed overutilized flag → drop the locks, send a reschedule IPI if [`WakeOutcome::resched`] and the target is another CPU |
+//! | `schedule()` | [`RQ[this]`] `update_rq_clock`, `apply_removed`, dequeue the blocking task (`DEQUEUE_SLEEP`) → [`schedule_pick`] → on [`Pick::Newidle`]: drop the rq lock, `balance::sched_balance_newidle` (it locks one rq at a time), retake it, [`schedule_repick`] → [`schedule_finish`] → publish → cpufreq (after dropping the rq lock) → context switch; on switching to idle, [`idle_enter`] |
+//! | tick | [`RQ[this]`] `update_rq_clock`, `apply_removed`, `set_freq_scale`, [`sched_tick`] (or `update_blocked_averages` when idle), publish → (no rq lock) `balance::sched_balance_trigger` → raise `SCHED_SOFTIRQ`; cpufreq; reschedule on [`Resched::Yes`] at interrupt return |
+//! | exit | [`RQ[this]`] dequeue (`DEQUEUE_SLEEP`), then [`task_dead_fair`] over this CPU's [`Rq::pelt_remote`] and [`Rq::apply_removed`] of the result → `schedule()` |
+//!
+//! No step allocates, blocks or takes a lock; none holds two run queues.
+//!
+//! Deliberate differences: `update_misfit_status` runs only while load balancing is on
+//! ([`CoreCtx::load_balance`]; misfit has no other reader); `avg_idle` is capped at
+//! `2 * sysctl_sched_migration_cost` rather than `2 * rq->max_idle_balance_cost`; the
+//! overutilized flag is re-evaluated over every CPU (see [`crate::root_domain`]).
+
+use crate::balance::SYSCTL_SCHED_MIGRATION_COST_NS;
+use crate::cpu_util::TaskUtil;
+use crate::eas::EasTask;
+use crate::em::EnergyModel;
+use crate::features::SchedFeatures;
+use crate::pelt::RemovedLoad;
+use crate::root_domain::{OverutilizedCheck, RootDomain};
+use crate::rq::{
+    migrate_task_rq_fair, sync_entity_load_avg, EnqueueError, EnqueueFlags, PeltRemote, Rq,
+    RqError, RqSnapshot, Task,
+};
+use crate::topology::Topology;
+use crate::types::{CpuId, Nanos, TaskId};
+use crate::uclamp::{uclamp_eff_range, UclampSysctl};
+use crate::wakeup::{select_task_rq_fair, select_task_rq_interim, WakeKind, WakeupView};
+
+pub use crate::rq::Resched;
+
+/// Which placement rule a wake-up uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// Linux's `select_task_rq_fair` ([`crate::wakeup`]).
+    #[default]
+    Linux,
+    /// The interim rule ([`select_task_rq_interim`]) wherever EAS does not place the task,
+    /// kept to compare with earlier measurements.
+    Interim,
+}
+
+/// The system-wide inputs every step reads.
+#[derive(Clone, Copy, Debug)]
+pub struct CoreCtx<'a> {
+    /// CPUs, clusters and capacities.
+    pub topology: &'a Topology,
+    /// The feature set.
+    pub features: SchedFeatures,
+    /// `sched_uclamp_used`.
+    pub uclamp_used: bool,
+    /// Load balancing is on (periodic, newidle, misfit).
+    pub load_balance: bool,
+}
+
+/// What the wake-up selection reads.
+#[derive(Clone, Copy, Debug)]
+pub struct WakeCtx<'a> {
+    /// The common inputs.
+    pub core: CoreCtx<'a>,
+    /// Every CPU's published snapshot, indexed by CPU.
+    pub cpus: &'a [RqSnapshot],
+    /// The energy model when EAS is enabled (`sched_energy_enabled()`), else `None`.
+    pub em: Option<&'a EnergyModel>,
+    /// The root domain's flags (overutilized).
+    pub rd: RootDomain,
+    /// The uclamp sysctls (`uclamp_eff_value`).
+    pub uclamp_sysctl: UclampSysctl,
+    /// The placement rule.
+    pub placement: Placement,
+}
+
+/// What [`ttwu_activate`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WakeOutcome {
+    /// `wakeup_preempt`: the target's running task should make way (an idle target always
+    /// reschedules); on another CPU that is a reschedule IPI.
+    pub resched: Resched,
+    /// The root domain's overutilized flag changed to this value (the caller stores it).
+    pub overutilized: Option<bool>,
+}
+
+/// The first half of `schedule()`'s pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// Run this task.
+    Next(TaskId),
+    /// Nothing to run: go idle.
+    Idle,
+    /// Nothing to run and load balancing is on: drop this rq's lock, run
+    /// `balance::sched_balance_newidle` for this CPU, retake the lock and call
+    /// [`schedule_repick`].
+    Newidle,
+}
+
+/// `select_task_rq` for a waking (or, with [`WakeKind::Fork`], new) task `p` that last
+/// ran on `prev`, woken from `this_cpu`: read-only over the snapshots. Syncs a copy of a
+/// waking task's signals to `prev` (`sync_entity_load_avg`), then Linux's
+/// `select_task_rq_fair` (EAS while the root domain is not overutilized, else the
+/// capacity-aware `select_idle_sibling`; forks take the slow path), or the interim rule
+/// where [`Placement::Interim`] asks for it or the answer cannot be used. The result is
+/// allowed whenever `p` allows any CPU.
+pub fn ttwu_select(
+    p: &Task,
+    prev: CpuId,
+    this_cpu: CpuId,
+    kind: WakeKind,
+    ctx: &WakeCtx<'_>,
+) -> CpuId {
+    let allowed = p.cpus_allowed;
+    let interim = || select_task_rq_interim(prev, allowed, ctx.cpus);
+    if ctx.placement == Placement::Interim
+        && (ctx.em.is_none() || kind == WakeKind::Fork || ctx.rd.overutilized)
+    {
+        return interim();
+    }
+    let mut task = p.clone();
+    if kind == WakeKind::Wakeup {
+        let Some(snap) = ctx.cpus.get(prev.index()) else {
+            return interim();
+        };
+        if sync_entity_load_avg(&snap.pelt, &mut task).is_err() {
+            return interim();
+        }
+    }
+    let et = EasTask {
+        util: TaskUtil::from_avg(&task.avg, prev, false),
+        clamp: uclamp_eff_range(&task.uclamp, &ctx.uclamp_sysctl, false),
+        allowed,
+    };
+    let view = WakeupView {
+        cpus: ctx.cpus,
+        topology: ctx.core.topology,
+        em: ctx.em,
+        overutilized: ctx.rd.overutilized,
+        features: ctx.core.features,
+        uclamp_used: ctx.core.uclamp_used,
+    };
+    let cpu = select_task_rq_fair(&et, prev, this_cpu, kind, &view);
+    if cpu.index() < ctx.cpus.len() && allowed.contains(cpu) {
+        cpu
+    } else {
+        interim()
+    }
+}
+
+/// `ttwu_do_activate` on the target CPU, under its rq lock after its clock update: fold
+/// the idle time a wake-up ends into `avg_idle`, `enqueue_task` (`ENQUEUE_WAKEUP`, with
+/// `ENQUEUE_MIGRATED` when the task changed CPU, or `wake_up_new_task`'s initial enqueue),
+/// `wakeup_preempt`, then re-evaluate the root domain's overutilized flag over `cpus`
+/// (every CPU's snapshot; this CPU's own is taken from `rq`). A refused enqueue hands the
+/// task back.
+#[allow(clippy::result_large_err)] // the refused task must be handed back, not lost
+pub fn ttwu_activate(
+    rq: &mut Rq,
+    task: Task,
+    kind: WakeKind,
+    migrated: bool,
+    cpus: &[RqSnapshot],
+    rd: &RootDomain,
+    ctx: &CoreCtx<'_>,
+) -> Result<WakeOutcome, EnqueueError> {
+    let id = task.id;
+    rq.update_avg_idle(2 * SYSCTL_SCHED_MIGRATION_COST_NS);
+    let mut flags = match kind {
+        WakeKind::Fork => EnqueueFlags::NEW,
+        WakeKind::Wakeup => EnqueueFlags::WAKEUP,
+    };
+    if migrated {
+        flags = flags | EnqueueFlags::MIGRATED;
+    }
+    rq.enqueue_task(task, flags)?;
+    // The task was just enqueued here, so the preemption check finds it.
+    let resched = Resched::from_bool(rq.check_preempt_wakeup(id).unwrap_or(true));
+    let own = rq.snapshot();
+    let all = cpus
+        .iter()
+        .map(|s| if s.cpu() == own.cpu() { &own } else { s });
+    let at = OverutilizedCheck::Enqueue {
+        new: kind == WakeKind::Fork,
+    };
+    let overutilized = rd.check_overutilized(at, all, ctx.features, ctx.uclamp_used);
+    Ok(WakeOutcome {
+        resched,
+        overutilized,
+    })
+}
+
+/// `attach_task`'s `wakeup_preempt` for a task the balancer moved to `rq` (under its
+/// lock): an idle CPU always runs it; a busy one reschedules if EEVDF says so.
+pub fn attach_preempt(rq: &mut Rq, id: TaskId) -> Result<Resched, RqError> {
+    if rq.curr_is_idle() {
+        return Ok(Resched::Yes);
+    }
+    rq.check_preempt_wakeup(id).map(Resched::from_bool)
+}
+
+/// `__schedule`'s `pick_next_task` under this CPU's rq lock (after a blocking task was
+/// dequeued): `put_prev_task` + `pick_next_task_fair`. With load balancing on, finding
+/// nothing asks the caller for a newidle balance ([`Pick::Newidle`]).
+pub fn schedule_pick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Pick {
+    match rq.pick_next_task() {
+        Some(id) => Pick::Next(id),
+        None if ctx.load_balance => Pick::Newidle,
+        None => Pick::Idle,
+    }
+}
+
+/// The pick after a newidle balance (`goto again` when it pulled something): never
+/// [`Pick::Newidle`].
+pub fn schedule_repick(rq: &mut Rq) -> Pick {
+    match rq.pick_next_task() {
+        Some(id) => Pick::Next(id),
+        None => Pick::Idle,
+    }
+}
+
+/// The rest of the pick under the rq lock: `update_misfit_status` for what now runs
+/// (`set_next_task_fair`; nothing: `update_misfit_status(NULL, rq)`).
+pub fn schedule_finish(rq: &mut Rq, ctx: &CoreCtx<'_>) {
+    if ctx.load_balance {
+        rq.update_misfit_status(ctx.topology, ctx.uclamp_used);
+    }
+}
+
+/// The CPU switched to its idle task (`do_idle` → `tick_nohz_idle_enter`), under its rq
+/// lock: count the idle entry and stamp `idle_stamp`.
+pub fn idle_enter(rq: &mut Rq) {
+    rq.idle_enter();
+}
+
+/// `sched_tick` on a CPU running a task, under its rq lock after its clock update:
+/// `task_tick_fair` (EEVDF charge, PELT, util_est), then `update_misfit_status`. The
+/// caller runs cpufreq and, on [`Resched::Yes`], `schedule()`.
+pub fn sched_tick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Resched {
+    let resched = rq.task_tick();
+    if ctx.load_balance {
+        rq.update_misfit_status(ctx.topology, ctx.uclamp_used);
+    }
+    resched
+}
+
+/// `task_dead_fair` → `remove_entity_load_avg` for a task that exited on `prev` (already
+/// dequeued): its signals leave `prev`'s cfs_rq at the next update instead of decaying
+/// there as blocked load. The caller hands the result to `prev`'s [`Rq::apply_removed`].
+pub fn task_dead_fair(
+    prev: &PeltRemote,
+    task: &mut Task,
+    now: Nanos,
+) -> Result<RemovedLoad, RqError> {
+    migrate_task_rq_fair(prev, task, now)
+}

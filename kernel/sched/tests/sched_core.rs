@@ -1,0 +1,218 @@
+//! The core's steps against Linux's rules, on Juno r2 (from `asym-boards`).
+//!
+//! Oracles: `wakeup_preempt` always reschedules an idle CPU; `wake_up_new_task` does not
+//! set the overutilized flag under EAS (`check_update_overutilized_status` is skipped for
+//! a new task) while a wake-up does; `pick_next_task_fair` asks for newidle balance only
+//! when it found nothing and balancing is on; `update_misfit_status` marks a task that
+//! does not fit a LITTLE with `max(load_avg, 1)`; a refused enqueue hands the task back.
+
+use asym_boards::JUNO_R2;
+use asym_sched::root_domain::RootDomain;
+use asym_sched::rq::{EnqueueFlags, Resched, Rq, RqConfig, RqError, RqSnapshot, Task};
+use asym_sched::sched_core::{
+    sched_tick, schedule_finish, schedule_pick, ttwu_activate, ttwu_select, CoreCtx, Pick,
+    Placement, WakeCtx,
+};
+use asym_sched::topology::Topology;
+use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
+use asym_sched::uclamp::{TaskUclamp, UclampSysctl};
+use asym_sched::wakeup::WakeKind;
+
+const TICK: u64 = 4_000_000;
+
+fn rqs(topo: &Topology, max_tasks: usize) -> Vec<Rq> {
+    topo.cpus()
+        .iter()
+        .map(|c| {
+            let mut cfg = RqConfig::new(c.id, topo.nr_cpus() as u32);
+            cfg.capacity_orig = c.capacity_orig;
+            cfg.max_tasks = max_tasks;
+            Rq::new(cfg, Nanos(1 << 20))
+        })
+        .collect()
+}
+
+fn ctx(topo: &Topology, lb: bool) -> CoreCtx<'_> {
+    CoreCtx {
+        topology: topo,
+        features: Default::default(),
+        uclamp_used: false,
+        load_balance: lb,
+    }
+}
+
+fn task(id: u32, allowed: u64) -> Task {
+    Task::new(TaskId(id), 0, TaskUclamp::new(), CpuMask(allowed)).unwrap()
+}
+
+/// Run `rq`'s current task for `ms` milliseconds of ticks.
+fn run(rq: &mut Rq, now: &mut u64, ms: u64) {
+    for _ in 0..ms * 1_000_000 / TICK {
+        *now += TICK;
+        rq.update_rq_clock(Nanos(*now)).unwrap();
+        rq.task_tick();
+    }
+}
+
+#[test]
+fn a_wake_up_on_an_idle_cpu_reschedules_it() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let mut rqs = rqs(&topo, 4);
+    let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
+    let rd = RootDomain::default();
+    let out = ttwu_activate(
+        &mut rqs[2],
+        task(1, 0b111111),
+        WakeKind::Fork,
+        false,
+        &snaps,
+        &rd,
+        &ctx(&topo, false),
+    )
+    .unwrap();
+    assert_eq!(out.resched, Resched::Yes);
+    assert_eq!(out.overutilized, None, "not tracked: never changes");
+    assert_eq!(rqs[2].nr_running(), 1);
+}
+
+#[test]
+fn a_full_target_hands_the_woken_task_back() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let mut rqs = rqs(&topo, 1);
+    let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
+    let rd = RootDomain::default();
+    let c = ctx(&topo, false);
+    ttwu_activate(
+        &mut rqs[0],
+        task(1, 1),
+        WakeKind::Fork,
+        false,
+        &snaps,
+        &rd,
+        &c,
+    )
+    .unwrap();
+    let e = ttwu_activate(
+        &mut rqs[0],
+        task(2, 1),
+        WakeKind::Fork,
+        false,
+        &snaps,
+        &rd,
+        &c,
+    )
+    .unwrap_err();
+    assert_eq!(e.task.id, TaskId(2));
+    assert!(matches!(e.reason, RqError::Full { .. }));
+}
+
+/// A LITTLE CPU (capacity 383) running a task at util ≈ 1000 is overutilized. Under EAS a
+/// new task's enqueue there leaves the flag alone; a wake-up sets it.
+#[test]
+fn overutilized_is_set_by_a_wake_up_but_not_by_a_new_task_under_eas() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let mut rqs = rqs(&topo, 4);
+    let mut now = 1u64 << 20;
+    let little = CpuId(2);
+    rqs[2]
+        .enqueue_task(task(1, 0b111111), EnqueueFlags::NEW)
+        .unwrap();
+    rqs[2].pick_next_task();
+    run(&mut rqs[2], &mut now, 400);
+    assert!(rqs[2].cfs_avg().util_avg > 383);
+    let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
+    let rd = RootDomain {
+        overutilized: false,
+        tracked: true,
+        eas: true,
+    };
+    let c = ctx(&topo, false);
+    let target = &mut rqs[little.index()];
+    let out = ttwu_activate(
+        target,
+        task(2, 0b111111),
+        WakeKind::Fork,
+        false,
+        &snaps,
+        &rd,
+        &c,
+    )
+    .unwrap();
+    assert_eq!(out.overutilized, None, "wake_up_new_task skips the check");
+    let mut t3 = task(3, 0b111111);
+    t3.cpu = Some(little);
+    let out = ttwu_activate(target, t3, WakeKind::Wakeup, false, &snaps, &rd, &c).unwrap();
+    assert_eq!(out.overutilized, Some(true));
+}
+
+#[test]
+fn newidle_is_asked_for_only_when_nothing_runs_and_balancing_is_on() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let mut rqs = rqs(&topo, 4);
+    assert_eq!(schedule_pick(&mut rqs[0], &ctx(&topo, true)), Pick::Newidle);
+    assert_eq!(schedule_pick(&mut rqs[0], &ctx(&topo, false)), Pick::Idle);
+    rqs[0].enqueue_task(task(1, 1), EnqueueFlags::NEW).unwrap();
+    assert_eq!(
+        schedule_pick(&mut rqs[0], &ctx(&topo, true)),
+        Pick::Next(TaskId(1))
+    );
+}
+
+#[test]
+fn a_task_too_big_for_a_little_is_misfit_while_balancing() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    for lb in [false, true] {
+        let mut rqs = rqs(&topo, 4);
+        let mut now = 1u64 << 20;
+        rqs[3]
+            .enqueue_task(task(1, 0b111111), EnqueueFlags::NEW)
+            .unwrap();
+        rqs[3].pick_next_task();
+        schedule_finish(&mut rqs[3], &ctx(&topo, lb));
+        run(&mut rqs[3], &mut now, 400);
+        now += TICK;
+        rqs[3].update_rq_clock(Nanos(now)).unwrap();
+        sched_tick(&mut rqs[3], &ctx(&topo, lb));
+        let load = rqs[3].task(TaskId(1)).unwrap().avg.load_avg;
+        let want = if lb { load.max(1) } else { 0 };
+        assert_eq!(rqs[3].misfit_task_load(), want, "lb {lb}");
+    }
+}
+
+#[test]
+fn the_interim_rule_places_while_overutilized() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let mut snaps: Vec<RqSnapshot> = topo
+        .cpus()
+        .iter()
+        .map(|c| RqSnapshot::idle(c.id, c.capacity_orig))
+        .collect();
+    snaps[3].idle = false;
+    let em = asym_sched::em::EnergyModel::from_topology(&JUNO_R2, &topo).unwrap();
+    let mut t = task(1, 0b111000);
+    t.cpu = Some(CpuId(3));
+    let wake = |placement, overutilized| {
+        let w = WakeCtx {
+            core: ctx(&topo, false),
+            cpus: &snaps,
+            em: Some(&em),
+            rd: RootDomain {
+                overutilized,
+                tracked: true,
+                eas: true,
+            },
+            uclamp_sysctl: UclampSysctl::default(),
+            placement,
+        };
+        ttwu_select(&t, CpuId(3), CpuId(0), WakeKind::Wakeup, &w)
+    };
+    // prev (3) is busy: the interim rule takes the first idle allowed CPU.
+    assert_eq!(wake(Placement::Interim, true), CpuId(4));
+    // Linux's select_idle_capacity scans from prev and takes the first idle one that
+    // fits: 4 as well for an empty task; an allowed CPU in any case.
+    let cpu = wake(Placement::Linux, true);
+    assert!(
+        CpuMask(0b111000).contains(cpu) && cpu != CpuId(3),
+        "{cpu:?}"
+    );
+}
