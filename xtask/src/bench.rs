@@ -60,12 +60,29 @@ fn is_bench_end(line: &str) -> bool {
     line.contains("bench boot ") && line.contains("all_ticked_us=")
 }
 
-pub fn boot(
+/// One boot-bench run: what it parsed and the machine it ran on.
+#[derive(Debug)]
+pub struct BootRun {
+    pub bench: BootBench,
+    /// vCPUs booted (the board's count when `--smp` was left at its default).
+    pub smp: u32,
+    pub icount: String,
+    /// Every CPU and both `all_*` lines reported.
+    pub complete: bool,
+    pub timed_out: bool,
+    /// QEMU ran until the `all_ticked_us` line.
+    pub stopped: bool,
+}
+
+/// Boots the kernel with `bench` under `-icount icount` and parses its boot-bench lines; an
+/// error when none came.
+pub fn boot_measure(
     machine: &MachineArgs,
     board: Board,
     timeout: Duration,
     append: &str,
-) -> Result<ExitCode> {
+    icount: &str,
+) -> Result<BootRun> {
     let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
     let defmt = crate::load_defmt(&a.elf)?;
     let cmdline = format!("bench {append}").trim().to_string();
@@ -76,7 +93,6 @@ pub fn boot(
             machine.smp = n;
         }
     }
-    let machine = &machine;
     let mut m = machine.machine(
         Boot::Direct {
             image: a.image.clone(),
@@ -85,6 +101,7 @@ pub fn boot(
         true,
         false,
     );
+    m.icount = Some(icount.to_string());
     let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
     if let Some(path) = dtb::board_dtb(board, &m, dir)? {
         m.extra.push("-dtb".into());
@@ -100,8 +117,8 @@ pub fn boot(
             ..Default::default()
         },
     )?;
-    let b = parse_boot_bench(o.lines.iter().map(String::as_str));
-    if b.cpus.is_empty() {
+    let bench = parse_boot_bench(o.lines.iter().map(String::as_str));
+    if bench.cpus.is_empty() {
         bail!(
             "no `bench boot` lines in the console output{} (does the kernel support `bench`?)",
             if o.timed_out {
@@ -111,19 +128,40 @@ pub fn boot(
             }
         );
     }
+    let complete = bench.cpus.len() == machine.smp as usize
+        && bench.all_online_us.is_some()
+        && bench.all_ticked_us.is_some();
+    Ok(BootRun {
+        bench,
+        smp: machine.smp,
+        icount: icount.to_string(),
+        complete,
+        timed_out: o.timed_out,
+        stopped: o.stopped,
+    })
+}
+
+pub fn boot(
+    machine: &MachineArgs,
+    board: Board,
+    timeout: Duration,
+    append: &str,
+) -> Result<ExitCode> {
+    let r = boot_measure(machine, board, timeout, append, qemu::DEFAULT_ICOUNT)?;
+    let b = &r.bench;
     let us = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
     println!();
     println!(
         "boot bench: QEMU virt as {}, {} vCPUs, GICv{}, {}, -icount {} (guest time since reset)",
         board.name(),
-        machine.smp,
+        r.smp,
         machine.gic,
         if machine.el2 {
             "EL2 entry"
         } else {
             "EL1 entry"
         },
-        qemu::DEFAULT_ICOUNT
+        r.icount
     );
     println!("{:>4} {:>14} {:>18}", "cpu", "online_us", "first_tick_us");
     for (cpu, (online, tick)) in &b.cpus {
@@ -135,18 +173,15 @@ pub fn boot(
         us(b.all_online_us),
         us(b.all_ticked_us)
     );
-    if !o.stopped {
+    if !r.stopped {
         println!("xtask: QEMU ended before the `all_ticked_us` line");
     }
-    let complete = b.cpus.len() == machine.smp as usize
-        && b.all_online_us.is_some()
-        && b.all_ticked_us.is_some();
-    if !complete {
+    if !r.complete {
         println!(
             "xtask: incomplete: {} of {} CPUs reported{}",
             b.cpus.len(),
-            machine.smp,
-            if o.timed_out { ", timed out" } else { "" }
+            r.smp,
+            if r.timed_out { ", timed out" } else { "" }
         );
         return Ok(ExitCode::FAILURE);
     }

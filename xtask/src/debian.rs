@@ -37,11 +37,6 @@ pub struct Dtbs {
 
 /// Fetches (or reuses from `cache`) the DTBs of [`DTBS`].
 pub fn fetch(cache: &Path) -> Result<Dtbs> {
-    let state = cache.join("apt");
-    for d in ["lists/partial", "cache/archives/partial"] {
-        std::fs::create_dir_all(state.join(d))
-            .with_context(|| format!("creating {}", state.join(d).display()))?;
-    }
     // A previous run's result, if its files are all there.
     let stamp = cache.join("package");
     if let Ok(package) = std::fs::read_to_string(&stamp) {
@@ -54,83 +49,17 @@ pub fn fetch(cache: &Path) -> Result<Dtbs> {
             return Ok(Dtbs { package, files });
         }
     }
-    let apt_opts = |c: &mut Command| {
-        c.arg("-q")
-            .arg(format!(
-                "-oDir::State::Lists={}",
-                state.join("lists").display()
-            ))
-            .arg(format!("-oDir::Cache={}", state.join("cache").display()))
-            .arg("-oDir::State::status=/dev/null")
-            .arg("-oAPT::Architecture=arm64")
-            .arg("-oAPT::Architectures::=arm64")
-            .arg("-oAcquire::http::Timeout=30")
-            .arg("-oAcquire::https::Timeout=30")
-            .arg("-oAcquire::Retries=2")
-            .arg("-oAcquire::Languages=none");
-    };
-    let mut update = Command::new("apt-get");
-    apt_opts(&mut update);
-    update.arg("update");
-    run(&mut update, "updating the arm64 package lists").context(
-        "the Debian package registry is unreachable or refused the lists (apt-get update); \
-         the mainline DTBs cannot be fetched",
-    )?;
-    // apt-get update succeeds with warnings when nothing could be fetched: look for the list.
-    let have_list = std::fs::read_dir(state.join("lists"))?
-        .filter_map(|e| e.ok())
-        .any(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .contains("binary-arm64_Packages")
-        });
-    if !have_list {
-        bail!(
-            "the Debian package registry is unreachable: `apt-get update` fetched no arm64 \
-             package list (network down, proxy, or no deb source in /etc/apt/sources.list*); \
-             the mainline DTBs cannot be fetched"
-        );
-    }
-    let mut depends = Command::new("apt-cache");
-    apt_opts(&mut depends);
-    depends.args(["depends", META]);
-    let out = output(&mut depends, "resolving the kernel package")?;
-    let package = out
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("Depends: "))
-        .map(|p| p.split_whitespace().next().unwrap_or(""))
-        .find(|p| p.starts_with("linux-image-") && p.ends_with("-arm64"))
-        .with_context(|| {
-            format!("`apt-cache depends {META}` names no linux-image-*-arm64:\n{out}")
-        })?
-        .to_string();
+    let apt = Apt::new(&cache.join("apt"))?;
+    apt.update("the mainline DTBs cannot be fetched")?;
+    let package = apt.kernel_package()?;
     let debs = cache.join("debs");
-    std::fs::create_dir_all(&debs)?;
-    let mut download = Command::new("apt-get");
-    apt_opts(&mut download);
-    download.args(["download", &package]).current_dir(&debs);
-    run(&mut download, "downloading the kernel package")
-        .with_context(|| format!("apt-get download {package}"))?;
-    let deb = std::fs::read_dir(&debs)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&format!("{package}_")) && n.ends_with(".deb"))
-        })
-        .with_context(|| {
-            format!(
-                "apt-get download left no {package}_*.deb in {}",
-                debs.display()
-            )
-        })?;
-    let version = deb
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.split('_').nth(1))
-        .unwrap_or("?")
-        .to_string();
-    extract(&deb, cache, &package)?;
+    let deb = apt.download(&package, &debs)?;
+    let version = deb_version(&deb);
+    let members: Vec<String> = DTBS
+        .iter()
+        .map(|(name, _)| format!("./usr/lib/{package}/{name}"))
+        .collect();
+    extract(&deb, cache, &members)?;
     let files = collect(cache, &package)?;
     // Only the DTBs are kept: the package is ~60 MB.
     let _ = std::fs::remove_file(&deb);
@@ -138,6 +67,135 @@ pub fn fetch(cache: &Path) -> Result<Dtbs> {
     std::fs::write(&stamp, &package)?;
     // `collect` looks up by the package name alone.
     Ok(Dtbs { package, files })
+}
+
+/// Debian's arm64 archive through `apt-get`/`apt-cache` with a private state directory (lists
+/// and downloads under it; the host's status file, architectures and sources' state untouched).
+#[derive(Debug)]
+pub struct Apt {
+    state: PathBuf,
+}
+
+impl Apt {
+    /// `state` must be absolute: apt resolves a relative `Dir::` option against its own
+    /// default directories, not against ours.
+    pub fn new(state: &Path) -> Result<Apt> {
+        let state = if state.is_absolute() {
+            state.to_path_buf()
+        } else {
+            std::env::current_dir()?.join(state)
+        };
+        for d in ["lists/partial", "cache/archives/partial"] {
+            std::fs::create_dir_all(state.join(d))
+                .with_context(|| format!("creating {}", state.join(d).display()))?;
+        }
+        Ok(Apt { state })
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.arg("-q")
+            .arg(format!(
+                "-oDir::State::Lists={}",
+                self.state.join("lists").display()
+            ))
+            .arg(format!(
+                "-oDir::Cache={}",
+                self.state.join("cache").display()
+            ))
+            .arg("-oDir::State::status=/dev/null")
+            .arg("-oAPT::Architecture=arm64")
+            .arg("-oAPT::Architectures::=arm64")
+            .arg("-oAcquire::http::Timeout=30")
+            .arg("-oAcquire::https::Timeout=30")
+            .arg("-oAcquire::Retries=2")
+            .arg("-oAcquire::Languages=none")
+            // Downloads land in our directory, which apt's `_apt` user may not write.
+            .arg("-oAPT::Sandbox::User=root");
+        c
+    }
+
+    /// `apt-get update` of the arm64 lists; `consequence` ends the error message (what cannot
+    /// be done without the registry).
+    pub fn update(&self, consequence: &str) -> Result<()> {
+        let mut update = self.command("apt-get");
+        update.arg("update");
+        run(&mut update, "updating the arm64 package lists").with_context(|| {
+            format!(
+                "the Debian package registry is unreachable or refused the lists (apt-get \
+                 update); {consequence}"
+            )
+        })?;
+        // apt-get update succeeds with warnings when nothing could be fetched: look for the
+        // list.
+        let have_list = std::fs::read_dir(self.state.join("lists"))?
+            .filter_map(|e| e.ok())
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .contains("binary-arm64_Packages")
+            });
+        if !have_list {
+            bail!(
+                "the Debian package registry is unreachable: `apt-get update` fetched no arm64 \
+                 package list (network down, proxy, or no deb source in \
+                 /etc/apt/sources.list*); {consequence}"
+            );
+        }
+        Ok(())
+    }
+
+    /// The current arm64 kernel package (`linux-image-<abi>-arm64`), which [`META`] depends on.
+    pub fn kernel_package(&self) -> Result<String> {
+        let mut depends = self.command("apt-cache");
+        depends.args(["depends", META]);
+        let out = output(&mut depends, "resolving the kernel package")?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("Depends: "))
+            .map(|p| p.split_whitespace().next().unwrap_or(""))
+            .find(|p| p.starts_with("linux-image-") && p.ends_with("-arm64"))
+            .with_context(|| {
+                format!("`apt-cache depends {META}` names no linux-image-*-arm64:\n{out}")
+            })?
+            .to_string())
+    }
+
+    /// `apt-get download PACKAGE` into `dir`; returns the `.deb`.
+    pub fn download(&self, package: &str, dir: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut download = self.command("apt-get");
+        download.args(["download", package]).current_dir(dir);
+        run(&mut download, "downloading a package").with_context(|| {
+            format!(
+                "apt-get download {package}: the registry is unreachable or the package is not \
+                 in Debian's arm64 archive (apt's message is above)"
+            )
+        })?;
+        std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{package}_")) && n.ends_with(".deb"))
+            })
+            .with_context(|| {
+                format!(
+                    "apt-get download left no {package}_*.deb in {}",
+                    dir.display()
+                )
+            })
+    }
+}
+
+/// The version field of a `.deb` file name (`name_version_arch.deb`; apt writes the epoch's
+/// `:` as `%3a`).
+pub fn deb_version(deb: &Path) -> String {
+    deb.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split('_').nth(1))
+        .map(|v| v.replace("%3a", ":"))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// The DTB directory of `package` (the first word of a stamp) under `cache`.
@@ -160,19 +218,22 @@ fn collect(cache: &Path, package: &str) -> Result<Vec<(String, PathBuf, Target)>
         .collect()
 }
 
-/// `dpkg-deb --fsys-tarfile DEB | tar -x` of the wanted DTBs only.
-fn extract(deb: &Path, cache: &Path, package: &str) -> Result<()> {
+/// `dpkg-deb --fsys-tarfile DEB | tar -x -C DEST MEMBERS...` (members as the tar names them,
+/// `./usr/...`; shell-style wildcards allowed; none: everything).
+pub fn extract(deb: &Path, dest: &Path, members: &[String]) -> Result<()> {
+    std::fs::create_dir_all(dest).with_context(|| format!("creating {}", dest.display()))?;
     let mut dpkg = Command::new("dpkg-deb");
     dpkg.arg("--fsys-tarfile").arg(deb).stdout(Stdio::piped());
     cmd::echo(&dpkg);
     let mut dpkg = KillOnDrop(dpkg.spawn().context("starting dpkg-deb (Debian's dpkg)")?);
     let mut tar = Command::new("tar");
-    tar.arg("-x").arg("-C").arg(cache);
-    for (name, _) in DTBS {
-        tar.arg(format!("./usr/lib/{package}/{name}"));
+    tar.arg("-x").arg("-C").arg(dest);
+    if members.iter().any(|m| m.contains('*')) {
+        tar.arg("--wildcards");
     }
+    tar.args(members);
     tar.stdin(dpkg.0.stdout.take().expect("piped"));
-    run(&mut tar, "extracting the DTBs")?;
+    run(&mut tar, &format!("extracting {}", deb.display()))?;
     let st = dpkg.0.wait()?;
     if !st.success() {
         bail!("dpkg-deb --fsys-tarfile {} failed: {st}", deb.display());

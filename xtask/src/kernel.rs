@@ -13,7 +13,8 @@ use crate::image::{check_layout, elf_to_flat, Arm64Header, Placement};
 use crate::uboot;
 
 pub const TARGET: &str = "aarch64-unknown-none-softfloat";
-/// Kernel-side crates that clippy checks for the bare-metal target.
+/// Crates that clippy checks for the bare-metal target: the kernel's, and the static Linux
+/// probe of `bench --vs-linux` (xtask/linux/probe), which is built for the same target.
 pub const KERNEL_CRATES: &[&str] = &[
     "asym-kernel",
     "asym-qemu-virt",
@@ -22,6 +23,7 @@ pub const KERNEL_CRATES: &[&str] = &[
     "asym-hikey",
     "asym-sched",
     "asym-dvfs",
+    "asym-linux-probe",
 ];
 
 /// What `build` produces.

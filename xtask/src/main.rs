@@ -20,6 +20,7 @@ mod lisa;
 mod qemu;
 mod test;
 mod uboot;
+mod vslinux;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -75,10 +76,13 @@ enum Cmd {
     Qemu(QemuArgs),
     /// Run everything: fmt, clippy, host tests, the QEMU self-test matrix and the u-boot boot.
     Test(TestArgs),
-    /// Benchmarks.
+    /// Benchmarks: one of the subcommands, or --vs-linux.
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
+        #[command(flatten)]
+        vs: VsLinuxArgs,
         #[command(subcommand)]
-        what: BenchCmd,
+        what: Option<BenchCmd>,
     },
     /// Parse a device tree as the kernel does and print the platform it would run on; with
     /// --board, every difference from that board's crate.
@@ -230,6 +234,27 @@ struct SoakArgs {
     board: dtb::Board,
 }
 
+/// `cargo xtask bench --vs-linux`: Debian's arm64 Linux on the same QEMU machine as asym, one
+/// table of ratios (docs/experiments.md, "Linux side by side").
+#[derive(Args, Debug)]
+struct VsLinuxArgs {
+    /// Boot Debian's arm64 Linux kernel with a busybox/rt-tests initramfs on the same QEMU
+    /// machine, CPU count and -icount (shift=0) as asym's benchmarks; print asym/Linux ratios.
+    #[arg(long)]
+    vs_linux: bool,
+    /// With --vs-linux: shorter phases (2 s instead of 10 s, a tenth of the round trips).
+    #[arg(long, requires = "vs_linux")]
+    quick: bool,
+    /// With --vs-linux: timeout of the Linux run in seconds [default: from the phase lengths].
+    #[arg(long, requires = "vs_linux")]
+    timeout: Option<u64>,
+    /// With --vs-linux: the emulated board both kernels get (see `qemu`).
+    #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+    board: dtb::Board,
+    #[command(flatten)]
+    machine: MachineArgs,
+}
+
 #[derive(Subcommand, Debug)]
 enum BenchCmd {
     /// Reset → CPU online and reset → first tick, per CPU, in guest µs (under -icount).
@@ -329,20 +354,30 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Cmd::DtCheck { dtb, board, json } => dtcheck::run(&dtb, board, json),
         Cmd::Qemu(args) => run_qemu(args),
         Cmd::Test(args) => test::run(&args),
-        Cmd::Bench { what } => match what {
-            BenchCmd::Boot {
+        Cmd::Bench { vs, what } => match what {
+            None if vs.vs_linux => vslinux::run(&vslinux::VsLinuxOpts {
+                machine: vs.machine,
+                board: vs.board,
+                quick: vs.quick,
+                timeout: vs.timeout.map(Duration::from_secs),
+            }),
+            None => bail!(
+                "`cargo xtask bench` needs a benchmark: --vs-linux, or one of boot, switch, \
+                 sched, sim (see --help)"
+            ),
+            Some(BenchCmd::Boot {
                 machine,
                 timeout,
                 append,
                 board,
-            } => bench::boot(&machine, board, Duration::from_secs(timeout), &append),
-            BenchCmd::Switch {
+            }) => bench::boot(&machine, board, Duration::from_secs(timeout), &append),
+            Some(BenchCmd::Switch {
                 machine,
                 timeout,
                 board,
-            } => bench::switch(&machine, board, Duration::from_secs(timeout)),
-            BenchCmd::Sched { args } => bench::sched(&args),
-            BenchCmd::Sim { args } => bench::sim(&args),
+            }) => bench::switch(&machine, board, Duration::from_secs(timeout)),
+            Some(BenchCmd::Sched { args }) => bench::sched(&args),
+            Some(BenchCmd::Sim { args }) => bench::sim(&args),
         },
         Cmd::SimEquiv {
             base,
