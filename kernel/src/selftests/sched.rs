@@ -197,8 +197,9 @@ fn pelt_ramp_big_cpu() -> TestResult {
         cpu.0
     );
     let busy = Busy::start_cold(cpu)?;
-    // Read as it starts spinning: the last update was its wake-up.
-    let u0 = rq_util(cpu)?;
+    // As it started spinning (read by the thread itself: a read here, after start_cold's
+    // wait, can come a tick later, with util already grown and the oracle started late).
+    let u0 = busy.start_util();
     let t0 = busy.started_ns();
     let tick = tick_ns();
     let mut result = Ok(());
@@ -287,8 +288,9 @@ fn schedutil_ramp_and_fall() -> TestResult {
         rq_util(cpu).ok()
     );
     let busy = Busy::start_cold(cpu)?;
-    // Read as it starts spinning: the last update was its wake-up.
-    let u0 = rq_util(cpu)?;
+    // As it started spinning (read by the thread itself: a read here, after start_cold's
+    // wait, can come a tick later, with util already grown and the oracle started late).
+    let u0 = busy.start_util();
     let t0 = busy.started_ns();
     // Util grows in PELT time, which runs at f/fmax of real time (frequency invariance).
     // Fastest: the whole ramp at fmax (PELT time = real time). Slowest: the whole ramp at

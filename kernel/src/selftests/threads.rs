@@ -49,6 +49,8 @@ static USED: AtomicU32 = AtomicU32::new(0);
 static STOP: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
 static STARTED: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 static VALUE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+/// A cold busy thread's CPU's `util_avg` when it started (read with [`STARTED`]).
+static START_UTIL: [AtomicU32; SLOTS] = [const { AtomicU32::new(0) }; SLOTS];
 
 fn claim() -> Result<usize, TestError> {
     let mut cur = USED.load(Ordering::Relaxed);
@@ -92,7 +94,17 @@ fn busy_thread(i: usize) {
             sched::sleep_ns(1_000_000);
         }
     }
-    STARTED[i].store(sched::now().0.max(1), Ordering::Release);
+    let mut started = sched::now().0;
+    if VALUE[i].load(Ordering::Acquire) == COLD {
+        // The run queue as it switched this thread in (its clock and util_avg were updated
+        // then): the start of the ramp, read before any tick adds to it.
+        let cpu = crate::percpu::current_cpu();
+        if let Ok(g) = sched::rq_lock(cpu) {
+            started = g.rq.clock().0;
+            START_UTIL[i].store(g.rq.cpu_util_avg().0, Ordering::Relaxed);
+        }
+    }
+    STARTED[i].store(started.max(1), Ordering::Release);
     while !STOP[i].load(Ordering::Acquire) {
         sched::spin_hint();
     }
@@ -139,9 +151,14 @@ impl Busy {
         Ok(b)
     }
 
-    /// When it started running, guest ns.
+    /// When it started running, guest ns (for a cold one, the rq clock at its switch-in).
     pub(super) fn started_ns(&self) -> u64 {
         STARTED[self.slot].load(Ordering::Acquire)
+    }
+
+    /// A cold one's CPU's `util_avg` at [`Self::started_ns`].
+    pub(super) fn start_util(&self) -> u32 {
+        START_UTIL[self.slot].load(Ordering::Relaxed)
     }
 
     /// The thread.
