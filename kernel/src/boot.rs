@@ -495,6 +495,19 @@ fn crash(kind: crate::cmdline::CrashKind) {
         console::take_lock_forever();
         crate::smp::park_this_cpu(cpu);
     }
+    fn do_lock_order(cpu: CpuId) {
+        use crate::sync::{IrqSpinLock, LockRank};
+        let outer = IrqSpinLock::with_rank((), LockRank::CONSOLE);
+        let inner = IrqSpinLock::with_rank((), LockRank::WAIT_QUEUE);
+        let _o = outer.lock();
+        let _i = inner.lock();
+        crate::println!(
+            "crash: cpu {} took a rank {} lock inside a rank {} one unchecked",
+            cpu.0,
+            inner.rank().0,
+            outer.rank().0
+        );
+    }
     let target = crate::smp::online_cpus().last().unwrap_or(CpuId(0));
     crate::println!(
         "crash: {:?} on cpu {} at {} us",
@@ -511,6 +524,7 @@ fn crash(kind: crate::cmdline::CrashKind) {
         CrashKind::Park => do_park,
         CrashKind::Held => do_hold_console,
         CrashKind::Deaf => crate::gic::mask_this_cpu_for,
+        CrashKind::LockOrder => do_lock_order,
     };
     if kind == CrashKind::Deaf {
         if let Err(e) = crate::smp::run_on(target, f) {

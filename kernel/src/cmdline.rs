@@ -64,6 +64,10 @@ pub enum CrashKind {
     /// `crash=deaf`: the highest online CPU stops taking interrupts (its GIC interface masked)
     /// but stays online and idle; a cross call to it must end with the timeout's message.
     Deaf,
+    /// `crash=lockorder`: the highest online CPU takes two locks against the lock order (a
+    /// console-ranked lock, then a wait-queue-ranked one): with the checker on (`lockdep`) it
+    /// must panic naming both.
+    LockOrder,
 }
 
 /// The parsed command line.
@@ -88,7 +92,7 @@ pub struct Cmdline {
     pub soak_s: Option<u32>,
     /// `lockdep` (implied by `selftest`): check the lock order at every lock taken.
     pub lockdep: bool,
-    /// `crash=panic|fault|stack|nested|locked|park|held|deaf`: after the banner, fail on purpose (tests of
+    /// `crash=panic|fault|stack|nested|locked|park|held|deaf|lockorder`: after the banner, fail on purpose (tests of
     /// the failure paths).
     pub crash: Option<CrashKind>,
     /// `panic=N` (Linux's `panic_timeout`): after a fatal error without `semihosting`, reset
@@ -327,6 +331,7 @@ impl Cmdline {
                     "park" => CrashKind::Park,
                     "held" => CrashKind::Held,
                     "deaf" => CrashKind::Deaf,
+                    "lockorder" => CrashKind::LockOrder,
                     _ => {
                         return Err(CmdlineError::BadValue {
                             option: "crash",
