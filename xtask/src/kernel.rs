@@ -22,6 +22,7 @@ pub const KERNEL_CRATES: &[&str] = &[
     "asym-hikey960",
     "asym-hikey",
     "asym-sched",
+    "asym-rtapp",
     "asym-dvfs",
     "asym-linux-probe",
 ];

@@ -1,0 +1,22 @@
+//! rt-app workloads, shared by every executor: the simulator (`tests/sim`), the kernel's
+//! in-kernel executor and (later) the EL0 executor.
+//!
+//! - [`json`]: a small JSON reader that keeps what rt-app files rely on and generic JSON
+//!   crates drop: key order, repeated keys, and the line and column of every value.
+//!   Numbers are integers or fixed-point decimals ([`json::Micro`]); no floats.
+//! - [`workload`]: the rt-app workload model and its reader, with rt-app's semantics
+//!   (`doc/tutorial.txt`, `src/rt-app_parse_config.c`, `src/rt-app.c`). Every error names
+//!   the problem, the JSON path and the line and column ([`workload::WorkloadError`]).
+//!
+//! `no_std` with `alloc`, like the policy crate: the parsed [`workload::Workload`] is built
+//! once at set-up (the kernel has a heap by then); nothing after set-up allocates.
+//! No `unsafe`, no floats, and no input makes it panic (fuzzed in `tests/fuzz.rs`).
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+pub mod json;
+pub mod workload;
