@@ -7,6 +7,9 @@
 //! - [`workload`]: the rt-app workload model and its reader, with rt-app's semantics
 //!   (`doc/tutorial.txt`, `src/rt-app_parse_config.c`, `src/rt-app.c`). Every error names
 //!   the problem, the JSON path and the line and column ([`workload::WorkloadError`]).
+//! - [`interp`]: the interpreter, one thread's program as a pure state machine that says
+//!   what the thread does next ([`interp::Action`]); executors carry the actions out.
+//! - [`marker`]: the `trace_marker` lines rt-app threads write (`rtapp_loop`, ...).
 //!
 //! `no_std` with `alloc`, like the policy crate: the parsed [`workload::Workload`] is built
 //! once at set-up (the kernel has a heap by then); nothing after set-up allocates.
@@ -18,5 +21,7 @@
 
 extern crate alloc;
 
+pub mod interp;
 pub mod json;
+pub mod marker;
 pub mod workload;
