@@ -23,6 +23,7 @@ pub const KERNEL_CRATES: &[&str] = &[
     "asym-hikey",
     "asym-sched",
     "asym-rtapp",
+    "asym-trace",
     "asym-dvfs",
     "asym-linux-probe",
 ];
