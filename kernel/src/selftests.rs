@@ -10,6 +10,8 @@ mod smp;
 mod stack;
 mod sync;
 mod timer;
+// rt-app workloads and the trace, with the simulator's code.
+mod rtapp;
 // Scheduler and cpufreq (cpufreq before sched: sched's last test checks the run queues after both).
 mod cpufreq;
 mod sched;

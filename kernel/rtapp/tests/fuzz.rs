@@ -138,3 +138,13 @@ fn json_reader_never_panics_on_random_bytes() {
         assert!(r.is_ok(), "json::parse panicked on {text:?}");
     }
 }
+
+#[test]
+fn a_decimal_where_an_integer_belongs_is_a_located_error() {
+    let bad =
+        "{\"tasks\": {\"a\": {\n  \"run\": 10,\n  \"timer\": {\"ref\": \"t\", \"period\": 1.5}}}}";
+    let e = workload::parse(bad, "bad.json", 6).unwrap_err();
+    assert_eq!((e.line, e.col), (3, 35), "{e}");
+    assert_eq!(e.path, "tasks.a.timer.period");
+    assert!(e.msg.contains("expected an integer, found a number"), "{e}");
+}
