@@ -457,6 +457,8 @@ pub struct Engine<'a, W: Write> {
     moved: MovedTasks,
     /// Scratch for [`Self::sync_migrations`].
     sync_buf: Vec<(usize, usize, usize, u64)>,
+    /// Scratch for [`Self::run_same_time_wakeups`].
+    later_buf: Vec<Reverse<(u64, u64, Ev)>>,
 }
 
 /// The simulated CPUs' run queues as the balancer's [`RqAccess`]: snapshots are built
@@ -683,12 +685,14 @@ impl<'a, W: Write> Engine<'a, W> {
                 .iter()
                 .map(|d| vec![0; d.opps.len()])
                 .collect(),
-            rta_marks: Vec::new(),
+            rta_marks: Vec::with_capacity(8),
             board,
             wl,
             now: 0,
             seq: 0,
-            heap: BinaryHeap::new(),
+            // Pending events: a wake-up per task, segment ends (stale ones until they
+            // expire), ticks, frequency polls and reschedules.
+            heap: BinaryHeap::with_capacity(16 * (wl.tasks.len() + nr) + 64),
             tasks,
             cpus,
             domains,
@@ -713,6 +717,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 nr: 0,
             },
             sync_buf: Vec::with_capacity(wl.tasks.len()),
+            later_buf: Vec::with_capacity(2 * (wl.tasks.len() + nr) + 8),
             overutilized_since: 0,
             nohz: Nohz::default(),
             uclamp_used,
@@ -728,6 +733,15 @@ impl<'a, W: Write> Engine<'a, W> {
         })
     }
 
+    /// Reserve room for `per_task` wake-up latency and frame-time samples per task now, so
+    /// that a run producing no more does not allocate while it runs.
+    pub fn reserve_samples(&mut self, per_task: usize) {
+        for t in &mut self.tasks {
+            t.stats.wakeup_latency_ns.reserve(per_task);
+            t.stats.period_completion_ns.reserve(per_task);
+        }
+    }
+
     /// Call `f(now_ns, end_ns)` every so often during the run (progress bar).
     pub fn set_progress(&mut self, f: impl FnMut(u64, u64) + 'a) {
         self.progress = Some(Box::new(f));
@@ -735,7 +749,14 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// Run to the end and return the results and the trace sink.
     pub fn run(mut self) -> Result<(SimResult, Option<W>), SimError> {
-        let mut end = self.cfg.duration_ns;
+        self.start()?;
+        let end = self.run_events()?;
+        self.finish(end)
+    }
+
+    /// The first stage of [`Engine::run`]: the starting frequencies and trace lines and the
+    /// first events.
+    pub fn start(&mut self) -> Result<(), SimError> {
         // The governor was set before the workload starts: its starting frequency is in
         // place at time 0 (the transition it requested has completed).
         let mut initial: Vec<u32> = self.domains.iter().map(|d| d.cur_khz).collect();
@@ -758,6 +779,14 @@ impl<'a, W: Write> Engine<'a, W> {
             self.push(self.wl.tasks[i].delay_ns, Ev::Start(i));
         }
         self.push(self.tick_ns, Ev::Tick);
+        Ok(())
+    }
+
+    /// The second stage of [`Engine::run`]: every event up to the end of the run (the
+    /// configured duration, or when every task has exited with `until_all_exit`), which
+    /// it returns.
+    pub fn run_events(&mut self) -> Result<u64, SimError> {
+        let mut end = self.cfg.duration_ns;
         while let Some(Reverse((t, _, ev))) = self.heap.pop() {
             if t > end {
                 break;
@@ -802,6 +831,11 @@ impl<'a, W: Write> Engine<'a, W> {
                 break;
             }
         }
+        Ok(end)
+    }
+
+    /// The last stage of [`Engine::run`]: account up to `end` and build the results.
+    pub fn finish(mut self, end: u64) -> Result<(SimResult, Option<W>), SimError> {
         self.now = end;
         for c in 0..self.cpus.len() {
             self.account(c)?;
@@ -845,7 +879,7 @@ impl<'a, W: Write> Engine<'a, W> {
     /// as in Linux's low-resolution mode (`update_process_times` runs the hrtimer
     /// queues before `sched_tick`): the tick then sees the woken task, not an idle CPU.
     fn run_same_time_wakeups(&mut self, t: u64) -> Result<(), SimError> {
-        let mut later = Vec::new();
+        let mut later = std::mem::take(&mut self.later_buf);
         while let Some(&Reverse((tt, seq, ev))) = self.heap.peek() {
             if tt != t {
                 break;
@@ -859,7 +893,8 @@ impl<'a, W: Write> Engine<'a, W> {
                 _ => later.push(Reverse((tt, seq, ev))),
             }
         }
-        self.heap.extend(later);
+        self.heap.extend(later.drain(..));
+        self.later_buf = later;
         Ok(())
     }
 
@@ -1409,7 +1444,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 // A phase with its own `nice`: set_user_nice on the queued task.
                 self.cpus[cpu].rq.set_nice(tid(t), self.tasks[t].nice)?;
             }
-            match ev {
+            match *ev {
                 Event::Run { work_ns } | Event::Runtime { ns: work_ns } => {
                     if work_ns == 0 {
                         continue;
@@ -1547,8 +1582,9 @@ impl<'a, W: Write> Engine<'a, W> {
     /// Advance task `t`'s cursor and return the event to execute, or `None` when
     /// the task has finished all its loops. Phase properties (affinity, nice,
     /// clamps) are picked up when a phase starts.
-    fn next_event(&mut self, t: usize) -> Option<Event> {
-        let spec = &self.wl.tasks[t];
+    fn next_event(&mut self, t: usize) -> Option<&'a Event> {
+        let wl: &'a Workload = self.wl;
+        let spec = &wl.tasks[t];
         let nr = self.cpus.len();
         let now = self.now;
         let task = &mut self.tasks[t];
@@ -1597,7 +1633,7 @@ impl<'a, W: Write> Engine<'a, W> {
             }
             if task.event < phase.events.len() {
                 task.event += 1;
-                return Some(phase.events[task.event - 1].clone());
+                return Some(&phase.events[task.event - 1]);
             }
             if let Some(l) = task.rta.take() {
                 self.rta_marks.push(RtApp::Loop {
@@ -1767,8 +1803,9 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// Apply a frequency to a domain now (the transition latency has passed).
     fn set_freq_now(&mut self, d: usize, khz: u32) -> Result<(), SimError> {
-        let cpus = self.board.domains[d].cpus.clone();
-        for &c in &cpus {
+        let board: &'a Board = self.board;
+        let cpus = &board.domains[d].cpus;
+        for &c in cpus {
             self.account(c)?;
         }
         let changed = self.domains[d].cur_khz != khz || self.now == 0;
@@ -1778,7 +1815,7 @@ impl<'a, W: Write> Engine<'a, W> {
         self.domains[d].cur_khz = khz;
         self.domains[d].cur_opp = self.board.opp_index(d, khz);
         let scale = arch_scale_freq_capacity(Khz(khz), Khz(self.board.domains[d].fmax_khz));
-        for &c in &cpus {
+        for &c in cpus {
             self.cpus[c].rq.set_freq_scale(Capacity(scale));
         }
         if !changed {
@@ -1790,7 +1827,7 @@ impl<'a, W: Write> Engine<'a, W> {
         if let Some(tl) = self.timeline.as_mut() {
             tl.freqs.push((d, self.now, khz));
         }
-        for &c in &cpus {
+        for &c in cpus {
             // LISA's sched_cpu_capacity: Linux fires it from update_cpu_capacity (load
             // balance statistics); written here at each frequency change so that
             // capacity_curr is exact at every instant.
