@@ -948,6 +948,11 @@ fn cli_bad_flags_are_clear_errors() {
         (&["--hz", "0"], "HZ"),
         (&["--hz", "lots"], "lots"),
         (&["--set", "NO_SUCH_FEATURE=on"], "NO_SUCH_FEATURE"),
+        // The unknown name itself, not the whole `NAME=value`.
+        (
+            &["--set", "FOO=on"],
+            "unknown scheduler feature: `FOO` at byte 0",
+        ),
         (&["--set", "UTIL_EST=maybe"], "UTIL_EST=maybe"),
         (&["--duration", "5x"], "5x"),
         (&["--duration", "0s"], "0s"),
