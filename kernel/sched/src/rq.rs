@@ -82,6 +82,8 @@ use crate::uclamp::{uclamp_eff_range, ClampRange, TaskUclamp, UclampRq, UclampSy
 use crate::util_est::{task_util_est_raw, util_est_dequeue, util_est_enqueue, util_est_update};
 use core::fmt;
 
+use crate::flags::sched_flags;
+
 mod arena;
 mod remote;
 mod snapshot;
@@ -150,59 +152,30 @@ impl Task {
     }
 }
 
-/// Enqueue flags (`ENQUEUE_*`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EnqueueFlags(u8);
-
-impl EnqueueFlags {
-    /// No flag: e.g. `attach_task` after load balancing.
-    pub const NONE: EnqueueFlags = EnqueueFlags(0);
-    /// `ENQUEUE_WAKEUP`: the task wakes up.
-    pub const WAKEUP: EnqueueFlags = EnqueueFlags(1);
-    /// `ENQUEUE_INITIAL` via `wake_up_new_task`: a new task (initial util, half slice).
-    pub const NEW: EnqueueFlags = EnqueueFlags(2);
-    /// `ENQUEUE_MIGRATED`: it woke up on a different CPU than it slept on.
-    pub const MIGRATED: EnqueueFlags = EnqueueFlags(4);
-    /// `ENQUEUE_RESTORE`: re-enqueue after a `DEQUEUE_SAVE` (attribute change).
-    pub const RESTORE: EnqueueFlags = EnqueueFlags(8);
-
-    /// Whether every flag of `f` is set.
-    pub const fn contains(self, f: EnqueueFlags) -> bool {
-        self.0 & f.0 == f.0
+sched_flags! {
+    /// Enqueue flags (`ENQUEUE_*`); [`EnqueueFlags::NONE`]: e.g. `attach_task` after load
+    /// balancing.
+    pub struct EnqueueFlags(u8) {
+        /// `ENQUEUE_WAKEUP`: the task wakes up.
+        const WAKEUP = 1;
+        /// `ENQUEUE_INITIAL` via `wake_up_new_task`: a new task (initial util, half slice).
+        const NEW = 2;
+        /// `ENQUEUE_MIGRATED`: it woke up on a different CPU than it slept on.
+        const MIGRATED = 4;
+        /// `ENQUEUE_RESTORE`: re-enqueue after a `DEQUEUE_SAVE` (attribute change).
+        const RESTORE = 8;
     }
 }
 
-impl core::ops::BitOr for EnqueueFlags {
-    type Output = EnqueueFlags;
-    fn bitor(self, rhs: EnqueueFlags) -> EnqueueFlags {
-        EnqueueFlags(self.0 | rhs.0)
-    }
-}
-
-/// Dequeue flags (`DEQUEUE_*`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DequeueFlags(u8);
-
-impl DequeueFlags {
-    /// No flag.
-    pub const NONE: DequeueFlags = DequeueFlags(0);
-    /// `DEQUEUE_SLEEP`: the task blocks (its signals stay on this CPU as blocked load).
-    pub const SLEEP: DequeueFlags = DequeueFlags(1);
-    /// `task_on_rq_migrating`: it moves to another rq while runnable (`DO_DETACH`).
-    pub const MIGRATING: DequeueFlags = DequeueFlags(2);
-    /// `DEQUEUE_SAVE` (without `DEQUEUE_MOVE`): it comes straight back.
-    pub const SAVE: DequeueFlags = DequeueFlags(4);
-
-    /// Whether every flag of `f` is set.
-    pub const fn contains(self, f: DequeueFlags) -> bool {
-        self.0 & f.0 == f.0
-    }
-}
-
-impl core::ops::BitOr for DequeueFlags {
-    type Output = DequeueFlags;
-    fn bitor(self, rhs: DequeueFlags) -> DequeueFlags {
-        DequeueFlags(self.0 | rhs.0)
+sched_flags! {
+    /// Dequeue flags (`DEQUEUE_*`).
+    pub struct DequeueFlags(u8) {
+        /// `DEQUEUE_SLEEP`: the task blocks (its signals stay on this CPU as blocked load).
+        const SLEEP = 1;
+        /// `task_on_rq_migrating`: it moves to another rq while runnable (`DO_DETACH`).
+        const MIGRATING = 2;
+        /// `DEQUEUE_SAVE` (without `DEQUEUE_MOVE`): it comes straight back.
+        const SAVE = 4;
     }
 }
 
