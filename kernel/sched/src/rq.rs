@@ -554,7 +554,7 @@ impl Rq {
 
     /// `enqueue_task` (`activate_task`; with [`EnqueueFlags::NEW`] `wake_up_new_task`).
     /// The task must be allowed here and either attached to this CPU's cfs_rq
-    /// (woke where it slept) or detached (new, migrated: `last_update_time == 0`).
+    /// (woke where it slept) or detached (new, migrated: not [`SchedAvg::attached`]).
     #[allow(clippy::result_large_err)] // the refused task must be handed back, not lost
     pub fn enqueue_task(
         &mut self,
@@ -912,7 +912,7 @@ impl Rq {
             return Err(RqError::AlreadyQueued { task: id, cpu });
         }
         if let Some(prev) = task.cpu {
-            if prev != cpu && task.avg.last_update_time != 0 {
+            if prev != cpu && task.avg.attached {
                 return Err(RqError::StillAttached {
                     task: id,
                     cpu,
@@ -966,7 +966,7 @@ impl Rq {
     /// load contribution to this cfs_rq (if attached here).
     fn reweight_task(&mut self, task: &mut Task, nice: Nice) {
         let new = LoadWeight::from_nice(nice);
-        let attached = task.avg.last_update_time != 0 && task.cpu == Some(self.cpu);
+        let attached = task.avg.attached && task.cpu == Some(self.cpu);
         if attached {
             self.cfs_avg.dequeue_load_avg(&task.avg, task.se.weight());
         }
