@@ -391,11 +391,6 @@ struct TimerState {
 const COMM_MAX: usize = 15;
 /// First pid given to workload threads (also their [`TaskId`]).
 const FIRST_PID: u32 = 1001;
-/// The rq clocks start one PELT period after simulated time 0: `attach_entity_load_avg`
-/// marks "attached" with a non-zero `last_update_time` (`max(cfs luT, 1)`), which a
-/// later update at PELT time 0 would take for a clock going backwards and reset.
-/// One whole period keeps PELT's period boundaries where they would be from 0.
-pub const RQ_CLOCK_BASE_NS: u64 = 1 << 20;
 /// `sysctl_sched_migration_cost` (ns): `nohz_newidle_balance` skips CPUs expected to
 /// wake sooner; `avg_idle` starts at twice this and is capped at
 /// `2 * max_idle_balance_cost` (= twice this without the load balancer).
@@ -593,7 +588,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 rc.features = cfg.features;
                 rc.max_tasks = wl.tasks.len().max(1);
                 SimCpu {
-                    rq: Rq::new(rc, Nanos(RQ_CLOCK_BASE_NS)),
+                    rq: Rq::new(rc, Nanos(0)),
                     running: None,
                     last_acct: 0,
                     seg_gen: 0,
@@ -671,7 +666,7 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         let lb = if cfg.load_balance {
             Some(
-                SchedDomains::build(&board.topology, cfg.hz, Nanos(RQ_CLOCK_BASE_NS))
+                SchedDomains::build(&board.topology, cfg.hz, Nanos(0))
                     .map_err(|e| SimError::Workload(e.to_string()))?,
             )
         } else {
@@ -929,7 +924,7 @@ impl<'a, W: Write> Engine<'a, W> {
             self.busy_ns[cpu][self.domains[d].cur_opp] += dt;
         }
         let c = &mut self.cpus[cpu];
-        c.rq.update_rq_clock(Nanos(RQ_CLOCK_BASE_NS + self.now))?;
+        c.rq.update_rq_clock(Nanos(self.now))?;
         c.last_acct = self.now;
         Ok(())
     }
@@ -1871,7 +1866,7 @@ impl<'a, W: Write> Engine<'a, W> {
         if self.lb.is_none() {
             return Ok(());
         }
-        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
+        let now = Nanos(self.now);
         if !sched_balance_trigger(now, &self.cpus[cpu].rq) {
             return Ok(());
         }
@@ -1925,7 +1920,7 @@ impl<'a, W: Write> Engine<'a, W> {
         for c in 0..nr {
             self.account(c)?;
         }
-        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
+        let now = Nanos(self.now);
         let ctx = self.lb_context();
         let mut next: Option<u64> = None;
         for c in ilb_order(ilb, nr) {
@@ -1952,12 +1947,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 self.counters.lb_nohz += report.lb_runs as u64;
                 self.after_balance(ci, &report, None)?;
             }
-            let nb = self.cpus[ci]
-                .rq
-                .next_balance()
-                .0
-                .saturating_sub(RQ_CLOCK_BASE_NS);
-            let nb = nb / self.tick_ns;
+            let nb = self.cpus[ci].rq.next_balance().0 / self.tick_ns;
             next = Some(next.map_or(nb, |n| n.min(nb)));
         }
         self.nohz.balance_done(next);
@@ -1971,7 +1961,7 @@ impl<'a, W: Write> Engine<'a, W> {
         for c in 0..self.cpus.len() {
             self.account(c)?;
         }
-        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
+        let now = Nanos(self.now);
         let Some(sds) = self.lb.as_mut() else {
             return Ok(false);
         };
