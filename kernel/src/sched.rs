@@ -11,7 +11,7 @@
 //! switch yet. A "task" here is a pseudo-task ([`start_busy`]): it is enqueued and made `curr`
 //! on its CPU while that CPU sits in its idle loop; each tick charges it the elapsed time and
 //! completes its work at the rate `capacity_orig × f / fmax / 1024` of a big CPU at its top
-//! OPP (boards.md, the rt-app calibration convention), computing the exact completion instant
+//! OPP (the rt-app calibration convention), computing the exact completion instant
 //! between two ticks, at which it is dequeued with `SLEEP`. `need_resched` is honoured by
 //! calling `pick_next_task` at the tick; with real threads that is where `schedule()` and the
 //! context switch go. Blocked averages of an idle rq are decayed at each tick (Linux does it

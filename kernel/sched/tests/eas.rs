@@ -5,7 +5,8 @@
 //! domain's OPP from its busiest CPU with 25 % headroom, times the domain's summed
 //! utilisation) — `find_energy_efficient_cpu` must pick a CPU of minimum energy, or
 //! `prev_cpu` when nothing fits; (2) hand-derived expectations from the capacity and
-//! energy tables of `../shared/reference/boards.md`, including the cases where Linux's
+//! energy tables of the boards (mainline `juno-r2.dts` / `hi3660.dtsi` OPPs and
+//! `dynamic-power-coefficient` through the EM's power formula), including the cases where Linux's
 //! heuristic (only the most-spare CPU of each domain is tried) intentionally differs from
 //! brute force.
 
@@ -39,7 +40,7 @@ const fn cpu(mpidr: u64, cluster: u16, pd: u16, dmips: u32, coeff: u32) -> CpuDe
     }
 }
 
-// source: boards.md / juno-r2.dts (the asym-boards table: A72s are CPUs 0-1, domain 0).
+// source: juno-r2.dts (the asym-boards table: A72s are CPUs 0-1, domain 0).
 const JUNO: BoardDesc = BoardDesc {
     name: "juno-r2",
     cpus: &[
@@ -64,7 +65,7 @@ const JUNO: BoardDesc = BoardDesc {
     ],
 };
 
-// source: boards.md / hi3660.dtsi (A53s are CPUs 0-3, domain 0).
+// source: hi3660.dtsi (A53s are CPUs 0-3, domain 0).
 const HIKEY960: BoardDesc = BoardDesc {
     name: "hikey960",
     cpus: &[
@@ -270,7 +271,7 @@ fn system_energy(sys: &System, cpus: &[CpuState], p: &TaskState, dst: usize) -> 
         }
         let max_perf = max_perf.min(cap);
         let sum = sum.min(pd_cap);
-        // The EM's own lookup is tested in tests/em.rs against boards.md; here it is the
+        // The EM's own lookup is tested in tests/em.rs against hand-computed tables; here it is the
         // oracle's price list.
         total += em.em_cpu_energy(
             Util(max_perf as u32),

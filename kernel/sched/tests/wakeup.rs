@@ -1,8 +1,8 @@
 //! Wake-up and fork placement tests (`select_idle_capacity`, `select_idle_sibling`,
 //! `sched_balance_find_dst_cpu`, `select_task_rq_fair`).
 //!
-//! Oracles: hand cases derived from the capacities of `../shared/reference/boards.md`
-//! (Juno r2: A72 1024, A53 383; HiKey960: A73 1024, A53 462) and the 1280/1024 fit margin,
+//! Oracles: hand cases derived from the boards' capacities (`capacity-dmips-mhz` × fmax of
+//! the mainline DTs, normalised; Juno r2: A72 1024, A53 383; HiKey960: A73 1024, A53 462) and the 1280/1024 fit margin,
 //! and a brute-force property whose fit test is recomputed here in floating point
 //! (`util × 1.25 < capacity`): the chosen CPU is idle and fits whenever an allowed idle
 //! CPU fits, otherwise the biggest allowed idle CPU, and always an allowed CPU.
@@ -38,7 +38,7 @@ const fn cpu(mpidr: u64, cluster: u16, pd: u16, dmips: u32) -> CpuDesc {
     }
 }
 
-// source: boards.md / juno-r2.dts (A72s are CPUs 0-1).
+// source: juno-r2.dts (A72s are CPUs 0-1).
 const JUNO: BoardDesc = BoardDesc {
     name: "juno-r2",
     cpus: &[
@@ -63,7 +63,7 @@ const JUNO: BoardDesc = BoardDesc {
     ],
 };
 
-// source: boards.md / hi3660.dtsi (A53s are CPUs 0-3).
+// source: hi3660.dtsi (A53s are CPUs 0-3).
 const HIKEY960: BoardDesc = BoardDesc {
     name: "hikey960",
     cpus: &[

@@ -69,7 +69,7 @@ fn field(fields: &str, name: &str) -> u64 {
         .unwrap()
 }
 
-// --- Board facts from ../shared/reference/boards.md, for the oracles -------------------
+// --- Board facts from the mainline DTs (juno-r2.dts, hi3660.dtsi), for the oracles -----
 
 /// Juno r2 LITTLE capacity_orig from `capacity-dmips-mhz` × fmax, normalised: A53 485 @ 950
 /// MHz vs A72 1024 @ 1200 MHz.
