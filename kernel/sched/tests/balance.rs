@@ -45,7 +45,9 @@ const fn pd(name: &'static str) -> PerfDomainDesc {
     }
 }
 
-/// Juno r2 shape: 2 big (cluster 0), 4 LITTLE (cluster 1).
+/// Juno r2's shape, not its tables (those are `asym_boards::JUNO_R2`): 2 big (cluster 0), 4 LITTLE
+/// (cluster 1), every CPU at one 1000 MHz OPP so capacities are the `capacity-dmips-mhz`
+/// ratios (1024 / 485) and the hand-computed imbalances below stay simple.
 const JUNO: BoardDesc = BoardDesc {
     name: "juno-r2",
     cpus: &[

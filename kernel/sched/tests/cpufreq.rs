@@ -37,6 +37,8 @@ const HIKEY_OPPS: &[OppDesc] = &[
     opp(960, 1180),
     opp(1200, 1330),
 ];
+/// Juno r2's OPPs and coefficients with the perf domains listed LITTLE first (the real table,
+/// `asym_boards::JUNO_R2`, lists big first): policies and the EM must follow the table's order.
 const JUNO: BoardDesc = BoardDesc {
     name: "juno-r2",
     cpus: &[
