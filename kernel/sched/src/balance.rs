@@ -166,6 +166,9 @@ pub struct LbResult {
     pub migration_type: Option<MigrationType>,
     /// A push of a running task, for the caller to carry out.
     pub active_balance: Option<ActiveBalance>,
+    /// The root domain's overutilized flag as the statistics set it (`None`: they did
+    /// not touch it); the caller stores it where the root domain tracks the flag.
+    pub overutilized: Option<bool>,
 }
 
 /// What a `sched_balance_domains` / `sched_balance_newidle` call did.
@@ -179,6 +182,9 @@ pub struct BalanceReport {
     pub active_balance: Option<ActiveBalance>,
     /// Newidle only: `pulled_task` > 0 (a task arrived, pulled or woken).
     pub pulled: bool,
+    /// The root domain's overutilized flag as the last statistics set it (`None`:
+    /// untouched); the caller stores it.
+    pub overutilized: Option<bool>,
 }
 
 impl BalanceReport {
@@ -194,6 +200,9 @@ impl BalanceReport {
         }
         if r.active_balance.is_some() {
             self.active_balance = r.active_balance;
+        }
+        if r.overutilized.is_some() {
+            self.overutilized = r.overutilized;
         }
     }
 }
@@ -411,6 +420,9 @@ pub(crate) struct LbEnv {
     pub(crate) loop_: u32,
     pub(crate) loop_max: u32,
     pub(crate) migration_type: MigrationType,
+    /// The root domain's overutilized flag as the statistics last set it
+    /// (`set_rd_overutilized` in `update_sd_lb_stats`); `None`: untouched.
+    pub(crate) rd_overutilized: Option<bool>,
 }
 
 /// `sched_balance_rq` (`load_balance`): balance `sd` of `this_cpu` by pulling tasks
@@ -447,7 +459,9 @@ pub fn sched_balance_rq<A: RqAccess + ?Sized>(
         loop_: 0,
         loop_max: 0,
         migration_type: MigrationType::Load,
+        rd_overutilized: None,
     };
+    let root = sd.span.weight() as usize == sds.cpus.len();
     let mut result = LbResult::default();
     let mut ld_moved = 0u32;
     let balanced = 'redo: loop {
@@ -455,7 +469,9 @@ pub fn sched_balance_rq<A: RqAccess + ?Sized>(
             *continue_balancing = false;
             break 'redo true;
         }
-        let Some(group) = sched_balance_find_src_group(&mut env, sd, child_flags, acc, ctx) else {
+        let found = sched_balance_find_src_group(&mut env, sd, root, child_flags, acc, ctx);
+        result.overutilized = env.rd_overutilized;
+        let Some(group) = found else {
             break 'redo true;
         };
         result.migration_type = Some(env.migration_type);
@@ -693,6 +709,8 @@ pub fn sched_balance_domains<A: RqAccess + ?Sized>(
     ctx: &LbContext,
 ) -> Result<BalanceReport, BalanceError> {
     check_cpus(sds, acc)?;
+    // The statistics may change the root domain's overutilized flag; later levels see it.
+    let mut ctx = *ctx;
     if cpu.index() >= sds.cpus.len() {
         return Err(BalanceError::UnknownCpu { cpu });
     }
@@ -727,9 +745,12 @@ pub fn sched_balance_domains<A: RqAccess + ?Sized>(
                 child_flags,
                 idle,
                 &mut continue_balancing,
-                ctx,
+                &ctx,
             )?;
             report.add(&r);
+            if let Some(v) = r.overutilized {
+                ctx.overutilized = v;
+            }
             if r.ld_moved > 0 {
                 idle = if idle_cpu(acc, cpu) {
                     CpuIdleType::Idle
@@ -774,6 +795,8 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
     sched_clock: &mut dyn FnMut() -> u64,
 ) -> Result<BalanceReport, BalanceError> {
     check_cpus(sds, acc)?;
+    // The statistics may change the root domain's overutilized flag; later levels see it.
+    let mut ctx = *ctx;
     if cpu.index() >= sds.cpus.len() {
         return Err(BalanceError::UnknownCpu { cpu });
     }
@@ -823,9 +846,12 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
                     child_flags,
                     CpuIdleType::NewlyIdle,
                     &mut continue_balancing,
-                    ctx,
+                    &ctx,
                 )?;
                 report.add(&r);
+                if let Some(v) = r.overutilized {
+                    ctx.overutilized = v;
+                }
                 pulled = r.ld_moved > 0;
                 let t1 = sched_clock();
                 let domain_cost = t1.saturating_sub(t0);

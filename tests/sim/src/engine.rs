@@ -16,8 +16,11 @@
 //!   CPU goes idle; exit through [`task_dead_fair`];
 //! - the tick: [`sched_tick`], `sched_balance_trigger` → `sched_balance_softirq`, the
 //!   NOHZ kicks ([`Nohz::balance_kick`], [`Nohz::stats_kick`]) and the root domain's
-//!   overutilized re-evaluation ([`RootDomain::check_overutilized`]); an idle CPU ticks
-//!   only when [`idle_tick_kept`] says so;
+//!   overutilized flag ([`tick_overutilized`]; without load balancing
+//!   [`RootDomain::check_overutilized`]); an idle CPU ticks only when [`idle_tick_kept`]
+//!   says so;
+//! - the flag a balance's statistics set ([`BalanceReport::overutilized`]) is stored
+//!   through [`RootDomain::set_rd_overutilized`];
 //! - load balancing through [`RqAccess`] (`SimRqs`), whose reports of moved tasks the
 //!   engine turns into `sched_migrate_task` lines and reschedules
 //!   ([`attach_preempt`]); an active balance preempts the source and calls
@@ -63,7 +66,7 @@ use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
 use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
     self, attach_preempt, sched_tick, schedule_finish, schedule_pick, schedule_repick,
-    task_dead_fair, ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
+    task_dead_fair, tick_overutilized, ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
 };
 use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::arch_scale_freq_capacity;
@@ -1682,6 +1685,9 @@ impl<'a, W: Write> Engine<'a, W> {
             let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
             let resched = sched_tick(&mut self.cpus[cpu].rq, &cctx);
             self.cpufreq_update(cpu);
+            if let Some(v) = tick_overutilized(&self.cpus[cpu].rq, &self.rd, &cctx) {
+                self.set_overutilized(v)?;
+            }
             self.trace_pelt(cpu, Some(t))?;
             if resched.is_yes() {
                 self.schedule(cpu, PrevState::Preempted)?;
@@ -1690,7 +1696,9 @@ impl<'a, W: Write> Engine<'a, W> {
             self.nohz_balance_kick(cpu)?;
             self.nohz_balancer_kick(cpu)?;
         }
-        self.check_overutilized_tick()?;
+        if self.lb.is_none() {
+            self.check_overutilized_tick()?;
+        }
         let next = self.now + self.tick_ns;
         if next <= self.cfg.duration_ns {
             self.push(next, Ev::Tick);
@@ -1698,8 +1706,8 @@ impl<'a, W: Write> Engine<'a, W> {
         Ok(())
     }
 
-    /// The tick's re-evaluation of the root domain's overutilized flag
-    /// ([`RootDomain::check_overutilized`]).
+    /// Without load balancing, the tick's re-evaluation of the root domain's overutilized
+    /// flag over every CPU ([`RootDomain::check_overutilized`]).
     fn check_overutilized_tick(&mut self) -> Result<(), SimError> {
         self.refresh_snaps();
         let (f, u) = (self.cfg.features, self.uclamp_used);
@@ -1921,7 +1929,6 @@ impl<'a, W: Write> Engine<'a, W> {
             self.account(c)?;
         }
         let now = Nanos(self.now);
-        let ctx = self.lb_context();
         let mut next: Option<u64> = None;
         for c in ilb_order(ilb, nr) {
             let ci = c.index();
@@ -1929,6 +1936,8 @@ impl<'a, W: Write> Engine<'a, W> {
                 continue;
             }
             if nohz_balance_due(&self.cpus[ci].rq.snapshot(), now) {
+                // Each balance may have changed the overutilized flag.
+                let ctx = self.lb_context();
                 let Some(sds) = self.lb.as_mut() else {
                     return Ok(());
                 };
@@ -1997,6 +2006,12 @@ impl<'a, W: Write> Engine<'a, W> {
         report: &BalanceReport,
         caller_picks: Option<usize>,
     ) -> Result<(), SimError> {
+        if let Some(v) = report
+            .overutilized
+            .and_then(|v| self.rd.set_rd_overutilized(v))
+        {
+            self.set_overutilized(v)?;
+        }
         let misfit = report.moved[MigrationType::Misfit as usize] > 0;
         self.sync_migrations(this_cpu, misfit, caller_picks)?;
         let Some(req) = report.active_balance else {

@@ -13,7 +13,7 @@ use super::{
     MAX_PINNED_INTERVAL_MS,
 };
 use crate::cpu_util::{cpu_util_cfs, cpu_util_cfs_boost, task_fits_cpu, CpuCapacityInfo, TaskUtil};
-use crate::eas::task_util_est;
+use crate::eas::{cpu_overutilized, task_util_est};
 use crate::features::{Feature, SchedFeatures};
 use crate::rq::{Rq, Task};
 use crate::types::{CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
@@ -81,6 +81,7 @@ pub(super) fn sched_balance_domains<R: RqSet + ?Sized>(
     ctx: &LbContext,
 ) -> Result<BalanceReport, BalanceError> {
     check_rqs(sds, rqs)?;
+    let mut ctx = *ctx;
     if cpu.index() >= sds.cpus.len() {
         return Err(BalanceError::UnknownCpu { cpu });
     }
@@ -115,9 +116,12 @@ pub(super) fn sched_balance_domains<R: RqSet + ?Sized>(
                 child_flags,
                 idle,
                 &mut continue_balancing,
-                ctx,
+                &ctx,
             )?;
             report.add(&r);
+            if let Some(v) = r.overutilized {
+                ctx.overutilized = v;
+            }
             if r.ld_moved > 0 {
                 idle = if idle_cpu(&rqs[cpu.index()]) {
                     CpuIdleType::Idle
@@ -162,6 +166,7 @@ pub(super) fn sched_balance_newidle<R: RqSet + ?Sized>(
     sched_clock: &mut dyn FnMut() -> u64,
 ) -> Result<BalanceReport, BalanceError> {
     check_rqs(sds, rqs)?;
+    let mut ctx = *ctx;
     if cpu.index() >= sds.cpus.len() {
         return Err(BalanceError::UnknownCpu { cpu });
     }
@@ -208,9 +213,12 @@ pub(super) fn sched_balance_newidle<R: RqSet + ?Sized>(
                     child_flags,
                     CpuIdleType::NewlyIdle,
                     &mut continue_balancing,
-                    ctx,
+                    &ctx,
                 )?;
                 report.add(&r);
+                if let Some(v) = r.overutilized {
+                    ctx.overutilized = v;
+                }
                 pulled = r.ld_moved > 0;
                 let t1 = sched_clock();
                 let domain_cost = t1.saturating_sub(t0);
@@ -274,6 +282,7 @@ struct LbEnv {
     loop_: u32,
     loop_max: u32,
     migration_type: MigrationType,
+    rd_overutilized: Option<bool>,
 }
 
 /// `struct sg_lb_stats`.
@@ -290,6 +299,7 @@ struct SgLbStats {
     group_weight: u32,
     group_type: Option<GroupType>,
     group_misfit_task_load: u64,
+    overutilized: bool,
 }
 
 impl SgLbStats {
@@ -309,6 +319,7 @@ struct SdLbStats {
     prefer_sibling: bool,
     busiest_stat: SgLbStats,
     local_stat: SgLbStats,
+    overutilized: bool,
 }
 
 /// `sched_balance_rq` (`load_balance`): balance `sd` of `this_cpu` by pulling tasks
@@ -345,7 +356,9 @@ pub(super) fn sched_balance_rq<R: RqSet + ?Sized>(
         loop_: 0,
         loop_max: 0,
         migration_type: MigrationType::Load,
+        rd_overutilized: None,
     };
+    let root = sd.span.weight() as usize == sds.cpus.len();
     let mut result = LbResult::default();
     let mut ld_moved = 0u32;
     let balanced = 'redo: loop {
@@ -353,7 +366,9 @@ pub(super) fn sched_balance_rq<R: RqSet + ?Sized>(
             *continue_balancing = false;
             break 'redo true;
         }
-        let Some(group) = sched_balance_find_src_group(&mut env, sd, child_flags, rqs, ctx) else {
+        let found = sched_balance_find_src_group(&mut env, sd, root, child_flags, rqs, ctx);
+        result.overutilized = env.rd_overutilized;
+        let Some(group) = found else {
             break 'redo true;
         };
         result.migration_type = Some(env.migration_type);
@@ -485,6 +500,9 @@ fn update_sg_lb_stats<R: RqSet + ?Sized>(
         s.group_runnable += rq.cfs_avg().runnable_avg;
         s.sum_h_nr_running += rq.h_nr_running();
         s.sum_nr_running += rq.nr_running();
+        if cpu_overutilized(&rq.snapshot(), ctx.features, ctx.uclamp_used) {
+            s.overutilized = true;
+        }
         if rq.nr_running() == 0 {
             s.idle_cpus += 1;
             continue;
@@ -613,6 +631,7 @@ fn update_sd_lb_stats<R: RqSet + ?Sized>(
         let s = update_sg_lb_stats(env, sd, &sd.groups[li], true, rqs, ctx);
         sds.local = Some(li);
         sds.local_stat = s;
+        sds.overutilized |= s.overutilized;
         sds.total_load += s.group_load;
         sds.total_capacity += s.group_capacity;
     }
@@ -621,6 +640,7 @@ fn update_sd_lb_stats<R: RqSet + ?Sized>(
             continue;
         }
         let s = update_sg_lb_stats(env, sd, g, false, rqs, ctx);
+        sds.overutilized |= s.overutilized;
         if update_sd_pick_busiest(env, sd, &sds, g, &s, rqs) {
             sds.busiest = Some(gi);
             sds.busiest_stat = s;
@@ -703,18 +723,25 @@ fn calculate_imbalance(env: &mut LbEnv, sd: &SchedDomain, sds: &mut SdLbStats) {
 fn sched_balance_find_src_group<R: RqSet + ?Sized>(
     env: &mut LbEnv,
     sd: &SchedDomain,
+    root: bool,
     child_flags: Option<SdFlags>,
     rqs: &R,
     ctx: &LbContext,
 ) -> Option<usize> {
     let mut sds = update_sd_lb_stats(env, sd, child_flags, rqs, ctx);
+    if root {
+        env.rd_overutilized = Some(sds.overutilized);
+    } else if sds.overutilized {
+        env.rd_overutilized = Some(true);
+    }
+    let overutilized = env.rd_overutilized.unwrap_or(ctx.overutilized);
     let busiest_idx = sds.busiest?;
     let (local, busiest) = (sds.local_stat, sds.busiest_stat);
     let force = 'gates: {
         if busiest.ty() == GroupType::MisfitTask {
             break 'gates true;
         }
-        if ctx.eas_active && !ctx.overutilized {
+        if ctx.eas_active && !overutilized {
             return None;
         }
         if local.ty() > busiest.ty() {
@@ -893,6 +920,7 @@ pub(super) fn detach_tasks<R: RqSet + ?Sized>(
         loop_: 0,
         loop_max: nr_migrate(ctx).min(rqs[src.index()].nr_running()),
         migration_type,
+        rd_overutilized: None,
     };
     let mut out = Detached::new();
     detach_tasks_env(&mut env, sd, rqs, ctx, &mut out);
@@ -1116,6 +1144,7 @@ pub(super) fn active_load_balance_cpu_stop<R: RqSet + ?Sized>(
         loop_: 0,
         loop_max: 0,
         migration_type: MigrationType::Load,
+        rd_overutilized: None,
     };
     // detach_one_task: the first movable task from the tail. The first one
     // can_migrate_task accepts is detached; the walk ends there.
