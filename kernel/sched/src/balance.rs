@@ -540,8 +540,8 @@ pub fn sched_balance_rq<A: RqAccess + ?Sized>(
                     migration_type: env.migration_type,
                 });
             } else if curr_allowed == Some(false) {
-                // The running task cannot come here: all pinned.
-                sd.nr_balance_failed = 0;
+                // out_one_pinned: the running task cannot come here. Unlike
+                // out_all_pinned, nr_balance_failed keeps counting.
                 backoff(sd, &env);
                 return Ok(result);
             }
@@ -629,7 +629,7 @@ pub(crate) fn nr_migrate(ctx: &LbContext) -> u32 {
 /// cache hotness (`LBF_ACTIVE_LB`): [`detach_one_task`] under the source's lock, the
 /// attach under the destination's. Returns the moved task's id.
 pub fn active_load_balance_cpu_stop<A: RqAccess + ?Sized>(
-    sds: &SchedDomains,
+    sds: &mut SchedDomains,
     acc: &mut A,
     req: &ActiveBalance,
 ) -> Result<Option<TaskId>, BalanceError> {
@@ -637,16 +637,15 @@ pub fn active_load_balance_cpu_stop<A: RqAccess + ?Sized>(
     if acc.snapshot(req.src).nr_running == 0 || req.src == req.dst {
         return Ok(None);
     }
-    let Some(sd) = sds.cpus[req.dst.index()]
-        .sd
-        .iter()
-        .find(|sd| sd.span.contains(req.src))
-    else {
+    let dst_sd = &mut sds.cpus[req.dst.index()].sd;
+    let Some(sd) = dst_sd.iter_mut().find(|sd| sd.span.contains(req.src)) else {
         return Ok(None);
     };
     let Some(t) = acc.with_rq(req.src, |rq| detach_one_task(rq, req.dst, sd)) else {
         return Ok(None);
     };
+    // Active balancing done: reset the failure counter.
+    sd.nr_balance_failed = 0;
     let id = t.id;
     let mut one = Detached::new();
     let _ = one.push(t);
@@ -727,7 +726,8 @@ pub fn sched_balance_domains<A: RqAccess + ?Sized>(
         let (lower, upper) = sd_list.split_at_mut(level);
         let sd = &mut upper[0];
         let child_flags = lower.last().map(|c| c.flags);
-        need_decay = sds.update_newidle_cost(sd, 0, jiffies) || need_decay;
+        // v6.12 overwrites it at each level: the last level's decay decides.
+        need_decay = sds.update_newidle_cost(sd, 0, jiffies);
         max_cost += sd.max_newidle_lb_cost;
         if !continue_balancing {
             if need_decay {
@@ -826,6 +826,9 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
         }
     } else {
         let mut t0 = sched_clock();
+        // sched_balance_update_blocked_averages(this_cpu): the local group's statistics
+        // must not see stale blocked load.
+        acc.with_rq(cpu, |rq| rq.update_blocked_averages());
         for level in 0..sd_list.len() {
             let (lower, upper) = sd_list.split_at_mut(level);
             let sd = &mut upper[0];

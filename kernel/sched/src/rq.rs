@@ -700,7 +700,15 @@ impl Rq {
     /// `attach_task`: enqueue a task detached from another rq.
     #[allow(clippy::result_large_err)] // see enqueue_task
     pub fn attach_task(&mut self, task: Task) -> Result<(), EnqueueError> {
-        self.enqueue_task(task, EnqueueFlags::NONE)
+        // activate_task on a migrating task adds ENQUEUE_MIGRATED (and set_task_cpu's
+        // migrate_task_rq_fair zeroes exec_start): a moved task is not cache hot here. A
+        // task put back on the CPU it was detached from did not migrate.
+        let flags = if task.cpu == Some(self.cpu) {
+            EnqueueFlags::NONE
+        } else {
+            EnqueueFlags::MIGRATED
+        };
+        self.enqueue_task(task, flags)
     }
 
     // ---- pick / put / tick -----------------------------------------------------------

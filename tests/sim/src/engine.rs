@@ -2025,7 +2025,7 @@ impl<'a, W: Write> Engine<'a, W> {
         self.account(src)?;
         self.account(dst)?;
         self.cpus[src].rq.put_prev_task();
-        let moved = match self.lb.as_ref() {
+        let moved = match self.lb.as_mut() {
             Some(sds) => active_load_balance_cpu_stop(
                 sds,
                 &mut SimRqs {

@@ -98,7 +98,8 @@ pub(super) fn sched_balance_domains<R: RqSet + ?Sized>(
         let (lower, upper) = sd_list.split_at_mut(level);
         let sd = &mut upper[0];
         let child_flags = lower.last().map(|c| c.flags);
-        need_decay = sds.update_newidle_cost(sd, 0, jiffies) || need_decay;
+        // v6.12 overwrites it at each level: the last level's decay decides.
+        need_decay = sds.update_newidle_cost(sd, 0, jiffies);
         max_cost += sd.max_newidle_lb_cost;
         if !continue_balancing {
             if need_decay {
@@ -193,6 +194,7 @@ pub(super) fn sched_balance_newidle<R: RqSet + ?Sized>(
         }
     } else {
         let mut t0 = sched_clock();
+        rqs[cpu.index()].update_blocked_averages();
         for level in 0..sd_list.len() {
             let (lower, upper) = sd_list.split_at_mut(level);
             let sd = &mut upper[0];
@@ -436,8 +438,8 @@ pub(super) fn sched_balance_rq<R: RqSet + ?Sized>(
                     migration_type: env.migration_type,
                 });
             } else if curr_allowed == Some(false) {
-                // The running task cannot come here: all pinned.
-                sd.nr_balance_failed = 0;
+                // out_one_pinned: the running task cannot come here. Unlike
+                // out_all_pinned, nr_balance_failed keeps counting.
                 backoff(sd, &env);
                 return Ok(result);
             }
@@ -519,7 +521,8 @@ fn update_sg_lb_stats<R: RqSet + ?Sized>(
     s.group_capacity = group.capacity;
     s.group_weight = group.span.weight();
     s.group_type = Some(group_classify(sd.imbalance_pct as u64, &s));
-    if matches!(s.ty(), GroupType::Overloaded | GroupType::FullyBusy) && s.group_capacity > 0 {
+    // v6.12 computes avg_load for overloaded groups only (fully busy ones keep 0).
+    if s.ty() == GroupType::Overloaded && s.group_capacity > 0 {
         s.avg_load = s.group_load * SCHED_CAPACITY_SCALE as u64 / s.group_capacity;
     }
     s
@@ -635,7 +638,11 @@ fn update_sd_lb_stats<R: RqSet + ?Sized>(
         sds.total_load += s.group_load;
         sds.total_capacity += s.group_capacity;
     }
-    for (gi, g) in sd.groups.iter().enumerate() {
+    // Then the others in `sd->groups`' circular order, starting after the local group.
+    let n = sd.groups.len();
+    let start = sds.local.map_or(0, |li| li + 1);
+    for gi in (0..n).map(|k| (start + k) % n) {
+        let g = &sd.groups[gi];
         if Some(gi) == sds.local {
             continue;
         }
@@ -1117,7 +1124,7 @@ fn task_hot(p: &Task, src: &Rq, ctx: &LbContext) -> bool {
 /// task): move one task that may run on `dst`, least recently run first, ignoring
 /// cache hotness (`LBF_ACTIVE_LB`). Returns the moved task's id.
 pub(super) fn active_load_balance_cpu_stop<R: RqSet + ?Sized>(
-    sds: &SchedDomains,
+    sds: &mut SchedDomains,
     rqs: &mut R,
     req: &ActiveBalance,
 ) -> Result<Option<TaskId>, BalanceError> {
@@ -1159,6 +1166,13 @@ pub(super) fn active_load_balance_cpu_stop<R: RqSet + ?Sized>(
     };
     match rqs[req.src.index()].detach_task(id) {
         Ok(t) => {
+            if let Some(sd) = sds.cpus[req.dst.index()]
+                .sd
+                .iter_mut()
+                .find(|sd| sd.span.contains(req.src))
+            {
+                sd.nr_balance_failed = 0;
+            }
             attach_one(rqs, req.dst, req.src, t)?;
             Ok(Some(id))
         }
@@ -1444,9 +1458,9 @@ mod tests {
                 if let Some(req) = ro.active_balance {
                     old.rqs[req.src.index()].put_prev_task();
                     new.rqs[req.src.index()].put_prev_task();
-                    let mo = active_load_balance_cpu_stop(&old.sds, &mut old.rqs, &req).unwrap();
+                    let mo = active_load_balance_cpu_stop(&mut old.sds, &mut old.rqs, &req).unwrap();
                     let mut acc = Rec { rqs: &mut new.rqs, moved: Vec::new() };
-                    let mn = crate::balance::active_load_balance_cpu_stop(&new.sds, &mut acc, &req).unwrap();
+                    let mn = crate::balance::active_load_balance_cpu_stop(&mut new.sds, &mut acc, &req).unwrap();
                     moved.extend(acc.moved);
                     prop_assert_eq!(mo, mn);
                 }

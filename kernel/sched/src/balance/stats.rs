@@ -116,7 +116,8 @@ fn update_sg_lb_stats<S: Snapshots + ?Sized>(
     s.group_capacity = group.capacity;
     s.group_weight = group.span.weight();
     s.group_type = Some(group_classify(sd.imbalance_pct as u64, &s));
-    if matches!(s.ty(), GroupType::Overloaded | GroupType::FullyBusy) && s.group_capacity > 0 {
+    // v6.12 computes avg_load for overloaded groups only (fully busy ones keep 0).
+    if s.ty() == GroupType::Overloaded && s.group_capacity > 0 {
         s.avg_load = s.group_load * SCHED_CAPACITY_SCALE as u64 / s.group_capacity;
     }
     s
@@ -232,7 +233,11 @@ fn update_sd_lb_stats<S: Snapshots + ?Sized>(
         sds.total_load += s.group_load;
         sds.total_capacity += s.group_capacity;
     }
-    for (gi, g) in sd.groups.iter().enumerate() {
+    // Then the others in `sd->groups`' circular order, starting after the local group.
+    let n = sd.groups.len();
+    let start = sds.local.map_or(0, |li| li + 1);
+    for gi in (0..n).map(|k| (start + k) % n) {
+        let g = &sd.groups[gi];
         if Some(gi) == sds.local {
             continue;
         }
