@@ -270,6 +270,8 @@ pub struct SimResult {
     pub freq_time_ns: Vec<Vec<u64>>,
     /// The largest shift of a trace line's timestamp from its simulated time (ns).
     pub trace_max_skew_ns: u64,
+    /// EAS placed wake-ups (`ENERGY_AWARE` and `sched_is_eas_possible()`), not only asked.
+    pub eas_active: bool,
 }
 
 /// Plot data.
@@ -868,6 +870,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 cpu_signals: self.cpu_signals,
                 freq_time_ns: self.freq_time_ns,
                 trace_max_skew_ns,
+                eas_active: self.eas_em.is_some(),
             },
             sink,
         ))
