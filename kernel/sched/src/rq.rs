@@ -717,30 +717,50 @@ impl Rq {
     /// `curr` competes (v6.12 `pick_task_fair` + `put_prev_set_next_task`). Returns
     /// `None` when nothing is runnable: the rq goes idle (`update_idle_rq_clock_pelt`).
     pub fn pick_next_task(&mut self) -> Option<TaskId> {
+        let next = self.pick_next_task_fair();
+        if next.is_none() {
+            self.go_idle();
+        }
+        next
+    }
+
+    /// [`Rq::pick_next_task`] for a caller that balances (newidle) when nothing is
+    /// runnable: the rq does *not* go idle yet — v6.12's `pick_next_task_fair` runs
+    /// `sched_balance_newidle` first and `update_idle_rq_clock_pelt` only when nothing was
+    /// pulled, so a CPU that pulls work keeps its `clock_pelt` lag. Follow a `None` with
+    /// the balance and then [`Rq::pick_next_task`], which goes idle if still empty.
+    pub fn pick_next_task_before_newidle(&mut self) -> Option<TaskId> {
+        self.pick_next_task_fair()
+    }
+
+    /// The rq goes idle: `curr` is the idle task and `clock_pelt` is resynced
+    /// (`update_idle_rq_clock_pelt`, which may declare lost idle time).
+    fn go_idle(&mut self) {
+        self.curr_is_idle = true;
+        let util_sum = self.cfs_avg.avg.util_sum as u64;
+        self.pelt.update_idle_rq_clock_pelt(util_sum);
+    }
+
+    fn pick_next_task_fair(&mut self) -> Option<TaskId> {
         let feat = self.features;
         self.need_resched = false;
         self.update_curr();
         let prev = self.cfs.curr();
         let curr_se = prev.and_then(|c| self.tasks.get(c)).map(|t| &t.se);
         let next = self.cfs.pick_eevdf(curr_se, feat);
-        self.curr_is_idle = next.is_none();
+        if next.is_some() {
+            self.curr_is_idle = false;
+        }
         if next == prev && next.is_some() {
             return next;
         }
         if prev.is_some() {
             self.put_prev_task();
         }
-        match next {
-            Some(id) => {
-                self.set_next_task(id);
-                Some(id)
-            }
-            None => {
-                let util_sum = self.cfs_avg.avg.util_sum as u64;
-                self.pelt.update_idle_rq_clock_pelt(util_sum);
-                None
-            }
+        if let Some(id) = next {
+            self.set_next_task(id);
         }
+        next
     }
 
     /// `put_prev_task`: the running task stops running but stays queued.

@@ -228,10 +228,16 @@ pub fn attach_preempt(rq: &mut Rq, id: TaskId) -> Result<Resched, RqError> {
 /// dequeued): `put_prev_task` + `pick_next_task_fair`. With load balancing on, finding
 /// nothing asks the caller for a newidle balance ([`Pick::Newidle`]).
 pub fn schedule_pick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Pick {
-    match rq.pick_next_task() {
+    if !ctx.load_balance {
+        return match rq.pick_next_task() {
+            Some(id) => Pick::Next(id),
+            None => Pick::Idle,
+        };
+    }
+    // The rq goes idle (clock_pelt resync) only after newidle found nothing.
+    match rq.pick_next_task_before_newidle() {
         Some(id) => Pick::Next(id),
-        None if ctx.load_balance => Pick::Newidle,
-        None => Pick::Idle,
+        None => Pick::Newidle,
     }
 }
 

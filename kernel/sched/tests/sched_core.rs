@@ -11,8 +11,8 @@ use asym_sched::balance::{sched_balance_domains, CpuIdleType, LbContext, SchedDo
 use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
 use asym_sched::rq::{EnqueueFlags, Resched, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
-    sched_tick, schedule_finish, schedule_pick, tick_overutilized, ttwu_activate, ttwu_select,
-    CoreCtx, Pick, Placement, WakeCtx,
+    sched_tick, schedule_finish, schedule_pick, schedule_repick, tick_overutilized, ttwu_activate,
+    ttwu_select, CoreCtx, Pick, Placement, WakeCtx,
 };
 use asym_sched::topology::Topology;
 use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
@@ -379,4 +379,46 @@ fn the_root_level_balance_statistics_clear_and_set_overutilized() {
         "the fresh flag opens the EAS gate: {r:?}"
     );
     assert_eq!(rqs[3].nr_running(), 1);
+}
+
+/// v6.12 `pick_next_task_fair`: with nothing to run it calls `sched_balance_newidle`
+/// first and `update_idle_rq_clock_pelt` only when nothing was pulled. A CPU at half
+/// capacity and half frequency that ran 10 ms has `clock_pelt` 7.5 ms behind
+/// `clock_task`; if newidle pulls a task, that lag must survive (it is given back — or
+/// declared lost — only when the CPU really goes idle).
+#[test]
+fn newidle_runs_before_the_idle_clock_pelt_resync() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let mut rqs = rqs(&topo, 4);
+    let rq = &mut rqs[2];
+    rq.set_freq_scale(asym_sched::types::Capacity(512));
+    let mut now = 1u64 << 20;
+    rq.update_rq_clock(Nanos(now)).unwrap();
+    rq.enqueue_task(task(1, 0b111111), EnqueueFlags::NEW)
+        .unwrap();
+    rq.pick_next_task();
+    now += 10_000_000;
+    rq.update_rq_clock(Nanos(now)).unwrap();
+    rq.dequeue_task(TaskId(1), asym_sched::rq::DequeueFlags::SLEEP)
+        .unwrap();
+    let lag = |rq: &Rq| rq.clock_task().0 - rq.clock_pelt().0;
+    assert!(lag(rq) > 5_000_000, "lag {}", lag(rq));
+    assert_eq!(schedule_pick(rq, &ctx(&topo, true)), Pick::Newidle);
+    assert!(
+        lag(rq) > 5_000_000,
+        "resynced before newidle: lag {}",
+        lag(rq)
+    );
+    // Newidle pulls a task from CPU 3.
+    let mut t2 = task(2, 0b111111);
+    t2.cpu = Some(CpuId(3));
+    rq.attach_task(t2).unwrap();
+    assert_eq!(schedule_repick(rq), Pick::Next(TaskId(2)));
+    assert!(lag(rq) > 5_000_000, "lag {}", lag(rq));
+    // Without a pull the repick goes idle and resyncs.
+    rq.dequeue_task(TaskId(2), asym_sched::rq::DequeueFlags::SLEEP)
+        .unwrap();
+    assert_eq!(schedule_pick(rq, &ctx(&topo, true)), Pick::Newidle);
+    assert_eq!(schedule_repick(rq), Pick::Idle);
+    assert_eq!(lag(rq), 0);
 }

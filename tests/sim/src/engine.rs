@@ -1291,12 +1291,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
         let mut pick = schedule_pick(&mut self.cpus[cpu].rq, &cctx);
         if pick == Pick::Newidle {
-            // pick_next_task_fair's newidle balance (Linux drops the rq lock here).
-            pick = if self.sched_balance_newidle(cpu)? {
-                schedule_repick(&mut self.cpus[cpu].rq)
-            } else {
-                Pick::Idle
-            };
+            // pick_next_task_fair's newidle balance (Linux drops the rq lock here), then
+            // the repick, which goes idle (clock_pelt resync) when nothing arrived.
+            self.sched_balance_newidle(cpu)?;
+            pick = schedule_repick(&mut self.cpus[cpu].rq);
         }
         let next = match pick {
             Pick::Next(id) => Some(tidx(id)),
