@@ -17,6 +17,7 @@ pub mod board_dt;
 pub mod cmdline;
 pub mod dt;
 pub mod sync;
+pub mod time;
 
 #[cfg(target_os = "none")]
 pub mod boot;
@@ -59,3 +60,12 @@ pub mod timer;
 pub mod cpufreq;
 #[cfg(target_os = "none")]
 pub mod sched;
+// Threads, blocking, and what runs on them.
+#[cfg(target_os = "none")]
+pub mod bench;
+#[cfg(target_os = "none")]
+pub mod soak;
+#[cfg(target_os = "none")]
+pub mod task;
+#[cfg(target_os = "none")]
+pub mod wait;

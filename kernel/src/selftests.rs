@@ -13,5 +13,8 @@ mod timer;
 // Scheduler and cpufreq (cpufreq before sched: sched's last test checks the run queues after both).
 mod cpufreq;
 mod sched;
+// Threads: spawn/exit, context switch, sleep, wait/wake, preemption, overflow.
+mod threads;
+mod threads_tests;
 // UART receive (registered to run last: it waits for the host).
 mod uart;

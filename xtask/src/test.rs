@@ -3,7 +3,8 @@
 //! Stages: fmt; clippy (host crates, then kernel crates for the bare-metal target); host tests
 //! (policy, board data, simulator scenarios, xtask, the kernel's host-testable parts); the
 //! kernel build; the QEMU self-test matrix {GICv2, GICv3} × {EL1, EL2} with `-kernel` under
-//! `-icount`; the failure paths (`crash=panic|fault` must exit 101/1 with their reports); and
+//! `-icount`, plus a second board's shape (HiKey960: 8 CPUs in two clusters) at GICv3 EL1 and
+//! GICv2 EL2; the failure paths (`crash=panic|fault` must exit 101/1 with their reports); and
 //! the boot through Debian's u-boot from a FAT disk, as on a board. A failing stage does not
 //! stop the others (except that QEMU stages need the build).
 
@@ -35,6 +36,8 @@ const JUNO_MPIDRS: [u64; 6] = [0x0, 0x1, 0x100, 0x101, 0x102, 0x103];
 /// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
 const HOST_CRATES: &[&str] = &[
     "asym-sched",
+    "asym-rtapp",
+    "asym-trace",
     "asym-dvfs",
     "asym-boards",
     "asym-juno-r2",
@@ -291,6 +294,8 @@ fn board_stages(results: &mut Vec<StageResult>) {
 #[derive(Debug, Clone)]
 struct QemuRun {
     name: String,
+    /// The emulated board whose device tree the run gets.
+    board: crate::dtb::Board,
     machine: Machine,
     /// Lines (substrings) the console must show besides the self-test summary.
     expect: Vec<String>,
@@ -370,6 +375,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
                     args.board.name(),
                     if el2 { "el2" } else { "el1" }
                 ),
+                board: args.board,
                 machine: Machine {
                     gic,
                     el2,
@@ -385,8 +391,33 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     // test (fault report, `cpu N halted`, status 1). The runner must see both as failures
     // with the report, not as a pass or a hang.
     let last = smp.saturating_sub(1);
+    // A second emulated board, with eight CPUs in two clusters of four (HiKey960), so the
+    // thread tests also run on a different shape: GICv3 at EL1 and GICv2 at EL2.
+    let second = crate::dtb::Board::QemuHikey960;
+    if args.board != second {
+        let n = second.nr_cpus().unwrap_or(8);
+        for (gic, el2) in [(3u8, false), (2, true)] {
+            planned.push(QemuRun {
+                name: format!(
+                    "selftest {} gicv{gic} {}",
+                    second.name(),
+                    if el2 { "el2" } else { "el1" }
+                ),
+                board: second,
+                machine: Machine {
+                    smp: n,
+                    gic,
+                    el2,
+                    ..base.clone()
+                },
+                expect: Vec::new(),
+                expect_exit: None,
+            });
+        }
+    }
     planned.push(QemuRun {
         name: format!("crash=panic reported {}", args.board.name()),
+        board: args.board,
         machine: Machine {
             append: "semihosting crash=panic".into(),
             ..base.clone()
@@ -396,6 +427,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     });
     planned.push(QemuRun {
         name: format!("crash=fault reported {}", args.board.name()),
+        board: args.board,
         machine: Machine {
             append: "semihosting crash=fault".into(),
             ..base.clone()
@@ -411,6 +443,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     if uboot.exists() {
         planned.push(QemuRun {
             name: format!("selftest u-boot booti {} gicv3 el2", args.board.name()),
+            board: args.board,
             machine: Machine {
                 gic: 3,
                 el2: true,
@@ -446,7 +479,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         .to_path_buf();
     let mut runs = Vec::new();
     for mut run in planned {
-        match dtb::board_dtb(args.board, &run.machine, &dir) {
+        match dtb::board_dtb(run.board, &run.machine, &dir) {
             Ok(Some(path)) => {
                 run.machine.extra.push("-dtb".into());
                 run.machine.extra.push(path.display().to_string());
@@ -481,6 +514,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
                 }
                 runs.push(QemuRun {
                     name: name.into(),
+                    board: args.board,
                     machine,
                     expect: JUNO_MPIDRS
                         .iter()
@@ -734,6 +768,7 @@ mod tests {
     fn run(expect: &[&str], expect_exit: Option<i32>) -> QemuRun {
         QemuRun {
             name: "t".into(),
+            board: crate::dtb::Board::Virt,
             machine: Machine {
                 smp: 1,
                 gic: 3,
