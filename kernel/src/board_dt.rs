@@ -388,7 +388,7 @@ fn leak_str(s: &str) -> &'static str {
 mod tests {
     //! Oracles: the emulated Juno r2 DTB made by `cargo xtask` from QEMU's own DTB
     //! (`kernel/tests/dtb/qemu-juno-r2-gicv3-smp6.dtb`) must give back Juno r2's numbers as
-    //! `boards.md` lists them; QEMU's plain DTB has no tables.
+    //! the mainline DTs give them; QEMU's plain DTB has no tables.
     use super::*;
     use asym_sched::topology::Topology;
 
@@ -424,7 +424,7 @@ mod tests {
         assert_eq!(pds, [0, 0, 1, 1, 1, 1]);
         assert_eq!(b.cpus[0].dynamic_power_coefficient, Some(450));
         assert_eq!(b.cpus[5].dynamic_power_coefficient, Some(140));
-        // capacity_orig: 1024 and 485 × 950 / (1024 × 1200) × 1024 = 383 (boards.md).
+        // capacity_orig: 1024 and 485 × 950 / (1024 × 1200) × 1024 = 383 (juno-r2.dts capacity-dmips-mhz and OPPs).
         let t = Topology::from_board(&b).unwrap();
         let caps: Vec<u32> = t.cpus().iter().map(|c| c.capacity_orig.0).collect();
         assert_eq!(caps, [1024, 1024, 383, 383, 383, 383]);

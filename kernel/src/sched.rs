@@ -33,7 +33,7 @@
 //! - Work emulation ([`work`]): a thread runs `W` ns of work (ns of a biggest CPU at its top
 //!   OPP) by spinning until its account, charged `capacity_orig × freq_scale` per ns of running
 //!   at every switch and tick, reaches `W`; the completion instant is computed exactly at the
-//!   update that crosses it (boards.md, the rt-app calibration convention).
+//!   update that crosses it (the rt-app calibration convention).
 
 mod policy;
 pub mod snapshot;

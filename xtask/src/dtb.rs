@@ -2,8 +2,8 @@
 //! qemu-hikey|virt`).
 //!
 //! QEMU's `virt` machine has identical vCPUs; the heterogeneity is described to the kernel the
-//! way a real board describes it (the reference `boards.md`, "Emulated boards under
-//! QEMU"). We ask QEMU for its own DTB (`-machine dumpdtb=FILE` with the run's `-M`/`-smp`/`-m`
+//! way a real board describes it (`capacity-dmips-mhz`,
+//! `dynamic-power-coefficient`, OPP tables). We ask QEMU for its own DTB (`-machine dumpdtb=FILE` with the run's `-M`/`-smp`/`-m`
 //! flags), copy every node and property unchanged, and add to each CPU node
 //! `capacity-dmips-mhz`, `dynamic-power-coefficient` and `operating-points-v2` (a phandle to
 //! one `operating-points-v2` table per performance domain, `opp-shared`, children with

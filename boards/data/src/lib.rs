@@ -42,9 +42,9 @@ mod tests {
     use asym_sched::topology::{OppDesc, Topology};
     use asym_sched::types::{Capacity, CpuId};
 
-    /// boards.md "Targets" table: A72 1024 / A53 383; A73 1024 / A53 462; HiKey all 1024.
+    /// capacity-dmips-mhz × fmax, normalised: A72 1024 / A53 383; A73 1024 / A53 462; HiKey all 1024.
     #[test]
-    fn capacity_orig_matches_boards_md() {
+    fn capacity_orig_matches_dt_capacities() {
         let juno = Topology::from_board(&JUNO_R2).unwrap();
         let caps: [u32; 6] = core::array::from_fn(|i| juno.capacity_orig(CpuId(i as u16)).0);
         assert_eq!(caps, [1024, 1024, 383, 383, 383, 383]);
@@ -78,10 +78,10 @@ mod tests {
         assert_eq!(hikey.cluster_mask(1).0, 0xf0);
     }
 
-    /// boards.md's EM tables: the OPPs and voltages, checked through the power formula
+    /// Hand-computed EM tables: the OPPs and voltages, checked through the power formula
     /// `µW = C × mV² × MHz / 10⁶` against the µW column (independent of our tables' layout).
     #[test]
-    fn power_formula_reproduces_boards_md_tables() {
+    fn power_formula_reproduces_hand_computed_tables() {
         fn power_uw(c: u32, o: &OppDesc) -> u64 {
             let mv = (o.voltage.0 / 1000) as u64;
             let mhz = (o.freq.0 / 1000) as u64;

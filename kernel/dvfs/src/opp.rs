@@ -165,7 +165,7 @@ impl Report {
     }
 }
 
-/// `coefficient × mV² × MHz / 10⁶` µW (the energy model's power, `boards.md`).
+/// `coefficient × mV² × MHz / 10⁶` µW (the energy model's power, Linux `dev_pm_opp_calc_power`).
 pub fn model_power_uw(coefficient: u32, voltage: MicroVolt, freq: Khz) -> u64 {
     let mv = u64::from(voltage.0) / 1000;
     let mhz = u64::from(freq.0) / 1000;

@@ -166,6 +166,9 @@ pub struct LbResult {
     pub migration_type: Option<MigrationType>,
     /// A push of a running task, for the caller to carry out.
     pub active_balance: Option<ActiveBalance>,
+    /// The root domain's overutilized flag as the statistics set it (`None`: they did
+    /// not touch it); the caller stores it where the root domain tracks the flag.
+    pub overutilized: Option<bool>,
 }
 
 /// What a `sched_balance_domains` / `sched_balance_newidle` call did.
@@ -179,6 +182,9 @@ pub struct BalanceReport {
     pub active_balance: Option<ActiveBalance>,
     /// Newidle only: `pulled_task` > 0 (a task arrived, pulled or woken).
     pub pulled: bool,
+    /// The root domain's overutilized flag as the last statistics set it (`None`:
+    /// untouched); the caller stores it.
+    pub overutilized: Option<bool>,
 }
 
 impl BalanceReport {
@@ -194,6 +200,9 @@ impl BalanceReport {
         }
         if r.active_balance.is_some() {
             self.active_balance = r.active_balance;
+        }
+        if r.overutilized.is_some() {
+            self.overutilized = r.overutilized;
         }
     }
 }
@@ -411,6 +420,9 @@ pub(crate) struct LbEnv {
     pub(crate) loop_: u32,
     pub(crate) loop_max: u32,
     pub(crate) migration_type: MigrationType,
+    /// The root domain's overutilized flag as the statistics last set it
+    /// (`set_rd_overutilized` in `update_sd_lb_stats`); `None`: untouched.
+    pub(crate) rd_overutilized: Option<bool>,
 }
 
 /// `sched_balance_rq` (`load_balance`): balance `sd` of `this_cpu` by pulling tasks
@@ -447,7 +459,9 @@ pub fn sched_balance_rq<A: RqAccess + ?Sized>(
         loop_: 0,
         loop_max: 0,
         migration_type: MigrationType::Load,
+        rd_overutilized: None,
     };
+    let root = sd.span.weight() as usize == sds.cpus.len();
     let mut result = LbResult::default();
     let mut ld_moved = 0u32;
     let balanced = 'redo: loop {
@@ -455,7 +469,9 @@ pub fn sched_balance_rq<A: RqAccess + ?Sized>(
             *continue_balancing = false;
             break 'redo true;
         }
-        let Some(group) = sched_balance_find_src_group(&mut env, sd, child_flags, acc, ctx) else {
+        let found = sched_balance_find_src_group(&mut env, sd, root, child_flags, acc, ctx);
+        result.overutilized = env.rd_overutilized;
+        let Some(group) = found else {
             break 'redo true;
         };
         result.migration_type = Some(env.migration_type);
@@ -524,8 +540,8 @@ pub fn sched_balance_rq<A: RqAccess + ?Sized>(
                     migration_type: env.migration_type,
                 });
             } else if curr_allowed == Some(false) {
-                // The running task cannot come here: all pinned.
-                sd.nr_balance_failed = 0;
+                // out_one_pinned: the running task cannot come here. Unlike
+                // out_all_pinned, nr_balance_failed keeps counting.
                 backoff(sd, &env);
                 return Ok(result);
             }
@@ -613,7 +629,7 @@ pub(crate) fn nr_migrate(ctx: &LbContext) -> u32 {
 /// cache hotness (`LBF_ACTIVE_LB`): [`detach_one_task`] under the source's lock, the
 /// attach under the destination's. Returns the moved task's id.
 pub fn active_load_balance_cpu_stop<A: RqAccess + ?Sized>(
-    sds: &SchedDomains,
+    sds: &mut SchedDomains,
     acc: &mut A,
     req: &ActiveBalance,
 ) -> Result<Option<TaskId>, BalanceError> {
@@ -621,16 +637,15 @@ pub fn active_load_balance_cpu_stop<A: RqAccess + ?Sized>(
     if acc.snapshot(req.src).nr_running == 0 || req.src == req.dst {
         return Ok(None);
     }
-    let Some(sd) = sds.cpus[req.dst.index()]
-        .sd
-        .iter()
-        .find(|sd| sd.span.contains(req.src))
-    else {
+    let dst_sd = &mut sds.cpus[req.dst.index()].sd;
+    let Some(sd) = dst_sd.iter_mut().find(|sd| sd.span.contains(req.src)) else {
         return Ok(None);
     };
     let Some(t) = acc.with_rq(req.src, |rq| detach_one_task(rq, req.dst, sd)) else {
         return Ok(None);
     };
+    // Active balancing done: reset the failure counter.
+    sd.nr_balance_failed = 0;
     let id = t.id;
     let mut one = Detached::new();
     let _ = one.push(t);
@@ -693,6 +708,8 @@ pub fn sched_balance_domains<A: RqAccess + ?Sized>(
     ctx: &LbContext,
 ) -> Result<BalanceReport, BalanceError> {
     check_cpus(sds, acc)?;
+    // The statistics may change the root domain's overutilized flag; later levels see it.
+    let mut ctx = *ctx;
     if cpu.index() >= sds.cpus.len() {
         return Err(BalanceError::UnknownCpu { cpu });
     }
@@ -709,7 +726,8 @@ pub fn sched_balance_domains<A: RqAccess + ?Sized>(
         let (lower, upper) = sd_list.split_at_mut(level);
         let sd = &mut upper[0];
         let child_flags = lower.last().map(|c| c.flags);
-        need_decay = sds.update_newidle_cost(sd, 0, jiffies) || need_decay;
+        // v6.12 overwrites it at each level: the last level's decay decides.
+        need_decay = sds.update_newidle_cost(sd, 0, jiffies);
         max_cost += sd.max_newidle_lb_cost;
         if !continue_balancing {
             if need_decay {
@@ -727,9 +745,12 @@ pub fn sched_balance_domains<A: RqAccess + ?Sized>(
                 child_flags,
                 idle,
                 &mut continue_balancing,
-                ctx,
+                &ctx,
             )?;
             report.add(&r);
+            if let Some(v) = r.overutilized {
+                ctx.overutilized = v;
+            }
             if r.ld_moved > 0 {
                 idle = if idle_cpu(acc, cpu) {
                     CpuIdleType::Idle
@@ -774,6 +795,8 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
     sched_clock: &mut dyn FnMut() -> u64,
 ) -> Result<BalanceReport, BalanceError> {
     check_cpus(sds, acc)?;
+    // The statistics may change the root domain's overutilized flag; later levels see it.
+    let mut ctx = *ctx;
     if cpu.index() >= sds.cpus.len() {
         return Err(BalanceError::UnknownCpu { cpu });
     }
@@ -803,6 +826,9 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
         }
     } else {
         let mut t0 = sched_clock();
+        // sched_balance_update_blocked_averages(this_cpu): the local group's statistics
+        // must not see stale blocked load.
+        acc.with_rq(cpu, |rq| rq.update_blocked_averages());
         for level in 0..sd_list.len() {
             let (lower, upper) = sd_list.split_at_mut(level);
             let sd = &mut upper[0];
@@ -823,9 +849,12 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
                     child_flags,
                     CpuIdleType::NewlyIdle,
                     &mut continue_balancing,
-                    ctx,
+                    &ctx,
                 )?;
                 report.add(&r);
+                if let Some(v) = r.overutilized {
+                    ctx.overutilized = v;
+                }
                 pulled = r.ld_moved > 0;
                 let t1 = sched_clock();
                 let domain_cost = t1.saturating_sub(t0);

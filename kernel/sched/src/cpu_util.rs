@@ -205,7 +205,7 @@ pub fn cpu_util_cfs_boost(cpu: &CpuSnapshot, features: SchedFeatures) -> Util {
 }
 
 /// `cpu_util_without(cpu, p)`: `cpu`'s utilisation without `p`'s contribution. Callers pass
-/// `p` only when it is attached (`last_update_time != 0`); a task on another CPU changes
+/// `p` only when it is attached ([`crate::pelt::SchedAvg::attached`]); a task on another CPU changes
 /// nothing.
 pub fn cpu_util_without(cpu: &CpuSnapshot, p: &TaskUtil, features: SchedFeatures) -> Util {
     if p.cpu != cpu.cpu {

@@ -19,7 +19,7 @@
 //! - Performance domains are visited from the highest index down, the order of Linux's
 //!   `rd->pd` list (`build_perf_domains` prepends each new domain); this matters only for
 //!   ties in energy.
-//! - `util_min`/`util_max` are reset for every CPU (§3.3 of the reference); in Linux they
+//! - `util_min`/`util_max` are reset for every CPU; in Linux (`find_energy_efficient_cpu`) they
 //!   are declared per domain and a busy CPU's rq clamps can leak into the next CPU's test.
 //! - Linux's `-1` states become types: "no candidate" is `None`, a spare capacity of `-1`
 //!   is `None` (which `Option`'s ordering puts below every real spare capacity), and the

@@ -63,7 +63,7 @@ pub const NORMALIZED_SYSCTL_SCHED_BASE_SLICE_NS: u64 = 750_000;
 pub const DEFAULT_TICK_NSEC: u64 = 4_000_000;
 
 /// `sched_prio_to_weight` (core.c): nice −20 … 19; each step is ~×1.25 (10 % CPU).
-// source: kernel/sched/core.c, reference linux-sched.md §6
+// source: Linux kernel/sched/core.c
 pub const SCHED_PRIO_TO_WEIGHT: [u32; 40] = [
     88761, 71755, 56483, 46273, 36291, //
     29154, 23254, 18705, 14949, 11916, //
@@ -76,7 +76,7 @@ pub const SCHED_PRIO_TO_WEIGHT: [u32; 40] = [
 ];
 
 /// `sched_prio_to_wmult` (core.c): `2^32 / weight`, precomputed.
-// source: kernel/sched/core.c, reference linux-sched.md §6
+// source: Linux kernel/sched/core.c
 pub const SCHED_PRIO_TO_WMULT: [u32; 40] = [
     48388, 59856, 76040, 92818, 118348, 147320, 184698, 229616, 287308, 360437, //
     449829, 563644, 704093, 875809, 1099582, 1376151, 1717300, 2157191, 2708050, 3363326, //

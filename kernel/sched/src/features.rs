@@ -224,8 +224,15 @@ impl SchedFeatures {
                 _ => (token, true),
             },
         };
-        let f = SchedFeatures::feature_by_name(name)
-            .ok_or_else(|| err(FeatureParseErrorKind::UnknownFeature))?;
+        // An unknown name is reported as itself, without `NO_` or `=value`.
+        let f = SchedFeatures::feature_by_name(name).ok_or_else(|| {
+            let at = token.find(name).unwrap_or(0);
+            FeatureParseError {
+                token: name,
+                offset: offset + at,
+                kind: FeatureParseErrorKind::UnknownFeature,
+            }
+        })?;
         self.set(f, value);
         Ok(())
     }
@@ -260,7 +267,15 @@ impl fmt::Display for FeatureParseError<'_> {
             FeatureParseErrorKind::BadValue => "feature value must be on or off",
             FeatureParseErrorKind::NegatedAssignment => "use NAME=off or NO_NAME, not NO_NAME=...",
         };
-        write!(f, "{what}: `{}` at byte {}", self.token, self.offset)
+        write!(f, "{what}: `{}` at byte {}", self.token, self.offset)?;
+        if self.kind == FeatureParseErrorKind::UnknownFeature {
+            f.write_str(" (known:")?;
+            for feat in Feature::ALL {
+                write!(f, " {}", feat.name())?;
+            }
+            f.write_str(")")?;
+        }
+        Ok(())
     }
 }
 
@@ -318,9 +333,14 @@ mod tests {
     fn errors_name_the_token_and_place() {
         let e = SchedFeatures::parse("UTIL_EST NO_BOGUS").unwrap_err();
         assert_eq!(e.kind, FeatureParseErrorKind::UnknownFeature);
-        assert_eq!(e.token, "NO_BOGUS");
-        assert_eq!(e.offset, 9);
-        assert!(e.to_string().contains("NO_BOGUS"));
+        // The unknown name itself, where it starts.
+        assert_eq!(e.token, "BOGUS");
+        assert_eq!(e.offset, 12);
+        let e = SchedFeatures::parse("PLACE_LAG FOO=on").unwrap_err();
+        assert_eq!((e.token, e.offset), ("FOO", 10));
+        let msg = e.to_string();
+        assert!(msg.contains("`FOO` at byte 10"), "{msg}");
+        assert!(msg.contains("known: UTIL_EST"), "{msg}");
         let e = SchedFeatures::parse("UTIL_EST=maybe").unwrap_err();
         assert_eq!(e.kind, FeatureParseErrorKind::BadValue);
         let e = SchedFeatures::parse("NO_UTIL_EST=on").unwrap_err();

@@ -51,6 +51,7 @@ pub mod eas;
 pub mod em;
 pub mod fair;
 pub mod features;
+mod flags;
 pub mod nohz;
 pub mod pelt;
 pub mod root_domain;

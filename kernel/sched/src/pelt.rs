@@ -24,6 +24,10 @@
 //! hands out the right one for its mode). No task groups: `se_runnable` is `on_rq`, and
 //! `UPDATE_TG`/propagation do not exist. The remote `removed` accumulator is a plain value
 //! ([`RemovedLoad`]); the caller provides the locking Linux does with `removed.lock`.
+//! Whether an entity's signals belong to a cfs_rq is [`SchedAvg::attached`], not Linux's
+//! `last_update_time != 0`: that encoding assumes a PELT clock is never at 0, and ours start
+//! wherever the caller starts them (the simulator at 0), so an entity attached to a cfs_rq
+//! last updated at PELT time 0 keeps that time (in phase with the cfs_rq) and stays attached.
 
 use crate::features::{Feature, SchedFeatures};
 use crate::types::{cap_scale, Capacity, Nanos, Util, SCHED_CAPACITY_SCALE, SCHED_CAPACITY_SHIFT};
@@ -53,7 +57,7 @@ pub const PELT_PERIOD_NS: u64 = 1024 << PELT_UNIT_SHIFT;
 
 /// `update_load_avg()` flag: do not age the entity's own signals first.
 pub const SKIP_AGE_LOAD: u8 = 0x2;
-/// `update_load_avg()` flag: attach an entity whose `last_update_time` is 0 (migrated/new).
+/// `update_load_avg()` flag: attach an entity that is not attached (migrated/new).
 pub const DO_ATTACH: u8 = 0x4;
 /// `update_load_avg()` flag: detach the entity (it is migrating away while queued).
 pub const DO_DETACH: u8 = 0x8;
@@ -106,7 +110,7 @@ impl PeltInvariance {
 /// Linux's `struct sched_avg`, field for field (widths as on 64-bit Linux).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedAvg {
-    /// PELT-clock time (ns) of the last update, sub-unit remainder excluded. 0 = not attached.
+    /// PELT-clock time (ns) of the last update, sub-unit remainder excluded.
     pub last_update_time: u64,
     /// Σ load × contribution (geometric).
     pub load_sum: u64,
@@ -125,6 +129,11 @@ pub struct SchedAvg {
     /// util_est: for a task the ewma with the `UTIL_AVG_UNCHANGED` flag, for a cfs_rq the sum
     /// of its queued tasks' estimates (see [`crate::util_est`]).
     pub util_est: u32,
+    /// An entity's signals are part of its cfs_rq's (attached at its first enqueue there,
+    /// detached when it migrates). Linux encodes this as `last_update_time != 0`; a
+    /// detached entity here also has `last_update_time == 0`, but an attached one may too.
+    /// Unused for a cfs_rq's own signals.
+    pub attached: bool,
 }
 
 /// What a cfs_rq has been told to remove by tasks that left it while blocked
@@ -433,8 +442,8 @@ impl CfsRqAvg {
     /// from the averages against our divider) and add its signals to ours.
     pub fn attach_entity_load_avg(&mut self, se: &mut SchedAvg, weight: u64) {
         let divider = self.avg.pelt_divider() as u64;
-        // Linux uses 0 as "not attached"; a cfs_rq at PELT time 0 must not hand that out.
-        se.last_update_time = self.avg.last_update_time.max(1);
+        se.last_update_time = self.avg.last_update_time;
+        se.attached = true;
         se.period_contrib = self.avg.period_contrib;
         se.util_sum = sat_u32(se.util_avg * divider);
         se.runnable_sum = se.runnable_avg * divider;
@@ -476,8 +485,8 @@ impl CfsRqAvg {
     /// another CPU. Sync it to our last update and queue exactly those signals for removal
     /// at our next update (they are what our sums hold of it). As in Linux, the caller
     /// (`migrate_task_rq_fair`) then may age it further with
-    /// [`CfsRqAvg::migrate_se_pelt_lag`] and marks it unattached (`last_update_time = 0`)
-    /// so that its new cfs_rq attaches it.
+    /// [`CfsRqAvg::migrate_se_pelt_lag`] and marks it unattached (`attached = false`,
+    /// `last_update_time = 0`) so that its new cfs_rq attaches it.
     pub fn remove_entity_load_avg(&mut self, se: &mut SchedAvg, weight: u64) {
         self.sync_entity_load_avg(se, weight);
         self.removed.nr += 1;
@@ -490,7 +499,7 @@ impl CfsRqAvg {
     /// on another CPU while its old rq is idle (an idle rq's cfs_rq is not updated, so the
     /// sync stopped at its last update), decay the task to an estimate of that rq's PELT
     /// time at task-clock `now`: `clock_pelt_idle + (now - clock_idle)`, never before the
-    /// cfs_rq's last update. `se` must still be attached (`last_update_time != 0`).
+    /// cfs_rq's last update. `se` must still be attached.
     pub fn migrate_se_pelt_lag(
         &self,
         se: &mut SchedAvg,
@@ -514,7 +523,7 @@ impl CfsRqAvg {
 
     /// `update_load_avg(cfs_rq, se, flags)`: age `se` (unless unattached or
     /// [`SKIP_AGE_LOAD`]), age the cfs_rq, then attach ([`DO_ATTACH`] and `se` unattached) or
-    /// detach ([`DO_DETACH`]; `se.last_update_time` is then set to 0) it. Returns whether
+    /// detach ([`DO_DETACH`]; `se` is then unattached, `last_update_time` 0) it. Returns whether
     /// the cfs_rq's signals changed (Linux calls `cfs_rq_util_change` → cpufreq then).
     pub fn update_load_avg(
         &mut self,
@@ -525,16 +534,17 @@ impl CfsRqAvg {
         flags: u8,
         scale: PeltScale,
     ) -> bool {
-        if se.last_update_time != 0 && flags & SKIP_AGE_LOAD == 0 {
+        if se.attached && flags & SKIP_AGE_LOAD == 0 {
             se.update_se(now, se_state, scale);
         }
         let decayed = self.update_cfs_rq_load_avg(now, rq, scale);
-        if se.last_update_time == 0 && flags & DO_ATTACH != 0 {
+        if !se.attached && flags & DO_ATTACH != 0 {
             self.attach_entity_load_avg(se, se_state.weight);
             true
         } else if flags & DO_DETACH != 0 {
             self.detach_entity_load_avg(se, se_state.weight);
             se.last_update_time = 0;
+            se.attached = false;
             true
         } else {
             decayed
@@ -543,7 +553,7 @@ impl CfsRqAvg {
 
     /// `post_init_entity_util_avg()`: a new task's initial util is its share of the cfs_rq's
     /// util by weight, at most half the spare capacity of `cpu_capacity`; runnable = util.
-    /// `se.last_update_time` stays 0 so that the first enqueue attaches it.
+    /// `se` stays unattached so that the first enqueue attaches it.
     pub fn post_init_entity_util_avg(
         &self,
         se: &mut SchedAvg,

@@ -6,14 +6,20 @@
 //! domain list exists, so EAS places wake-ups while not overutilized). One root domain
 //! spans every CPU.
 //!
-//! Deliberate difference (to be replaced by Linux's lifecycle): the flag is re-evaluated
-//! over *every* CPU's [`RqSnapshot`] at each enqueue and tick, set when some CPU is
-//! `cpu_overutilized` and cleared when none is — at a tick with EAS active, at a tick or a
-//! wake-up without (see [`OverutilizedCheck`]). Linux tests only the enqueuing or ticking
-//! CPU to set it and clears it only from the root level of `update_sd_lb_stats`. The flag
-//! is maintained wherever an energy model exists on asymmetric CPUs
-//! ([`RootDomain::tracked`]), EAS active or not, so reports can say how long the system
-//! was overutilized.
+//! The overutilized lifecycle is Linux v6.12's while load balancing runs:
+//! [`RootDomain::check_update_overutilized_status`] *sets* the flag when the enqueuing CPU
+//! (a wake-up, not a new task's first enqueue) or the ticking CPU is `cpu_overutilized`;
+//! only the load balancer's statistics *clear* it — `update_sd_lb_stats` at the root level
+//! sets it to "some CPU of the system is overutilized" ([`RootDomain::set_rd_overutilized`]
+//! with [`crate::balance::BalanceReport::overutilized`]); lower levels can only set it.
+//!
+//! Deliberate difference: with load balancing off (an experiment switch; Linux always
+//! balances) nothing would ever clear the flag, so [`RootDomain::check_overutilized`]
+//! re-evaluates it over every CPU's [`RqSnapshot`] at each enqueue and tick instead (see
+//! [`OverutilizedCheck`]). The flag is maintained wherever an energy model exists on
+//! asymmetric CPUs ([`RootDomain::tracked`]), EAS active or not, so reports can say how
+//! long the system was overutilized; Linux's `set_rd_overutilized` does nothing without
+//! EAS, and the flag has no effect on placement or balancing unless EAS is active.
 //!
 //! In the kernel the flags are atomics read locklessly (as Linux's `READ_ONCE`); the
 //! decisions here return the new value and the caller stores it.
@@ -48,7 +54,26 @@ pub enum OverutilizedCheck {
 }
 
 impl RootDomain {
-    /// The overutilized flag after `at`, given every CPU's snapshot: `Some(new value)` when
+    /// `check_update_overutilized_status(rq)` for the CPU of `this` (an enqueue at
+    /// wake-up, or the tick of a CPU running a fair task): `Some(true)` when the flag is
+    /// clear and that CPU is `cpu_overutilized`. Never clears the flag.
+    pub fn check_update_overutilized_status(
+        &self,
+        this: &RqSnapshot,
+        features: SchedFeatures,
+        uclamp_used: bool,
+    ) -> Option<bool> {
+        (self.tracked && !self.overutilized && cpu_overutilized(this, features, uclamp_used))
+            .then_some(true)
+    }
+
+    /// `set_rd_overutilized(rd, flag)` from the load balancer's statistics: `Some(flag)`
+    /// when the flag is tracked and changes.
+    pub fn set_rd_overutilized(&self, flag: bool) -> Option<bool> {
+        (self.tracked && flag != self.overutilized).then_some(flag)
+    }
+
+    /// Without load balancing only: the overutilized flag after `at`, given every CPU's snapshot: `Some(new value)` when
     /// it changes, `None` when it stays (or is not tracked). The caller stores it.
     pub fn check_overutilized<'a>(
         &self,

@@ -68,315 +68,28 @@ use crate::balance::SYSCTL_SCHED_MIGRATION_COST_NS;
 use crate::cpu_util::{CfsRqUtil, CpuCapacityInfo, CpuSnapshot, TaskUtil};
 use crate::eas::{task_max_allowed_capacity, task_util_est, update_misfit_status, MisfitTask};
 use crate::fair::{
-    scale_load_down, CfsRq, DequeueMode, FairError, LoadWeight, Nice, PlaceFlags, SchedEntity,
-    DEFAULT_TICK_NSEC,
+    scale_load_down, CfsRq, DequeueMode, LoadWeight, Nice, PlaceFlags, DEFAULT_TICK_NSEC,
 };
 use crate::features::{Feature, SchedFeatures};
 use crate::pelt::{
-    init_entity_runnable_average, CfsRqAvg, CfsRqState, EntityState, PeltClock, PeltInvariance,
-    SchedAvg, DO_ATTACH, DO_DETACH,
+    CfsRqAvg, CfsRqState, EntityState, PeltClock, PeltInvariance, SchedAvg, DO_ATTACH, DO_DETACH,
 };
 use crate::topology::Topology;
-use crate::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
-use crate::uclamp::{uclamp_eff_range, ClampRange, TaskUclamp, UclampRq, UclampSysctl};
-use crate::util_est::{task_util_est_raw, util_est_dequeue, util_est_enqueue, util_est_update};
-use core::fmt;
+use crate::types::{Capacity, CpuId, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
+use crate::uclamp::{uclamp_eff_range, ClampRange, UclampRq, UclampSysctl};
+use crate::util_est::{util_est_dequeue, util_est_enqueue, util_est_update};
 
 mod arena;
+mod invariants;
 mod remote;
 mod snapshot;
+mod task;
 
 pub use arena::ListIter;
 use arena::TaskArena;
 pub use remote::{migrate_task_rq_fair, sync_entity_load_avg, PeltRemote};
 pub use snapshot::RqSnapshot;
-
-/// A task of the fair class: its EEVDF entity, PELT signals and clamps.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Task {
-    /// The task's id.
-    pub id: TaskId,
-    /// Its nice value.
-    pub nice: Nice,
-    /// `p->se` (EEVDF part).
-    pub se: SchedEntity,
-    /// `p->se.avg` (PELT signals and util_est).
-    pub avg: SchedAvg,
-    /// `p->uclamp_req` / `p->uclamp`.
-    pub uclamp: TaskUclamp,
-    /// `p->cpus_mask`.
-    pub cpus_allowed: CpuMask,
-    /// `task_cpu(p)`: the CPU whose cfs_rq holds (or last held) its signals; `None`
-    /// for a task never enqueued.
-    pub cpu: Option<CpuId>,
-    /// `p->in_iowait`: it slept on I/O; its wake-up enqueue kicks cpufreq with IOWAIT.
-    pub in_iowait: bool,
-}
-
-impl Task {
-    /// `sched_fork` for a fair task: zero lag, `init_entity_runnable_average` (a new
-    /// task starts with `load_avg = weight`, util 0).
-    pub fn new(
-        id: TaskId,
-        nice: i32,
-        uclamp: TaskUclamp,
-        cpus_allowed: CpuMask,
-    ) -> Result<Task, RqError> {
-        let nice = Nice::new(nice).map_err(|e| RqError::Fair { task: id, err: e })?;
-        if cpus_allowed.is_empty() {
-            return Err(RqError::EmptyAffinity { task: id });
-        }
-        let se = SchedEntity::new(id, nice);
-        Ok(Task {
-            id,
-            nice,
-            avg: init_entity_runnable_average(se.weight()),
-            se,
-            uclamp,
-            cpus_allowed,
-            cpu: None,
-            in_iowait: false,
-        })
-    }
-
-    /// `task_util(p)`.
-    pub fn util_avg(&self) -> Util {
-        Util(self.avg.util_avg as u32)
-    }
-
-    /// `_task_util_est(p)`.
-    pub fn util_est(&self) -> Util {
-        task_util_est_raw(&self.avg)
-    }
-}
-
-/// Enqueue flags (`ENQUEUE_*`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EnqueueFlags(u8);
-
-impl EnqueueFlags {
-    /// No flag: e.g. `attach_task` after load balancing.
-    pub const NONE: EnqueueFlags = EnqueueFlags(0);
-    /// `ENQUEUE_WAKEUP`: the task wakes up.
-    pub const WAKEUP: EnqueueFlags = EnqueueFlags(1);
-    /// `ENQUEUE_INITIAL` via `wake_up_new_task`: a new task (initial util, half slice).
-    pub const NEW: EnqueueFlags = EnqueueFlags(2);
-    /// `ENQUEUE_MIGRATED`: it woke up on a different CPU than it slept on.
-    pub const MIGRATED: EnqueueFlags = EnqueueFlags(4);
-    /// `ENQUEUE_RESTORE`: re-enqueue after a `DEQUEUE_SAVE` (attribute change).
-    pub const RESTORE: EnqueueFlags = EnqueueFlags(8);
-
-    /// Whether every flag of `f` is set.
-    pub const fn contains(self, f: EnqueueFlags) -> bool {
-        self.0 & f.0 == f.0
-    }
-}
-
-impl core::ops::BitOr for EnqueueFlags {
-    type Output = EnqueueFlags;
-    fn bitor(self, rhs: EnqueueFlags) -> EnqueueFlags {
-        EnqueueFlags(self.0 | rhs.0)
-    }
-}
-
-/// Dequeue flags (`DEQUEUE_*`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DequeueFlags(u8);
-
-impl DequeueFlags {
-    /// No flag.
-    pub const NONE: DequeueFlags = DequeueFlags(0);
-    /// `DEQUEUE_SLEEP`: the task blocks (its signals stay on this CPU as blocked load).
-    pub const SLEEP: DequeueFlags = DequeueFlags(1);
-    /// `task_on_rq_migrating`: it moves to another rq while runnable (`DO_DETACH`).
-    pub const MIGRATING: DequeueFlags = DequeueFlags(2);
-    /// `DEQUEUE_SAVE` (without `DEQUEUE_MOVE`): it comes straight back.
-    pub const SAVE: DequeueFlags = DequeueFlags(4);
-
-    /// Whether every flag of `f` is set.
-    pub const fn contains(self, f: DequeueFlags) -> bool {
-        self.0 & f.0 == f.0
-    }
-}
-
-impl core::ops::BitOr for DequeueFlags {
-    type Output = DequeueFlags;
-    fn bitor(self, rhs: DequeueFlags) -> DequeueFlags {
-        DequeueFlags(self.0 | rhs.0)
-    }
-}
-
-/// Whether the running task should be preempted (`resched_curr`): the answer of
-/// [`Rq::task_tick`] and of the wake-up steps.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Resched {
-    /// Let it run.
-    #[default]
-    No,
-    /// `TIF_NEED_RESCHED`: call `schedule()` (on another CPU: send it a reschedule IPI).
-    Yes,
-}
-
-impl Resched {
-    /// `Yes` when `b`.
-    pub const fn from_bool(b: bool) -> Resched {
-        if b {
-            Resched::Yes
-        } else {
-            Resched::No
-        }
-    }
-
-    /// Whether a reschedule is needed.
-    pub const fn is_yes(self) -> bool {
-        matches!(self, Resched::Yes)
-    }
-}
-
-/// A request to run the cpufreq governor (`cpufreq_update_util(rq, flags)`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CpufreqUpdate {
-    /// `SCHED_CPUFREQ_IOWAIT`: an iowait task was enqueued.
-    pub iowait: bool,
-}
-
-/// Bad input to a run-queue operation; each variant names the task and CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RqError {
-    /// A fair-class parameter was invalid (e.g. nice out of range).
-    Fair {
-        /// The task.
-        task: TaskId,
-        /// What was wrong.
-        err: FairError,
-    },
-    /// A task with no allowed CPU.
-    EmptyAffinity {
-        /// The task.
-        task: TaskId,
-    },
-    /// The task is already queued on this CPU.
-    AlreadyQueued {
-        /// The task.
-        task: TaskId,
-        /// This CPU.
-        cpu: CpuId,
-    },
-    /// The task is not queued on this CPU.
-    NotQueued {
-        /// The task.
-        task: TaskId,
-        /// This CPU.
-        cpu: CpuId,
-    },
-    /// The task may not run on this CPU (`cpus_allowed`).
-    NotAllowed {
-        /// The task.
-        task: TaskId,
-        /// This CPU.
-        cpu: CpuId,
-    },
-    /// The task's signals are still attached to another CPU's cfs_rq: call
-    /// [`migrate_task_rq_fair`] for `attached_to` first (or detach it).
-    StillAttached {
-        /// The task.
-        task: TaskId,
-        /// This CPU.
-        cpu: CpuId,
-        /// The CPU whose cfs_rq still holds its signals.
-        attached_to: CpuId,
-    },
-    /// [`migrate_task_rq_fair`] or a blocked-task operation on the wrong CPU.
-    WrongCpu {
-        /// The task.
-        task: TaskId,
-        /// This CPU.
-        cpu: CpuId,
-        /// `task_cpu(p)`.
-        task_cpu: Option<CpuId>,
-    },
-    /// The run queue already holds [`RqConfig::max_tasks`] tasks.
-    Full {
-        /// The task refused.
-        task: TaskId,
-        /// This CPU.
-        cpu: CpuId,
-        /// The capacity.
-        max_tasks: usize,
-    },
-    /// The clock went backwards.
-    ClockWentBackwards {
-        /// This CPU.
-        cpu: CpuId,
-        /// The current `rq->clock`.
-        clock: Nanos,
-        /// The earlier time given.
-        now: Nanos,
-    },
-}
-
-impl fmt::Display for RqError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            RqError::Fair { task, err } => write!(f, "task {}: {err}", task.0),
-            RqError::EmptyAffinity { task } => write!(f, "task {}: empty cpus_allowed", task.0),
-            RqError::AlreadyQueued { task, cpu } => {
-                write!(f, "rq {}: task {} is already queued here", cpu.0, task.0)
-            }
-            RqError::NotQueued { task, cpu } => {
-                write!(f, "rq {}: task {} is not queued here", cpu.0, task.0)
-            }
-            RqError::NotAllowed { task, cpu } => {
-                write!(
-                    f,
-                    "rq {}: task {} may not run here (cpus_allowed)",
-                    cpu.0, task.0
-                )
-            }
-            RqError::StillAttached {
-                task,
-                cpu,
-                attached_to,
-            } => write!(
-                f,
-                "rq {}: task {} is still attached to cpu {}; migrate_task_rq_fair there first",
-                cpu.0, task.0, attached_to.0
-            ),
-            RqError::WrongCpu {
-                task,
-                cpu,
-                task_cpu,
-            } => write!(
-                f,
-                "rq {}: task {} belongs to cpu {:?}, not this one",
-                cpu.0, task.0, task_cpu
-            ),
-            RqError::Full {
-                task,
-                cpu,
-                max_tasks,
-            } => write!(
-                f,
-                "rq {}: task {} refused: the run queue is full ({max_tasks} tasks)",
-                cpu.0, task.0
-            ),
-            RqError::ClockWentBackwards { cpu, clock, now } => write!(
-                f,
-                "rq {}: clock went backwards from {} ns to {} ns",
-                cpu.0, clock.0, now.0
-            ),
-        }
-    }
-}
-
-/// A refused enqueue: why, and the task handed back so it is not lost.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EnqueueError {
-    /// Why.
-    pub reason: RqError,
-    /// The task, unchanged.
-    pub task: Task,
-}
+pub use task::{CpufreqUpdate, DequeueFlags, EnqueueError, EnqueueFlags, Resched, RqError, Task};
 
 /// How to build an [`Rq`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -841,7 +554,7 @@ impl Rq {
 
     /// `enqueue_task` (`activate_task`; with [`EnqueueFlags::NEW`] `wake_up_new_task`).
     /// The task must be allowed here and either attached to this CPU's cfs_rq
-    /// (woke where it slept) or detached (new, migrated: `last_update_time == 0`).
+    /// (woke where it slept) or detached (new, migrated: not [`SchedAvg::attached`]).
     #[allow(clippy::result_large_err)] // the refused task must be handed back, not lost
     pub fn enqueue_task(
         &mut self,
@@ -987,7 +700,15 @@ impl Rq {
     /// `attach_task`: enqueue a task detached from another rq.
     #[allow(clippy::result_large_err)] // see enqueue_task
     pub fn attach_task(&mut self, task: Task) -> Result<(), EnqueueError> {
-        self.enqueue_task(task, EnqueueFlags::NONE)
+        // activate_task on a migrating task adds ENQUEUE_MIGRATED (and set_task_cpu's
+        // migrate_task_rq_fair zeroes exec_start): a moved task is not cache hot here. A
+        // task put back on the CPU it was detached from did not migrate.
+        let flags = if task.cpu == Some(self.cpu) {
+            EnqueueFlags::NONE
+        } else {
+            EnqueueFlags::MIGRATED
+        };
+        self.enqueue_task(task, flags)
     }
 
     // ---- pick / put / tick -----------------------------------------------------------
@@ -996,30 +717,50 @@ impl Rq {
     /// `curr` competes (v6.12 `pick_task_fair` + `put_prev_set_next_task`). Returns
     /// `None` when nothing is runnable: the rq goes idle (`update_idle_rq_clock_pelt`).
     pub fn pick_next_task(&mut self) -> Option<TaskId> {
+        let next = self.pick_next_task_fair();
+        if next.is_none() {
+            self.go_idle();
+        }
+        next
+    }
+
+    /// [`Rq::pick_next_task`] for a caller that balances (newidle) when nothing is
+    /// runnable: the rq does *not* go idle yet — v6.12's `pick_next_task_fair` runs
+    /// `sched_balance_newidle` first and `update_idle_rq_clock_pelt` only when nothing was
+    /// pulled, so a CPU that pulls work keeps its `clock_pelt` lag. Follow a `None` with
+    /// the balance and then [`Rq::pick_next_task`], which goes idle if still empty.
+    pub fn pick_next_task_before_newidle(&mut self) -> Option<TaskId> {
+        self.pick_next_task_fair()
+    }
+
+    /// The rq goes idle: `curr` is the idle task and `clock_pelt` is resynced
+    /// (`update_idle_rq_clock_pelt`, which may declare lost idle time).
+    fn go_idle(&mut self) {
+        self.curr_is_idle = true;
+        let util_sum = self.cfs_avg.avg.util_sum as u64;
+        self.pelt.update_idle_rq_clock_pelt(util_sum);
+    }
+
+    fn pick_next_task_fair(&mut self) -> Option<TaskId> {
         let feat = self.features;
         self.need_resched = false;
         self.update_curr();
         let prev = self.cfs.curr();
         let curr_se = prev.and_then(|c| self.tasks.get(c)).map(|t| &t.se);
         let next = self.cfs.pick_eevdf(curr_se, feat);
-        self.curr_is_idle = next.is_none();
+        if next.is_some() {
+            self.curr_is_idle = false;
+        }
         if next == prev && next.is_some() {
             return next;
         }
         if prev.is_some() {
             self.put_prev_task();
         }
-        match next {
-            Some(id) => {
-                self.set_next_task(id);
-                Some(id)
-            }
-            None => {
-                let util_sum = self.cfs_avg.avg.util_sum as u64;
-                self.pelt.update_idle_rq_clock_pelt(util_sum);
-                None
-            }
+        if let Some(id) = next {
+            self.set_next_task(id);
         }
+        next
     }
 
     /// `put_prev_task`: the running task stops running but stays queued.
@@ -1178,72 +919,6 @@ impl Rq {
         changed
     }
 
-    /// Check the run queue's internal consistency (for tests and debug builds):
-    /// the tree's invariants, that it holds exactly the queued tasks other than
-    /// `curr` with their current keys, the counters and sums, and that the weighted
-    /// lags sum to zero (within rounding). O(n log n).
-    pub fn check_invariants(&self) -> Result<(), &'static str> {
-        let tl = self.cfs.timeline();
-        tl.check().map_err(|_| "timeline tree invariant broken")?;
-        let curr = self.cfs.curr();
-        if tl.len() + curr.is_some() as usize != self.tasks.len() {
-            return Err("timeline + curr != queued tasks");
-        }
-        if self.tasks.len() != self.h_nr_running as usize
-            || self.cfs.nr_running() != self.h_nr_running
-        {
-            return Err("nr_running mismatch");
-        }
-        if self.uclamp.nr_tasks() != self.h_nr_running {
-            return Err("uclamp accounts a different number of tasks");
-        }
-        self.tasks.check()?;
-        let mut load = 0u64;
-        let (mut avg, mut w_sum) = (0i64, 0u64);
-        for t in self.tasks() {
-            if !t.se.on_rq || t.cpu != Some(self.cpu) {
-                return Err("queued task not on_rq or with another task_cpu");
-            }
-            if crate::fair::vdiff(t.se.deadline, t.se.vruntime) <= 0 || t.se.rel_deadline {
-                return Err("deadline not after vruntime");
-            }
-            load += t.se.load.weight;
-            if Some(t.id) == curr {
-                continue;
-            }
-            let key = crate::fair::TimelineKey {
-                deadline: t.se.deadline,
-                id: t.id,
-            };
-            match tl.get(&key) {
-                Some(q) if q.vruntime == t.se.vruntime && q.weight == t.se.weight() => {}
-                _ => return Err("timeline key differs from the entity"),
-            }
-            let w = t.se.weight();
-            avg += crate::fair::vdiff(t.se.vruntime, self.cfs.min_vruntime()) * w as i64;
-            w_sum += w;
-        }
-        if load != self.cfs.load_weight() {
-            return Err("cfs load.weight differs from the sum of weights");
-        }
-        if (avg, w_sum) != self.cfs.avg_sums() {
-            return Err("avg_vruntime/avg_load differ from their definition");
-        }
-        // Σ w_i (V − v_i) = 0 up to V's rounding (< 1 ns of virtual time each).
-        let curr_se = curr.and_then(|c| self.tasks.get(c)).map(|t| &t.se);
-        let v = self.cfs.avg_vruntime(curr_se);
-        let (mut lag_sum, mut total_w) = (0i128, 0i128);
-        for t in self.tasks() {
-            let w = t.se.weight() as i128;
-            lag_sum += w * crate::fair::vdiff(v, t.se.vruntime) as i128;
-            total_w += w;
-        }
-        if lag_sum.abs() > total_w {
-            return Err("weighted lags do not sum to zero");
-        }
-        Ok(())
-    }
-
     // ---- private -------------------------------------------------------------------
 
     fn check_enqueue(&self, task: &Task) -> Result<(), RqError> {
@@ -1265,7 +940,7 @@ impl Rq {
             return Err(RqError::AlreadyQueued { task: id, cpu });
         }
         if let Some(prev) = task.cpu {
-            if prev != cpu && task.avg.last_update_time != 0 {
+            if prev != cpu && task.avg.attached {
                 return Err(RqError::StillAttached {
                     task: id,
                     cpu,
@@ -1319,7 +994,7 @@ impl Rq {
     /// load contribution to this cfs_rq (if attached here).
     fn reweight_task(&mut self, task: &mut Task, nice: Nice) {
         let new = LoadWeight::from_nice(nice);
-        let attached = task.avg.last_update_time != 0 && task.cpu == Some(self.cpu);
+        let attached = task.avg.attached && task.cpu == Some(self.cpu);
         if attached {
             self.cfs_avg.dequeue_load_avg(&task.avg, task.se.weight());
         }

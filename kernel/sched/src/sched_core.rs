@@ -26,7 +26,8 @@
 //! Deliberate differences: `update_misfit_status` runs only while load balancing is on
 //! ([`CoreCtx::load_balance`]; misfit has no other reader); `avg_idle` is capped at
 //! `2 * sysctl_sched_migration_cost` rather than `2 * rq->max_idle_balance_cost`; the
-//! overutilized flag is re-evaluated over every CPU (see [`crate::root_domain`]).
+//! overutilized flag follows Linux only while load balancing is on (see
+//! [`crate::root_domain`]).
 
 use crate::balance::SYSCTL_SCHED_MIGRATION_COST_NS;
 use crate::cpu_util::TaskUtil;
@@ -164,9 +165,10 @@ pub fn ttwu_select(
 /// `ttwu_do_activate` on the target CPU, under its rq lock after its clock update: fold
 /// the idle time a wake-up ends into `avg_idle`, `enqueue_task` (`ENQUEUE_WAKEUP`, with
 /// `ENQUEUE_MIGRATED` when the task changed CPU, or `wake_up_new_task`'s initial enqueue),
-/// `wakeup_preempt`, then re-evaluate the root domain's overutilized flag over `cpus`
-/// (every CPU's snapshot; this CPU's own is taken from `rq`). A refused enqueue hands the
-/// task back.
+/// `wakeup_preempt`, then `check_update_overutilized_status` for this CPU (a wake-up,
+/// not a new task) — or, without load balancing, re-evaluate the flag over `cpus`
+/// (every CPU's snapshot; this CPU's own is taken from `rq`). A refused enqueue hands
+/// the task back.
 #[allow(clippy::result_large_err)] // the refused task must be handed back, not lost
 pub fn ttwu_activate(
     rq: &mut Rq,
@@ -190,13 +192,23 @@ pub fn ttwu_activate(
     // The task was just enqueued here, so the preemption check finds it.
     let resched = Resched::from_bool(rq.check_preempt_wakeup(id).unwrap_or(true));
     let own = rq.snapshot();
-    let all = cpus
-        .iter()
-        .map(|s| if s.cpu() == own.cpu() { &own } else { s });
-    let at = OverutilizedCheck::Enqueue {
-        new: kind == WakeKind::Fork,
+    let overutilized = if ctx.load_balance {
+        // enqueue_task_fair: `if (!task_new) check_update_overutilized_status(rq)`.
+        match kind {
+            WakeKind::Fork => None,
+            WakeKind::Wakeup => {
+                rd.check_update_overutilized_status(&own, ctx.features, ctx.uclamp_used)
+            }
+        }
+    } else {
+        let all = cpus
+            .iter()
+            .map(|s| if s.cpu() == own.cpu() { &own } else { s });
+        let at = OverutilizedCheck::Enqueue {
+            new: kind == WakeKind::Fork,
+        };
+        rd.check_overutilized(at, all, ctx.features, ctx.uclamp_used)
     };
-    let overutilized = rd.check_overutilized(at, all, ctx.features, ctx.uclamp_used);
     Ok(WakeOutcome {
         resched,
         overutilized,
@@ -216,10 +228,16 @@ pub fn attach_preempt(rq: &mut Rq, id: TaskId) -> Result<Resched, RqError> {
 /// dequeued): `put_prev_task` + `pick_next_task_fair`. With load balancing on, finding
 /// nothing asks the caller for a newidle balance ([`Pick::Newidle`]).
 pub fn schedule_pick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Pick {
-    match rq.pick_next_task() {
+    if !ctx.load_balance {
+        return match rq.pick_next_task() {
+            Some(id) => Pick::Next(id),
+            None => Pick::Idle,
+        };
+    }
+    // The rq goes idle (clock_pelt resync) only after newidle found nothing.
+    match rq.pick_next_task_before_newidle() {
         Some(id) => Pick::Next(id),
-        None if ctx.load_balance => Pick::Newidle,
-        None => Pick::Idle,
+        None => Pick::Newidle,
     }
 }
 
@@ -255,6 +273,18 @@ pub fn sched_tick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Resched {
         rq.update_misfit_status(ctx.topology, ctx.uclamp_used);
     }
     resched
+}
+
+/// The end of `task_tick_fair` on a CPU running a fair task, under its rq lock after
+/// [`sched_tick`]: `check_update_overutilized_status(rq)` — set the root domain's flag
+/// if this CPU is overutilized (`Some(true)`; the caller stores it). Without load
+/// balancing the caller re-evaluates the flag over every CPU instead
+/// ([`RootDomain::check_overutilized`]) and this returns `None`.
+pub fn tick_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool> {
+    if !ctx.load_balance {
+        return None;
+    }
+    rd.check_update_overutilized_status(&rq.snapshot(), ctx.features, ctx.uclamp_used)
 }
 
 /// `task_dead_fair` → `remove_entity_load_avg` for a task that exited on `prev` (already

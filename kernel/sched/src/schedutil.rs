@@ -34,6 +34,7 @@ use alloc::vec::Vec;
 use crate::cpu_util::{cpu_util_cfs, cpu_util_cfs_boost, effective_cpu_util};
 use crate::cpufreq::{CpufreqPolicy, Governor};
 use crate::features::SchedFeatures;
+use crate::flags::sched_flags;
 use crate::rq::RqSnapshot;
 use crate::types::{
     Capacity, CpuId, CpuMask, Khz, Nanos, Util, SCHED_CAPACITY_SCALE, SCHED_CAPACITY_SHIFT,
@@ -46,19 +47,19 @@ pub const DEFAULT_TICK_NSEC: u64 = 4_000_000;
 /// The most CPUs one policy may span.
 pub const MAX_POLICY_CPUS: usize = 16;
 
-/// `SCHED_CPUFREQ_*` flags of a `cpufreq_update_util` call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct UpdateFlags(u32);
+sched_flags! {
+    /// `SCHED_CPUFREQ_*` flags of a `cpufreq_update_util` call;
+    /// [`UpdateFlags::NONE`]: a utilisation change.
+    pub struct UpdateFlags(u32) {
+        /// `SCHED_CPUFREQ_IOWAIT`: a task that slept on I/O was enqueued.
+        const IOWAIT = 1;
+    }
+}
 
 impl UpdateFlags {
-    /// No flags: a utilisation change.
-    pub const NONE: UpdateFlags = UpdateFlags(0);
-    /// `SCHED_CPUFREQ_IOWAIT`: a task that slept on I/O was enqueued.
-    pub const IOWAIT: UpdateFlags = UpdateFlags(1);
-
     /// Whether `SCHED_CPUFREQ_IOWAIT` is set.
     pub const fn iowait(self) -> bool {
-        self.0 & 1 != 0
+        self.contains(UpdateFlags::IOWAIT)
     }
 }
 

@@ -45,7 +45,9 @@ const fn pd(name: &'static str) -> PerfDomainDesc {
     }
 }
 
-/// Juno r2 shape: 2 big (cluster 0), 4 LITTLE (cluster 1).
+/// Juno r2's shape, not its tables (those are `asym_boards::JUNO_R2`): 2 big (cluster 0), 4 LITTLE
+/// (cluster 1), every CPU at one 1000 MHz OPP so capacities are the `capacity-dmips-mhz`
+/// ratios (1024 / 485) and the hand-computed imbalances below stay simple.
 const JUNO: BoardDesc = BoardDesc {
     name: "juno-r2",
     cpus: &[
@@ -433,7 +435,7 @@ fn misfit_task_on_little_moves_to_idle_big_by_active_balance() {
     assert_eq!(sds.cpus[0].sd[1].balance_interval, 6);
     // The stopper: preempt, then push.
     rqs[2].put_prev_task();
-    let moved = active_load_balance_cpu_stop(&sds, &mut rqs, &req).unwrap();
+    let moved = active_load_balance_cpu_stop(&mut sds, &mut rqs, &req).unwrap();
     assert_eq!(moved, Some(TaskId(7)));
     assert_eq!(ids(&rqs[0]), vec![7]);
     assert_eq!(rqs[2].nr_running(), 0);
@@ -732,7 +734,7 @@ proptest! {
             };
             if let Some(req) = report.active_balance {
                 rqs[req.src.index()].put_prev_task();
-                active_load_balance_cpu_stop(&sds, &mut rqs, &req).unwrap();
+                active_load_balance_cpu_stop(&mut sds, &mut rqs, &req).unwrap();
             }
             let mut seen: Vec<u32> = Vec::new();
             for rq in &rqs {
@@ -747,4 +749,229 @@ proptest! {
             prop_assert_eq!(&seen, &expected);
         }
     }
+}
+
+// ---- Linux v6.12 rules the balancer used to miss (fidelity review F2-F7, M1) ----------
+
+/// Run every CPU's current task for `ticks` ticks from `*now`.
+fn run_all(rqs: &mut [Rq], now: &mut u64, ticks: u64) {
+    for _ in 0..ticks {
+        *now += TICK;
+        for rq in rqs.iter_mut() {
+            rq.update_rq_clock(Nanos(*now)).unwrap();
+            if rq.curr().is_some() {
+                rq.task_tick();
+            } else {
+                rq.update_blocked_averages();
+            }
+        }
+    }
+}
+
+/// v6.12 `active_load_balance_cpu_stop`: when `detach_one_task` found a task, "Active
+/// balancing done, reset the failure counter": `sd->nr_balance_failed = 0` on the
+/// destination's lowest domain spanning the source.
+#[test]
+fn a_successful_active_balance_resets_nr_balance_failed() {
+    let (mut sds, mut rqs, now) = misfit_setup(CpuMask::first_n(6), false);
+    let r = sched_balance_domains(&mut sds, CpuId(0), &mut rqs, CpuIdleType::Idle, now, &ctx())
+        .unwrap();
+    let req = r.active_balance.expect("active balance requested");
+    sds.cpus[0].sd[1].nr_balance_failed = 5;
+    rqs[2].put_prev_task();
+    let moved = active_load_balance_cpu_stop(&mut sds, &mut rqs, &req).unwrap();
+    assert_eq!(moved, Some(TaskId(7)));
+    assert_eq!(sds.cpus[0].sd[1].nr_balance_failed, 0);
+}
+
+/// v6.12 `sched_balance_rq`: active balance is needed but the source's running task may
+/// not run on this CPU → `goto out_one_pinned`, which skips `out_all_pinned`'s
+/// `nr_balance_failed = 0` (and a misfit attempt neither counts a failure nor backs off).
+#[test]
+fn a_pinned_running_task_keeps_nr_balance_failed() {
+    let (mut sds, mut rqs, now) = misfit_setup(CpuMask(0b11_1100), false);
+    sds.cpus[0].sd[1].nr_balance_failed = 3;
+    let r = sched_balance_domains(&mut sds, CpuId(0), &mut rqs, CpuIdleType::Idle, now, &ctx())
+        .unwrap();
+    assert_eq!(r.active_balance, None);
+    assert_eq!(sds.cpus[0].sd[1].nr_balance_failed, 3);
+    assert_eq!(sds.cpus[0].sd[1].balance_interval, 6);
+}
+
+/// v6.12: `detach_task` → `set_task_cpu` → `migrate_task_rq_fair` sets `se->exec_start = 0`
+/// ("We have migrated, no longer consider this task hot") and `attach_task`'s
+/// `activate_task` enqueues with `ENQUEUE_MIGRATED`: a moved task is not cache hot on its
+/// new CPU. A task put back where it was detached keeps its `exec_start`.
+#[test]
+fn a_task_the_balancer_moved_is_not_cache_hot() {
+    let t = topo(&JUNO);
+    let mut rqs = rqs_for(&t, Nanos(0));
+    spawn(&mut rqs[0], 1, 0, CpuMask::first_n(6));
+    rqs[0].update_rq_clock(Nanos(TICK)).unwrap();
+    rqs[0].pick_next_task();
+    rqs[0].update_rq_clock(Nanos(2 * TICK)).unwrap();
+    rqs[0].put_prev_task();
+    let ran = rqs[0].task(TaskId(1)).unwrap().se.exec_start;
+    assert_ne!(ran, 0);
+    let p = rqs[0].detach_task(TaskId(1)).unwrap();
+    rqs[0].attach_task(p).unwrap();
+    assert_eq!(
+        rqs[0].task(TaskId(1)).unwrap().se.exec_start,
+        ran,
+        "put back"
+    );
+    let p = rqs[0].detach_task(TaskId(1)).unwrap();
+    rqs[1].update_rq_clock(Nanos(2 * TICK)).unwrap();
+    rqs[1].attach_task(p).unwrap();
+    assert_eq!(rqs[1].task(TaskId(1)).unwrap().se.exec_start, 0);
+}
+
+/// v6.12 `sched_balance_domains`: `need_decay = update_newidle_cost(sd, 0)` is overwritten
+/// at each level, so only the last level's decay decides whether
+/// `rq->max_idle_balance_cost` is refreshed to `max(sysctl_sched_migration_cost, Σ costs)`.
+#[test]
+fn only_the_last_levels_decay_refreshes_max_idle_balance_cost() {
+    let t = topo(&JUNO);
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let j = 3 * 250;
+    let now = Nanos(j * TICK);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+    }
+    for (mc_decays, want) in [(true, 2_000_000), (false, 500_000)] {
+        let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+        sds.cpus[0].max_idle_balance_cost = 2_000_000;
+        // A level decays when jiffies > last_decay_max_lb_cost + HZ.
+        sds.cpus[0].sd[0].last_decay_max_lb_cost = if mc_decays { 0 } else { j };
+        sds.cpus[0].sd[1].last_decay_max_lb_cost = if mc_decays { j } else { 0 };
+        sched_balance_domains(&mut sds, CpuId(0), &mut rqs, CpuIdleType::Idle, now, &ctx())
+            .unwrap();
+        assert_eq!(
+            sds.cpus[0].max_idle_balance_cost, want,
+            "MC decays: {mc_decays}"
+        );
+    }
+}
+
+/// v6.12: `sd->groups` is a circular list starting at the local group, so CPU 2's MC level
+/// visits groups 2, 3, 0, 1; among has-spare groups with equal idle CPUs and task counts
+/// `update_sd_pick_busiest` keeps the first one seen — CPU 3, not CPU 0.
+#[test]
+fn groups_are_visited_from_the_local_group() {
+    let t = topo(&QUAD);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let all = CpuMask::first_n(4);
+    for (cpu, a, b) in [(0usize, 1u32, 2u32), (3, 3, 4)] {
+        spawn(&mut rqs[cpu], a, 0, all);
+        spawn(&mut rqs[cpu], b, 0, all);
+    }
+    let now = Nanos(10 * TICK);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+    }
+    let r = sched_balance_domains(&mut sds, CpuId(2), &mut rqs, CpuIdleType::Idle, now, &ctx())
+        .unwrap();
+    assert_eq!(r.total_moved(), 1);
+    assert_eq!((rqs[0].nr_running(), rqs[3].nr_running()), (2, 1));
+}
+
+/// Three symmetric 2-CPU clusters (PKG has three groups).
+const TRIPLE: BoardDesc = BoardDesc {
+    name: "triple",
+    cpus: &[
+        cpu(0x0, 0, 1024),
+        cpu(0x1, 0, 1024),
+        cpu(0x100, 1, 1024),
+        cpu(0x101, 1, 1024),
+        cpu(0x200, 2, 1024),
+        cpu(0x201, 2, 1024),
+    ],
+    perf_domains: &[pd("c0"), pd("c1"), pd("c2")],
+};
+
+/// v6.12 `update_sg_lb_stats` computes `avg_load` only for overloaded groups, so fully
+/// busy groups all have `avg_load == 0` and `update_sd_pick_busiest` keeps replacing the
+/// busiest with each next fully busy group ("XXX for now avg_load is not computed and
+/// always 0"): from CPU 0, cluster 2 is visited last and is the busiest although
+/// cluster 1's load is higher. Fully busy CPUs have nothing queued, so what shows it is
+/// the active balance a fourth failure asks for (`imbalanced_active_balance`): from CPU 4.
+#[test]
+fn fully_busy_groups_have_no_avg_load() {
+    let t = topo(&TRIPLE);
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let all = CpuMask::first_n(6);
+    // One always-running task per CPU of clusters 1 and 2; cluster 1's are nice -5.
+    for (cpu, id, nice) in [(2usize, 1u32, -5), (3, 2, -5), (4, 3, 0), (5, 4, 0)] {
+        spawn(&mut rqs[cpu], id, nice, all);
+    }
+    let mut now = 0;
+    for rq in rqs.iter_mut() {
+        rq.pick_next_task();
+    }
+    run_all(&mut rqs, &mut now, 100);
+    assert!(rqs[2].cfs_avg().util_avg * 117 > 1024 * 100, "fully busy");
+    assert!(rqs[2].cfs_avg().load_avg > rqs[4].cfs_avg().load_avg);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    sds.cpus[0].sd[0].last_balance = now / TICK;
+    sds.cpus[0].sd[1].nr_balance_failed = 3;
+    let r = sched_balance_domains(
+        &mut sds,
+        CpuId(0),
+        &mut rqs,
+        CpuIdleType::Idle,
+        Nanos(now),
+        &ctx(),
+    )
+    .unwrap();
+    assert_eq!(r.lb_runs, 1, "PKG only");
+    let req = r
+        .active_balance
+        .expect("a fourth failure asks for an active balance");
+    assert_eq!(
+        (req.src, req.migration_type),
+        (CpuId(4), MigrationType::Task)
+    );
+}
+
+/// v6.12 `sched_balance_newidle`: before walking the domains it calls
+/// `sched_balance_update_blocked_averages(this_cpu)`, so this CPU's blocked load is
+/// decayed to now (the local group's statistics are not stale).
+#[test]
+fn newidle_updates_this_cpus_blocked_averages_first() {
+    let t = topo(&JUNO);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let all = CpuMask::first_n(6);
+    // CPU 0 ran a task for 100 ms that then slept: blocked utilisation.
+    spawn(&mut rqs[0], 1, 0, all);
+    let mut now = 0;
+    rqs[0].pick_next_task();
+    run_all(&mut rqs, &mut now, 25);
+    rqs[0]
+        .dequeue_task(TaskId(1), asym_sched::rq::DequeueFlags::SLEEP)
+        .unwrap();
+    rqs[0].pick_next_task();
+    // Overloaded elsewhere so newidle is not skipped: CPU 1 holds two tasks, pinned
+    // there so that nothing is pulled into CPU 0's averages.
+    spawn(&mut rqs[1], 2, 0, CpuMask::of(CpuId(1)));
+    spawn(&mut rqs[1], 3, 0, CpuMask::of(CpuId(1)));
+    let before = rqs[0].cfs_avg().util_avg;
+    // 32 ms later (one PELT half-life), with CPU 0's clock updated but not its averages.
+    now += 8 * TICK;
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(Nanos(now)).unwrap();
+    }
+    rqs[0].set_avg_idle(u64::MAX / 4);
+    let mut t0 = 0;
+    let mut clock = || {
+        t0 += 1000;
+        t0
+    };
+    sched_balance_newidle(&mut sds, CpuId(0), &mut rqs, Nanos(now), &ctx(), &mut clock).unwrap();
+    let after = rqs[0].cfs_avg().util_avg;
+    assert!(
+        after * 10 < before * 6,
+        "blocked util {before} → {after}: not decayed by half"
+    );
 }

@@ -1,5 +1,5 @@
 //! cpu_util / effective_cpu_util / util_fits_cpu against cases derived by hand from
-//! linux-sched.md §2.1, §2.2 and §3.1.
+//! Linux v6.12 `kernel/sched/fair.c` (`cpu_util`, `effective_cpu_util`, `util_fits_cpu`).
 
 use asym_sched::cpu_util::{
     capacity_greater, cpu_bw_dl, cpu_util, cpu_util_cfs, cpu_util_cfs_boost, cpu_util_without,

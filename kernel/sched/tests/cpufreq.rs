@@ -1,7 +1,7 @@
-//! cpufreq policy and emulated-driver tests. Oracles: the OPP tables of
-//! `../shared/reference/boards.md` / `linux-sched.md` §5 and the rules of §2.3
-//! (`cpufreq_driver_resolve_freq`, `rate_limit_us` default), computed by hand in the
-//! comments.
+//! cpufreq policy and emulated-driver tests. Oracles: the boards' OPP tables (mainline
+//! `juno-r2.dts`, `hi3660.dtsi`, `hi6220.dtsi`) and Linux v6.12's rules
+//! (`cpufreq_driver_resolve_freq` in `drivers/cpufreq/cpufreq.c`, the `rate_limit_us`
+//! default of `cpufreq_schedutil.c`), computed by hand in the comments.
 
 use asym_sched::cpufreq::driver::{CpufreqDriver, EmulatedDriver};
 use asym_sched::cpufreq::{CpufreqError, CpufreqPolicy, Governor, Relation};
@@ -37,6 +37,8 @@ const HIKEY_OPPS: &[OppDesc] = &[
     opp(960, 1180),
     opp(1200, 1330),
 ];
+/// Juno r2's OPPs and coefficients with the perf domains listed LITTLE first (the real table,
+/// `asym_boards::JUNO_R2`, lists big first): policies and the EM must follow the table's order.
 const JUNO: BoardDesc = BoardDesc {
     name: "juno-r2",
     cpus: &[
@@ -111,7 +113,7 @@ fn policy_shape_and_rate_limit_default() {
     assert_eq!(big.transition_delay_us(), 2175);
     let hikey = CpufreqPolicy::new(&HIKEY, 0, Nanos(0)).unwrap();
     assert_eq!(hikey.cpus.weight(), 8, "HiKey: one policy for 8 CPUs");
-    // 500 µs → 750 µs (linux-sched.md §2.3 example).
+    // 500 µs → 500 + 250 = 750 µs (`cpufreq_policy_transition_delay_us`: lat + lat / 2).
     assert_eq!(hikey.transition_delay_us(), 750);
     let mut p = hikey;
     p.transition_latency_ns = 0;

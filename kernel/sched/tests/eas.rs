@@ -5,10 +5,14 @@
 //! domain's OPP from its busiest CPU with 25 % headroom, times the domain's summed
 //! utilisation) — `find_energy_efficient_cpu` must pick a CPU of minimum energy, or
 //! `prev_cpu` when nothing fits; (2) hand-derived expectations from the capacity and
-//! energy tables of `../shared/reference/boards.md`, including the cases where Linux's
+//! energy tables of the boards (mainline `juno-r2.dts` / `hi3660.dtsi` OPPs and
+//! `dynamic-power-coefficient` through the EM's power formula), including the cases where Linux's
 //! heuristic (only the most-spare CPU of each domain is tried) intentionally differs from
 //! brute force.
 
+// The real boards, as the kernel and the simulator see them: Juno r2's A72s are CPUs 0-1 in
+// perf domain 0; HiKey960's A53s are CPUs 0-3 in perf domain 0.
+use asym_boards::{HIKEY960, JUNO_R2 as JUNO};
 use asym_sched::cpu_util::{CfsRqUtil, CpuCapacityInfo, CpuSnapshot, RqNonCfsUtil, TaskUtil};
 use asym_sched::eas::{
     cpu_overutilized, find_energy_efficient_cpu, task_max_allowed_capacity, update_misfit_status,
@@ -17,91 +21,9 @@ use asym_sched::eas::{
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::rq::RqSnapshot;
-use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
-use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Util};
+use asym_sched::topology::{BoardDesc, Topology};
+use asym_sched::types::{Capacity, CpuId, CpuMask, Util};
 use asym_sched::uclamp::ClampRange;
-
-const fn opp(mhz: u32, mv: u32) -> OppDesc {
-    OppDesc {
-        freq: Khz(mhz * 1000),
-        voltage: MicroVolt(mv * 1000),
-    }
-}
-
-const fn cpu(mpidr: u64, cluster: u16, pd: u16, dmips: u32, coeff: u32) -> CpuDesc {
-    CpuDesc {
-        mpidr,
-        cluster,
-        perf_domain: pd,
-        capacity_dmips_mhz: Some(dmips),
-        dynamic_power_coefficient: Some(coeff),
-        core: "test",
-    }
-}
-
-// source: boards.md / juno-r2.dts (the asym-boards table: A72s are CPUs 0-1, domain 0).
-const JUNO: BoardDesc = BoardDesc {
-    name: "juno-r2",
-    cpus: &[
-        cpu(0x0, 0, 0, 1024, 450),
-        cpu(0x1, 0, 0, 1024, 450),
-        cpu(0x100, 1, 1, 485, 140),
-        cpu(0x101, 1, 1, 485, 140),
-        cpu(0x102, 1, 1, 485, 140),
-        cpu(0x103, 1, 1, 485, 140),
-    ],
-    perf_domains: &[
-        PerfDomainDesc {
-            name: "big",
-            opps: &[opp(600, 829), opp(1000, 909), opp(1200, 1010)],
-            transition_latency_ns: 1_450_000,
-        },
-        PerfDomainDesc {
-            name: "little",
-            opps: &[opp(450, 829), opp(800, 909), opp(950, 1010)],
-            transition_latency_ns: 1_450_000,
-        },
-    ],
-};
-
-// source: boards.md / hi3660.dtsi (A53s are CPUs 0-3, domain 0).
-const HIKEY960: BoardDesc = BoardDesc {
-    name: "hikey960",
-    cpus: &[
-        cpu(0x0, 0, 0, 592, 110),
-        cpu(0x1, 0, 0, 592, 110),
-        cpu(0x2, 0, 0, 592, 110),
-        cpu(0x3, 0, 0, 592, 110),
-        cpu(0x100, 1, 1, 1024, 550),
-        cpu(0x101, 1, 1, 1024, 550),
-        cpu(0x102, 1, 1, 1024, 550),
-        cpu(0x103, 1, 1, 1024, 550),
-    ],
-    perf_domains: &[
-        PerfDomainDesc {
-            name: "little",
-            opps: &[
-                opp(533, 700),
-                opp(999, 800),
-                opp(1402, 900),
-                opp(1709, 1000),
-                opp(1844, 1100),
-            ],
-            transition_latency_ns: 300_000,
-        },
-        PerfDomainDesc {
-            name: "big",
-            opps: &[
-                opp(903, 700),
-                opp(1421, 800),
-                opp(1805, 900),
-                opp(2112, 1000),
-                opp(2362, 1100),
-            ],
-            transition_latency_ns: 300_000,
-        },
-    ],
-};
 
 struct System {
     topo: Topology,
@@ -270,7 +192,7 @@ fn system_energy(sys: &System, cpus: &[CpuState], p: &TaskState, dst: usize) -> 
         }
         let max_perf = max_perf.min(cap);
         let sum = sum.min(pd_cap);
-        // The EM's own lookup is tested in tests/em.rs against boards.md; here it is the
+        // The EM's own lookup is tested in tests/em.rs against hand-computed tables; here it is the
         // oracle's price list.
         total += em.em_cpu_energy(
             Util(max_perf as u32),

@@ -660,6 +660,44 @@ fn the_snapshot_is_what_the_rq_reports() {
     );
 }
 
+/// A run queue whose clock starts at 0 (the simulator's do): a task attached while the
+/// cfs_rq's `last_update_time` is still 0 is attached all the same (Linux's encoding,
+/// `last_update_time != 0`, would call it detached), stays in phase with its cfs_rq, and
+/// its signals leave the CPU when it migrates. Oracle: a task that was the only one on
+/// the CPU takes all of the CPU's utilisation with it (up to rounding).
+#[test]
+fn pelt_time_zero_keeps_an_attached_task_attached() {
+    let mut rqs: Vec<Rq> = (0..2)
+        .map(|c| Rq::new(RqConfig::new(CpuId(c), 2), Nanos(0)))
+        .collect();
+    let t = Task::new(TaskId(1), 0, TaskUclamp::new(), CpuMask(0b11)).unwrap();
+    rqs[0].enqueue_task(t, EnqueueFlags::NEW).unwrap();
+    rqs[0].pick_next_task();
+    rqs[0].update_rq_clock(Nanos(0)).unwrap();
+    rqs[0].task_tick();
+    assert!(rqs[0].task(TaskId(1)).unwrap().avg.attached);
+    let mut now = 0;
+    for _ in 0..10 {
+        now += TICK_NS;
+        rqs[0].update_rq_clock(Nanos(now)).unwrap();
+        rqs[0].task_tick();
+        let se = rqs[0].task(TaskId(1)).unwrap().avg;
+        assert_eq!(
+            se.last_update_time,
+            rqs[0].cfs_avg().last_update_time,
+            "in phase with its cfs_rq"
+        );
+    }
+    let mut t = rqs[0].dequeue_task(TaskId(1), DequeueFlags::SLEEP).unwrap();
+    rqs[0].pick_next_task();
+    let r = migrate_task_rq_fair(&rqs[0].pelt_remote(), &mut t, rqs[0].clock_task()).unwrap();
+    assert_eq!(r.nr, 1, "the task's signals leave its old CPU");
+    assert!(!t.avg.attached);
+    rqs[0].apply_removed(r);
+    rqs[0].update_blocked_averages();
+    assert!(rqs[0].cfs_avg().util_avg <= 1, "{:?}", rqs[0].cfs_avg());
+}
+
 #[test]
 fn blocked_load_halves_every_32_periods_while_idle() {
     // Oracle: PELT's y^32 = 1/2; a period is 1024 × 1024 ns of (idle = wall) time.

@@ -7,11 +7,12 @@
 //! does not fit a LITTLE with `max(load_avg, 1)`; a refused enqueue hands the task back.
 
 use asym_boards::JUNO_R2;
-use asym_sched::root_domain::RootDomain;
+use asym_sched::balance::{sched_balance_domains, CpuIdleType, LbContext, SchedDomains};
+use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
 use asym_sched::rq::{EnqueueFlags, Resched, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
-    sched_tick, schedule_finish, schedule_pick, ttwu_activate, ttwu_select, CoreCtx, Pick,
-    Placement, WakeCtx,
+    sched_tick, schedule_finish, schedule_pick, schedule_repick, tick_overutilized, ttwu_activate,
+    ttwu_select, CoreCtx, Pick, Placement, WakeCtx,
 };
 use asym_sched::topology::Topology;
 use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
@@ -215,4 +216,209 @@ fn the_interim_rule_places_while_overutilized() {
         CpuMask(0b111000).contains(cpu) && cpu != CpuId(3),
         "{cpu:?}"
     );
+}
+
+/// Juno r2 with a LITTLE (CPU 2, capacity 383) made overutilized by a task that ran on
+/// it for 400 ms (util ≈ 1000); every other CPU idle.
+fn juno_with_an_overutilized_little(topo: &Topology) -> (Vec<Rq>, u64) {
+    let mut rqs = rqs(topo, 4);
+    let mut now = 1u64 << 20;
+    rqs[2]
+        .enqueue_task(task(1, 0b111111), EnqueueFlags::NEW)
+        .unwrap();
+    rqs[2].pick_next_task();
+    run(&mut rqs[2], &mut now, 400);
+    assert!(rqs[2].cfs_avg().util_avg > 383);
+    (rqs, now)
+}
+
+const RD_EAS: RootDomain = RootDomain {
+    overutilized: false,
+    tracked: true,
+    eas: true,
+};
+
+/// Linux v6.12: `check_update_overutilized_status` only sets the flag, for the enqueuing
+/// (waking) or ticking CPU; nothing but `update_sd_lb_stats` clears it. So with balancing
+/// on, a wake-up or a tick on a quiet CPU leaves a set flag set, and a tick on the
+/// overutilized CPU sets a clear one. (Without balancing, the approximation clears it.)
+#[test]
+fn with_balancing_wake_ups_and_ticks_set_overutilized_but_never_clear_it() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let (mut busy, _) = juno_with_an_overutilized_little(&topo);
+    let set = RootDomain {
+        overutilized: true,
+        ..RD_EAS
+    };
+    // A quiet system: CPU 2's task is gone.
+    let mut quiet = rqs(&topo, 4);
+    let snaps: Vec<RqSnapshot> = quiet.iter().map(Rq::snapshot).collect();
+    let mut t = task(7, 0b111111);
+    t.cpu = Some(CpuId(0));
+    let out = ttwu_activate(
+        &mut quiet[0],
+        t,
+        WakeKind::Wakeup,
+        false,
+        &snaps,
+        &set,
+        &ctx(&topo, true),
+    )
+    .unwrap();
+    assert_eq!(out.overutilized, None, "an enqueue never clears");
+    // Nor with EAS off (the flag is then kept only for the report).
+    let mut t = task(8, 0b111111);
+    t.cpu = Some(CpuId(1));
+    let no_eas = RootDomain { eas: false, ..set };
+    let out = ttwu_activate(
+        &mut quiet[1],
+        t,
+        WakeKind::Wakeup,
+        false,
+        &snaps,
+        &no_eas,
+        &ctx(&topo, true),
+    )
+    .unwrap();
+    assert_eq!(
+        out.overutilized, None,
+        "an enqueue never clears, EAS or not"
+    );
+    assert_eq!(tick_overutilized(&quiet[0], &set, &ctx(&topo, true)), None);
+    // The tick of the overutilized LITTLE sets a clear flag; a quiet CPU's tick does not.
+    assert_eq!(
+        tick_overutilized(&busy[2], &RD_EAS, &ctx(&topo, true)),
+        Some(true)
+    );
+    assert_eq!(
+        tick_overutilized(&busy[0], &RD_EAS, &ctx(&topo, true)),
+        None
+    );
+    // Without load balancing: no per-CPU tick rule; the all-CPU re-evaluation clears.
+    assert_eq!(
+        tick_overutilized(&busy[2], &RD_EAS, &ctx(&topo, false)),
+        None
+    );
+    let snaps: Vec<RqSnapshot> = quiet.iter().map(Rq::snapshot).collect();
+    assert_eq!(
+        set.check_overutilized(OverutilizedCheck::Tick, &snaps, Default::default(), false),
+        Some(false)
+    );
+    busy.clear();
+}
+
+/// Linux v6.12 `update_sd_lb_stats`: at the root domain's level (`!sd->parent`, PKG on
+/// Juno) `set_rd_overutilized(rd, sg_overutilized)` — cleared when no CPU of the system
+/// is overutilized, set when one is; at a lower level (MC) only set. The EAS gate of
+/// `find_busiest_group` then reads the flag just computed: a LITTLE running two tasks and
+/// overutilized is balanced even though the flag was clear before the statistics ran.
+#[test]
+fn the_root_level_balance_statistics_clear_and_set_overutilized() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let lb = |over: bool| LbContext {
+        overutilized: over,
+        eas_active: true,
+        ..LbContext::new(Default::default())
+    };
+    // Quiet system, flag set: CPU 0's periodic balance (MC then PKG) clears it.
+    let mut quiet = rqs(&topo, 4);
+    let mut sds = SchedDomains::build(&topo, 250, Nanos(0)).unwrap();
+    let now = Nanos(40 * TICK);
+    let r = sched_balance_domains(
+        &mut sds,
+        CpuId(0),
+        &mut quiet,
+        CpuIdleType::Idle,
+        now,
+        &lb(true),
+    )
+    .unwrap();
+    assert_eq!(r.overutilized, Some(false));
+    // Only the MC level due (PKG balanced recently): MC statistics cannot clear.
+    let mut sds = SchedDomains::build(&topo, 250, Nanos(0)).unwrap();
+    sds.cpus[0].sd[1].last_balance = 40;
+    let r = sched_balance_domains(
+        &mut sds,
+        CpuId(0),
+        &mut quiet,
+        CpuIdleType::Idle,
+        now,
+        &lb(true),
+    )
+    .unwrap();
+    assert_eq!(r.lb_runs, 1);
+    assert_eq!(r.overutilized, None);
+
+    // The LITTLE overutilized with a second task queued; the flag clear beforehand.
+    // CPU 3 (the other LITTLEs' first idle CPU) balances: its MC statistics (below the
+    // root) set the flag, which opens the EAS gate, and the queued task moves to it.
+    let (mut rqs, t) = juno_with_an_overutilized_little(&topo);
+    rqs[2]
+        .enqueue_task(task(2, 0b111111), EnqueueFlags::NEW)
+        .unwrap();
+    let mut sds = SchedDomains::build(&topo, 250, Nanos(0)).unwrap();
+    let now = Nanos(t + TICK);
+    for rq in &mut rqs {
+        rq.update_rq_clock(now).unwrap();
+    }
+    sds.cpus[3].sd[1].last_balance = now.0 / TICK;
+    let r = sched_balance_domains(
+        &mut sds,
+        CpuId(3),
+        &mut rqs,
+        CpuIdleType::Idle,
+        now,
+        &lb(false),
+    )
+    .unwrap();
+    assert_eq!(r.lb_runs, 1, "MC only");
+    assert_eq!(r.overutilized, Some(true));
+    assert_eq!(
+        r.total_moved(),
+        1,
+        "the fresh flag opens the EAS gate: {r:?}"
+    );
+    assert_eq!(rqs[3].nr_running(), 1);
+}
+
+/// v6.12 `pick_next_task_fair`: with nothing to run it calls `sched_balance_newidle`
+/// first and `update_idle_rq_clock_pelt` only when nothing was pulled. A CPU at half
+/// capacity and half frequency that ran 10 ms has `clock_pelt` 7.5 ms behind
+/// `clock_task`; if newidle pulls a task, that lag must survive (it is given back — or
+/// declared lost — only when the CPU really goes idle).
+#[test]
+fn newidle_runs_before_the_idle_clock_pelt_resync() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let mut rqs = rqs(&topo, 4);
+    let rq = &mut rqs[2];
+    rq.set_freq_scale(asym_sched::types::Capacity(512));
+    let mut now = 1u64 << 20;
+    rq.update_rq_clock(Nanos(now)).unwrap();
+    rq.enqueue_task(task(1, 0b111111), EnqueueFlags::NEW)
+        .unwrap();
+    rq.pick_next_task();
+    now += 10_000_000;
+    rq.update_rq_clock(Nanos(now)).unwrap();
+    rq.dequeue_task(TaskId(1), asym_sched::rq::DequeueFlags::SLEEP)
+        .unwrap();
+    let lag = |rq: &Rq| rq.clock_task().0 - rq.clock_pelt().0;
+    assert!(lag(rq) > 5_000_000, "lag {}", lag(rq));
+    assert_eq!(schedule_pick(rq, &ctx(&topo, true)), Pick::Newidle);
+    assert!(
+        lag(rq) > 5_000_000,
+        "resynced before newidle: lag {}",
+        lag(rq)
+    );
+    // Newidle pulls a task from CPU 3.
+    let mut t2 = task(2, 0b111111);
+    t2.cpu = Some(CpuId(3));
+    rq.attach_task(t2).unwrap();
+    assert_eq!(schedule_repick(rq), Pick::Next(TaskId(2)));
+    assert!(lag(rq) > 5_000_000, "lag {}", lag(rq));
+    // Without a pull the repick goes idle and resyncs.
+    rq.dequeue_task(TaskId(2), asym_sched::rq::DequeueFlags::SLEEP)
+        .unwrap();
+    assert_eq!(schedule_pick(rq, &ctx(&topo, true)), Pick::Newidle);
+    assert_eq!(schedule_repick(rq), Pick::Idle);
+    assert_eq!(lag(rq), 0);
 }

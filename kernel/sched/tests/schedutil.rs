@@ -1,5 +1,6 @@
 //! schedutil tests. Every expected frequency is worked out by hand from the formulas of
-//! `../shared/reference/linux-sched.md` §2.2–2.3 (v6.12) in the comment next to it:
+//! Linux v6.12 `kernel/sched/cpufreq_schedutil.c` (`map_util_perf`, `get_next_freq`) in the
+//! comment next to it:
 //! `perf = max(min, min(max, util + util/4))`, `raw = 1_200_000 kHz × perf / 1024`,
 //! then the lowest Juno r2 big OPP (600 / 1000 / 1200 MHz) at or above `raw`.
 

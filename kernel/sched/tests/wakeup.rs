@@ -1,94 +1,27 @@
 //! Wake-up and fork placement tests (`select_idle_capacity`, `select_idle_sibling`,
 //! `sched_balance_find_dst_cpu`, `select_task_rq_fair`).
 //!
-//! Oracles: hand cases derived from the capacities of `../shared/reference/boards.md`
-//! (Juno r2: A72 1024, A53 383; HiKey960: A73 1024, A53 462) and the 1280/1024 fit margin,
+//! Oracles: hand cases derived from the boards' capacities (`capacity-dmips-mhz` × fmax of
+//! the mainline DTs, normalised; Juno r2: A72 1024, A53 383; HiKey960: A73 1024, A53 462) and the 1280/1024 fit margin,
 //! and a brute-force property whose fit test is recomputed here in floating point
 //! (`util × 1.25 < capacity`): the chosen CPU is idle and fits whenever an allowed idle
 //! CPU fits, otherwise the biggest allowed idle CPU, and always an allowed CPU.
 
+// The real boards, as the kernel and the simulator see them: Juno r2's A72s are CPUs 0-1 in
+// perf domain 0; HiKey960's A53s are CPUs 0-3 in perf domain 0.
+use asym_boards::{HIKEY960, JUNO_R2 as JUNO};
 use asym_sched::cpu_util::{CfsRqUtil, CpuCapacityInfo, CpuSnapshot, RqNonCfsUtil, TaskUtil};
 use asym_sched::eas::EasTask;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::rq::RqSnapshot;
-use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
-use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Util};
+use asym_sched::topology::Topology;
+use asym_sched::types::{Capacity, CpuId, CpuMask, Util};
 use asym_sched::uclamp::ClampRange;
 use asym_sched::wakeup::{
     sched_balance_find_dst_cpu, select_idle_capacity, select_task_rq_fair, select_task_rq_interim,
     WakeKind, WakeupView,
 };
 use proptest::prelude::*;
-
-const fn opp(mhz: u32, mv: u32) -> OppDesc {
-    OppDesc {
-        freq: Khz(mhz * 1000),
-        voltage: MicroVolt(mv * 1000),
-    }
-}
-
-const fn cpu(mpidr: u64, cluster: u16, pd: u16, dmips: u32) -> CpuDesc {
-    CpuDesc {
-        mpidr,
-        cluster,
-        perf_domain: pd,
-        capacity_dmips_mhz: Some(dmips),
-        dynamic_power_coefficient: Some(100),
-        core: "test",
-    }
-}
-
-// source: boards.md / juno-r2.dts (A72s are CPUs 0-1).
-const JUNO: BoardDesc = BoardDesc {
-    name: "juno-r2",
-    cpus: &[
-        cpu(0x0, 0, 0, 1024),
-        cpu(0x1, 0, 0, 1024),
-        cpu(0x100, 1, 1, 485),
-        cpu(0x101, 1, 1, 485),
-        cpu(0x102, 1, 1, 485),
-        cpu(0x103, 1, 1, 485),
-    ],
-    perf_domains: &[
-        PerfDomainDesc {
-            name: "big",
-            opps: &[opp(1200, 1010)],
-            transition_latency_ns: 1_450_000,
-        },
-        PerfDomainDesc {
-            name: "little",
-            opps: &[opp(950, 1010)],
-            transition_latency_ns: 1_450_000,
-        },
-    ],
-};
-
-// source: boards.md / hi3660.dtsi (A53s are CPUs 0-3).
-const HIKEY960: BoardDesc = BoardDesc {
-    name: "hikey960",
-    cpus: &[
-        cpu(0x0, 0, 0, 592),
-        cpu(0x1, 0, 0, 592),
-        cpu(0x2, 0, 0, 592),
-        cpu(0x3, 0, 0, 592),
-        cpu(0x100, 1, 1, 1024),
-        cpu(0x101, 1, 1, 1024),
-        cpu(0x102, 1, 1, 1024),
-        cpu(0x103, 1, 1, 1024),
-    ],
-    perf_domains: &[
-        PerfDomainDesc {
-            name: "little",
-            opps: &[opp(1844, 1100)],
-            transition_latency_ns: 300_000,
-        },
-        PerfDomainDesc {
-            name: "big",
-            opps: &[opp(2362, 1100)],
-            transition_latency_ns: 300_000,
-        },
-    ],
-};
 
 fn cpus(topo: &Topology, util: &[u32]) -> Vec<RqSnapshot> {
     topo.cpus()

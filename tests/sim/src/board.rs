@@ -5,7 +5,8 @@
 //! power formula ([`dt_opp_power`], `dev_pm_opp_calc_power`), so the simulator sees
 //! exactly the numbers the kernel sees.
 //!
-//! Work emulation (`../shared/reference/boards.md`): while a task runs on CPU c at
+//! Work emulation (rt-app's calibration convention: work is stated in time on the biggest CPU
+//! at its top OPP): while a task runs on CPU c at
 //! frequency f it completes work at `capacity_orig(c) × f / fmax(c) / 1024` of the
 //! biggest CPU at its top OPP.
 

@@ -16,8 +16,11 @@
 //!   CPU goes idle; exit through [`task_dead_fair`];
 //! - the tick: [`sched_tick`], `sched_balance_trigger` → `sched_balance_softirq`, the
 //!   NOHZ kicks ([`Nohz::balance_kick`], [`Nohz::stats_kick`]) and the root domain's
-//!   overutilized re-evaluation ([`RootDomain::check_overutilized`]); an idle CPU ticks
-//!   only when [`idle_tick_kept`] says so;
+//!   overutilized flag ([`tick_overutilized`]; without load balancing
+//!   [`RootDomain::check_overutilized`]); an idle CPU ticks only when [`idle_tick_kept`]
+//!   says so;
+//! - the flag a balance's statistics set ([`BalanceReport::overutilized`]) is stored
+//!   through [`RootDomain::set_rd_overutilized`];
 //! - load balancing through [`RqAccess`] (`SimRqs`), whose reports of moved tasks the
 //!   engine turns into `sched_migrate_task` lines and reschedules
 //!   ([`attach_preempt`]); an active balance preempts the source and calls
@@ -63,7 +66,7 @@ use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
 use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
     self, attach_preempt, sched_tick, schedule_finish, schedule_pick, schedule_repick,
-    task_dead_fair, ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
+    task_dead_fair, tick_overutilized, ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
 };
 use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::arch_scale_freq_capacity;
@@ -268,6 +271,8 @@ pub struct SimResult {
     pub freq_time_ns: Vec<Vec<u64>>,
     /// The largest shift of a trace line's timestamp from its simulated time (ns).
     pub trace_max_skew_ns: u64,
+    /// EAS placed wake-ups (`ENERGY_AWARE` and `sched_is_eas_possible()`), not only asked.
+    pub eas_active: bool,
 }
 
 /// Plot data.
@@ -381,11 +386,6 @@ struct Domain {
 const COMM_MAX: usize = 15;
 /// First pid given to workload threads (also their [`TaskId`]).
 const FIRST_PID: u32 = 1001;
-/// The rq clocks start one PELT period after simulated time 0: `attach_entity_load_avg`
-/// marks "attached" with a non-zero `last_update_time` (`max(cfs luT, 1)`), which a
-/// later update at PELT time 0 would take for a clock going backwards and reset.
-/// One whole period keeps PELT's period boundaries where they would be from 0.
-pub const RQ_CLOCK_BASE_NS: u64 = 1 << 20;
 /// `sysctl_sched_migration_cost` (ns): `nohz_newidle_balance` skips CPUs expected to
 /// wake sooner; `avg_idle` starts at twice this and is capped at
 /// `2 * max_idle_balance_cost` (= twice this without the load balancer).
@@ -441,6 +441,8 @@ pub struct Engine<'a, W: Write> {
     moved: MovedTasks,
     /// Scratch for [`Self::sync_migrations`].
     sync_buf: Vec<(usize, usize, usize, u64)>,
+    /// Scratch for [`Self::run_same_time_wakeups`].
+    later_buf: Vec<Reverse<(u64, u64, Ev)>>,
 }
 
 /// The simulated CPUs' run queues as the balancer's [`RqAccess`]: snapshots are built
@@ -568,7 +570,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 rc.features = cfg.features;
                 rc.max_tasks = wl.tasks.len().max(1);
                 SimCpu {
-                    rq: Rq::new(rc, Nanos(RQ_CLOCK_BASE_NS)),
+                    rq: Rq::new(rc, Nanos(0)),
                     running: None,
                     last_acct: 0,
                     seg_gen: 0,
@@ -646,7 +648,7 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         let lb = if cfg.load_balance {
             Some(
-                SchedDomains::build(&board.topology, cfg.hz, Nanos(RQ_CLOCK_BASE_NS))
+                SchedDomains::build(&board.topology, cfg.hz, Nanos(0))
                     .map_err(|e| SimError::Workload(e.to_string()))?,
             )
         } else {
@@ -664,7 +666,9 @@ impl<'a, W: Write> Engine<'a, W> {
             wl,
             now: 0,
             seq: 0,
-            heap: BinaryHeap::new(),
+            // Pending events: a wake-up per task, segment ends (stale ones until they
+            // expire), ticks, frequency polls and reschedules.
+            heap: BinaryHeap::with_capacity(16 * (wl.tasks.len() + nr) + 64),
             tasks,
             cpus,
             domains,
@@ -689,6 +693,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 nr: 0,
             },
             sync_buf: Vec::with_capacity(wl.tasks.len()),
+            later_buf: Vec::with_capacity(2 * (wl.tasks.len() + nr) + 8),
             overutilized_since: 0,
             nohz: Nohz::default(),
             uclamp_used,
@@ -704,6 +709,15 @@ impl<'a, W: Write> Engine<'a, W> {
         })
     }
 
+    /// Reserve room for `per_task` wake-up latency and frame-time samples per task now, so
+    /// that a run producing no more does not allocate while it runs.
+    pub fn reserve_samples(&mut self, per_task: usize) {
+        for t in &mut self.tasks {
+            t.stats.wakeup_latency_ns.reserve(per_task);
+            t.stats.period_completion_ns.reserve(per_task);
+        }
+    }
+
     /// Call `f(now_ns, end_ns)` every so often during the run (progress bar).
     pub fn set_progress(&mut self, f: impl FnMut(u64, u64) + 'a) {
         self.progress = Some(Box::new(f));
@@ -711,7 +725,14 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// Run to the end and return the results and the trace sink.
     pub fn run(mut self) -> Result<(SimResult, Option<W>), SimError> {
-        let mut end = self.cfg.duration_ns;
+        self.start()?;
+        let end = self.run_events()?;
+        self.finish(end)
+    }
+
+    /// The first stage of [`Engine::run`]: the starting frequencies and trace lines and the
+    /// first events.
+    pub fn start(&mut self) -> Result<(), SimError> {
         // The governor was set before the workload starts: its starting frequency is in
         // place at time 0 (the transition it requested has completed).
         let mut initial: Vec<u32> = self.domains.iter().map(|d| d.cur_khz).collect();
@@ -734,6 +755,14 @@ impl<'a, W: Write> Engine<'a, W> {
             self.push(self.wl.tasks[i].delay_ns, Ev::Start(i));
         }
         self.push(self.tick_ns, Ev::Tick);
+        Ok(())
+    }
+
+    /// The second stage of [`Engine::run`]: every event up to the end of the run (the
+    /// configured duration, or when every task has exited with `until_all_exit`), which
+    /// it returns.
+    pub fn run_events(&mut self) -> Result<u64, SimError> {
+        let mut end = self.cfg.duration_ns;
         while let Some(Reverse((t, _, ev))) = self.heap.pop() {
             if t > end {
                 break;
@@ -778,6 +807,11 @@ impl<'a, W: Write> Engine<'a, W> {
                 break;
             }
         }
+        Ok(end)
+    }
+
+    /// The last stage of [`Engine::run`]: account up to `end` and build the results.
+    pub fn finish(mut self, end: u64) -> Result<(SimResult, Option<W>), SimError> {
         self.now = end;
         for c in 0..self.cpus.len() {
             self.account(c)?;
@@ -812,6 +846,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 cpu_signals: self.cpu_signals,
                 freq_time_ns: self.freq_time_ns,
                 trace_max_skew_ns,
+                eas_active: self.eas_em.is_some(),
             },
             sink,
         ))
@@ -821,7 +856,7 @@ impl<'a, W: Write> Engine<'a, W> {
     /// as in Linux's low-resolution mode (`update_process_times` runs the hrtimer
     /// queues before `sched_tick`): the tick then sees the woken task, not an idle CPU.
     fn run_same_time_wakeups(&mut self, t: u64) -> Result<(), SimError> {
-        let mut later = Vec::new();
+        let mut later = std::mem::take(&mut self.later_buf);
         while let Some(&Reverse((tt, seq, ev))) = self.heap.peek() {
             if tt != t {
                 break;
@@ -835,7 +870,8 @@ impl<'a, W: Write> Engine<'a, W> {
                 _ => later.push(Reverse((tt, seq, ev))),
             }
         }
-        self.heap.extend(later);
+        self.heap.extend(later.drain(..));
+        self.later_buf = later;
         Ok(())
     }
 
@@ -870,7 +906,7 @@ impl<'a, W: Write> Engine<'a, W> {
             self.busy_ns[cpu][self.domains[d].cur_opp] += dt;
         }
         let c = &mut self.cpus[cpu];
-        c.rq.update_rq_clock(Nanos(RQ_CLOCK_BASE_NS + self.now))?;
+        c.rq.update_rq_clock(Nanos(self.now))?;
         c.last_acct = self.now;
         Ok(())
     }
@@ -1231,12 +1267,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
         let mut pick = schedule_pick(&mut self.cpus[cpu].rq, &cctx);
         if pick == Pick::Newidle {
-            // pick_next_task_fair's newidle balance (Linux drops the rq lock here).
-            pick = if self.sched_balance_newidle(cpu)? {
-                schedule_repick(&mut self.cpus[cpu].rq)
-            } else {
-                Pick::Idle
-            };
+            // pick_next_task_fair's newidle balance (Linux drops the rq lock here), then
+            // the repick, which goes idle (clock_pelt resync) when nothing arrived.
+            self.sched_balance_newidle(cpu)?;
+            pick = schedule_repick(&mut self.cpus[cpu].rq);
         }
         let next = match pick {
             Pick::Next(id) => Some(tidx(id)),
@@ -1513,6 +1547,9 @@ impl<'a, W: Write> Engine<'a, W> {
             let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
             let resched = sched_tick(&mut self.cpus[cpu].rq, &cctx);
             self.cpufreq_update(cpu);
+            if let Some(v) = tick_overutilized(&self.cpus[cpu].rq, &self.rd, &cctx) {
+                self.set_overutilized(v)?;
+            }
             self.trace_pelt(cpu, Some(t))?;
             if resched.is_yes() {
                 self.schedule(cpu, PrevState::Preempted)?;
@@ -1521,7 +1558,9 @@ impl<'a, W: Write> Engine<'a, W> {
             self.nohz_balance_kick(cpu)?;
             self.nohz_balancer_kick(cpu)?;
         }
-        self.check_overutilized_tick()?;
+        if self.lb.is_none() {
+            self.check_overutilized_tick()?;
+        }
         let next = self.now + self.tick_ns;
         if next <= self.cfg.duration_ns {
             self.push(next, Ev::Tick);
@@ -1529,8 +1568,8 @@ impl<'a, W: Write> Engine<'a, W> {
         Ok(())
     }
 
-    /// The tick's re-evaluation of the root domain's overutilized flag
-    /// ([`RootDomain::check_overutilized`]).
+    /// Without load balancing, the tick's re-evaluation of the root domain's overutilized
+    /// flag over every CPU ([`RootDomain::check_overutilized`]).
     fn check_overutilized_tick(&mut self) -> Result<(), SimError> {
         self.refresh_snaps();
         let (f, u) = (self.cfg.features, self.uclamp_used);
@@ -1629,8 +1668,9 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// Apply a frequency to a domain now (the transition latency has passed).
     fn set_freq_now(&mut self, d: usize, khz: u32) -> Result<(), SimError> {
-        let cpus = self.board.domains[d].cpus.clone();
-        for &c in &cpus {
+        let board: &'a Board = self.board;
+        let cpus = &board.domains[d].cpus;
+        for &c in cpus {
             self.account(c)?;
         }
         let changed = self.domains[d].cur_khz != khz || self.now == 0;
@@ -1640,7 +1680,7 @@ impl<'a, W: Write> Engine<'a, W> {
         self.domains[d].cur_khz = khz;
         self.domains[d].cur_opp = self.board.opp_index(d, khz);
         let scale = arch_scale_freq_capacity(Khz(khz), Khz(self.board.domains[d].fmax_khz));
-        for &c in &cpus {
+        for &c in cpus {
             self.cpus[c].rq.set_freq_scale(Capacity(scale));
         }
         if !changed {
@@ -1652,7 +1692,7 @@ impl<'a, W: Write> Engine<'a, W> {
         if let Some(tl) = self.timeline.as_mut() {
             tl.freqs.push((d, self.now, khz));
         }
-        for &c in &cpus {
+        for &c in cpus {
             // LISA's sched_cpu_capacity: Linux fires it from update_cpu_capacity (load
             // balance statistics); written here at each frequency change so that
             // capacity_curr is exact at every instant.
@@ -1696,7 +1736,7 @@ impl<'a, W: Write> Engine<'a, W> {
         if self.lb.is_none() {
             return Ok(());
         }
-        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
+        let now = Nanos(self.now);
         if !sched_balance_trigger(now, &self.cpus[cpu].rq) {
             return Ok(());
         }
@@ -1750,8 +1790,7 @@ impl<'a, W: Write> Engine<'a, W> {
         for c in 0..nr {
             self.account(c)?;
         }
-        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
-        let ctx = self.lb_context();
+        let now = Nanos(self.now);
         let mut next: Option<u64> = None;
         for c in ilb_order(ilb, nr) {
             let ci = c.index();
@@ -1759,6 +1798,8 @@ impl<'a, W: Write> Engine<'a, W> {
                 continue;
             }
             if nohz_balance_due(&self.cpus[ci].rq.snapshot(), now) {
+                // Each balance may have changed the overutilized flag.
+                let ctx = self.lb_context();
                 let Some(sds) = self.lb.as_mut() else {
                     return Ok(());
                 };
@@ -1777,12 +1818,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 self.counters.lb_nohz += report.lb_runs as u64;
                 self.after_balance(ci, &report, None)?;
             }
-            let nb = self.cpus[ci]
-                .rq
-                .next_balance()
-                .0
-                .saturating_sub(RQ_CLOCK_BASE_NS);
-            let nb = nb / self.tick_ns;
+            let nb = self.cpus[ci].rq.next_balance().0 / self.tick_ns;
             next = Some(next.map_or(nb, |n| n.min(nb)));
         }
         self.nohz.balance_done(next);
@@ -1796,7 +1832,7 @@ impl<'a, W: Write> Engine<'a, W> {
         for c in 0..self.cpus.len() {
             self.account(c)?;
         }
-        let now = Nanos(RQ_CLOCK_BASE_NS + self.now);
+        let now = Nanos(self.now);
         let Some(sds) = self.lb.as_mut() else {
             return Ok(false);
         };
@@ -1832,6 +1868,12 @@ impl<'a, W: Write> Engine<'a, W> {
         report: &BalanceReport,
         caller_picks: Option<usize>,
     ) -> Result<(), SimError> {
+        if let Some(v) = report
+            .overutilized
+            .and_then(|v| self.rd.set_rd_overutilized(v))
+        {
+            self.set_overutilized(v)?;
+        }
         let misfit = report.moved[MigrationType::Misfit as usize] > 0;
         self.sync_migrations(this_cpu, misfit, caller_picks)?;
         let Some(req) = report.active_balance else {
@@ -1845,7 +1887,7 @@ impl<'a, W: Write> Engine<'a, W> {
         self.account(src)?;
         self.account(dst)?;
         self.cpus[src].rq.put_prev_task();
-        let moved = match self.lb.as_ref() {
+        let moved = match self.lb.as_mut() {
             Some(sds) => active_load_balance_cpu_stop(
                 sds,
                 &mut SimRqs {

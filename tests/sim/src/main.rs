@@ -45,13 +45,16 @@ struct Cli {
     /// Scheduler feature setting, FEATURE=on|off (repeatable), e.g. --set UTIL_EST=off.
     #[arg(long = "set", value_name = "FEATURE=on|off")]
     set: Vec<String>,
-    /// Energy-aware wake-up placement (find_energy_efficient_cpu while not overutilized;
-    /// needs schedutil and a board with an energy model); same as --set ENERGY_AWARE=on|off.
-    #[arg(long, value_enum, default_value = "off")]
+    /// Energy-aware wake-up placement (find_energy_efficient_cpu while not overutilized);
+    /// same as --set ENERGY_AWARE=on|off. As in Linux it is active only where
+    /// sched_is_eas_possible() holds — asymmetric CPU capacities, an energy model for
+    /// every domain, schedutil — and report.json's `eas_active` says whether it was.
+    #[arg(long, value_enum, default_value = "on")]
     eas: OnOff,
     /// Load balancing: periodic balance via SCHED_SOFTIRQ from the tick, newidle
-    /// balance and misfit migration (off: tasks move only at wake-up).
-    #[arg(long, value_enum, default_value = "off")]
+    /// balance, NOHZ idle balance and misfit migration, as Linux always does (off, an
+    /// experiment switch: tasks move only at wake-up).
+    #[arg(long, value_enum, default_value = "on")]
     lb: OnOff,
     /// Wake-up placement: linux (select_task_rq_fair: EAS, else the capacity-aware
     /// select_idle_sibling; forks by the slow path) or interim (the old rule: previous

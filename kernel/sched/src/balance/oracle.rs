@@ -13,7 +13,7 @@ use super::{
     MAX_PINNED_INTERVAL_MS,
 };
 use crate::cpu_util::{cpu_util_cfs, cpu_util_cfs_boost, task_fits_cpu, CpuCapacityInfo, TaskUtil};
-use crate::eas::task_util_est;
+use crate::eas::{cpu_overutilized, task_util_est};
 use crate::features::{Feature, SchedFeatures};
 use crate::rq::{Rq, Task};
 use crate::types::{CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
@@ -81,6 +81,7 @@ pub(super) fn sched_balance_domains<R: RqSet + ?Sized>(
     ctx: &LbContext,
 ) -> Result<BalanceReport, BalanceError> {
     check_rqs(sds, rqs)?;
+    let mut ctx = *ctx;
     if cpu.index() >= sds.cpus.len() {
         return Err(BalanceError::UnknownCpu { cpu });
     }
@@ -97,7 +98,8 @@ pub(super) fn sched_balance_domains<R: RqSet + ?Sized>(
         let (lower, upper) = sd_list.split_at_mut(level);
         let sd = &mut upper[0];
         let child_flags = lower.last().map(|c| c.flags);
-        need_decay = sds.update_newidle_cost(sd, 0, jiffies) || need_decay;
+        // v6.12 overwrites it at each level: the last level's decay decides.
+        need_decay = sds.update_newidle_cost(sd, 0, jiffies);
         max_cost += sd.max_newidle_lb_cost;
         if !continue_balancing {
             if need_decay {
@@ -115,9 +117,12 @@ pub(super) fn sched_balance_domains<R: RqSet + ?Sized>(
                 child_flags,
                 idle,
                 &mut continue_balancing,
-                ctx,
+                &ctx,
             )?;
             report.add(&r);
+            if let Some(v) = r.overutilized {
+                ctx.overutilized = v;
+            }
             if r.ld_moved > 0 {
                 idle = if idle_cpu(&rqs[cpu.index()]) {
                     CpuIdleType::Idle
@@ -162,6 +167,7 @@ pub(super) fn sched_balance_newidle<R: RqSet + ?Sized>(
     sched_clock: &mut dyn FnMut() -> u64,
 ) -> Result<BalanceReport, BalanceError> {
     check_rqs(sds, rqs)?;
+    let mut ctx = *ctx;
     if cpu.index() >= sds.cpus.len() {
         return Err(BalanceError::UnknownCpu { cpu });
     }
@@ -188,6 +194,7 @@ pub(super) fn sched_balance_newidle<R: RqSet + ?Sized>(
         }
     } else {
         let mut t0 = sched_clock();
+        rqs[cpu.index()].update_blocked_averages();
         for level in 0..sd_list.len() {
             let (lower, upper) = sd_list.split_at_mut(level);
             let sd = &mut upper[0];
@@ -208,9 +215,12 @@ pub(super) fn sched_balance_newidle<R: RqSet + ?Sized>(
                     child_flags,
                     CpuIdleType::NewlyIdle,
                     &mut continue_balancing,
-                    ctx,
+                    &ctx,
                 )?;
                 report.add(&r);
+                if let Some(v) = r.overutilized {
+                    ctx.overutilized = v;
+                }
                 pulled = r.ld_moved > 0;
                 let t1 = sched_clock();
                 let domain_cost = t1.saturating_sub(t0);
@@ -274,6 +284,7 @@ struct LbEnv {
     loop_: u32,
     loop_max: u32,
     migration_type: MigrationType,
+    rd_overutilized: Option<bool>,
 }
 
 /// `struct sg_lb_stats`.
@@ -290,6 +301,7 @@ struct SgLbStats {
     group_weight: u32,
     group_type: Option<GroupType>,
     group_misfit_task_load: u64,
+    overutilized: bool,
 }
 
 impl SgLbStats {
@@ -309,6 +321,7 @@ struct SdLbStats {
     prefer_sibling: bool,
     busiest_stat: SgLbStats,
     local_stat: SgLbStats,
+    overutilized: bool,
 }
 
 /// `sched_balance_rq` (`load_balance`): balance `sd` of `this_cpu` by pulling tasks
@@ -345,7 +358,9 @@ pub(super) fn sched_balance_rq<R: RqSet + ?Sized>(
         loop_: 0,
         loop_max: 0,
         migration_type: MigrationType::Load,
+        rd_overutilized: None,
     };
+    let root = sd.span.weight() as usize == sds.cpus.len();
     let mut result = LbResult::default();
     let mut ld_moved = 0u32;
     let balanced = 'redo: loop {
@@ -353,7 +368,9 @@ pub(super) fn sched_balance_rq<R: RqSet + ?Sized>(
             *continue_balancing = false;
             break 'redo true;
         }
-        let Some(group) = sched_balance_find_src_group(&mut env, sd, child_flags, rqs, ctx) else {
+        let found = sched_balance_find_src_group(&mut env, sd, root, child_flags, rqs, ctx);
+        result.overutilized = env.rd_overutilized;
+        let Some(group) = found else {
             break 'redo true;
         };
         result.migration_type = Some(env.migration_type);
@@ -421,8 +438,8 @@ pub(super) fn sched_balance_rq<R: RqSet + ?Sized>(
                     migration_type: env.migration_type,
                 });
             } else if curr_allowed == Some(false) {
-                // The running task cannot come here: all pinned.
-                sd.nr_balance_failed = 0;
+                // out_one_pinned: the running task cannot come here. Unlike
+                // out_all_pinned, nr_balance_failed keeps counting.
                 backoff(sd, &env);
                 return Ok(result);
             }
@@ -485,6 +502,9 @@ fn update_sg_lb_stats<R: RqSet + ?Sized>(
         s.group_runnable += rq.cfs_avg().runnable_avg;
         s.sum_h_nr_running += rq.h_nr_running();
         s.sum_nr_running += rq.nr_running();
+        if cpu_overutilized(&rq.snapshot(), ctx.features, ctx.uclamp_used) {
+            s.overutilized = true;
+        }
         if rq.nr_running() == 0 {
             s.idle_cpus += 1;
             continue;
@@ -501,7 +521,8 @@ fn update_sg_lb_stats<R: RqSet + ?Sized>(
     s.group_capacity = group.capacity;
     s.group_weight = group.span.weight();
     s.group_type = Some(group_classify(sd.imbalance_pct as u64, &s));
-    if matches!(s.ty(), GroupType::Overloaded | GroupType::FullyBusy) && s.group_capacity > 0 {
+    // v6.12 computes avg_load for overloaded groups only (fully busy ones keep 0).
+    if s.ty() == GroupType::Overloaded && s.group_capacity > 0 {
         s.avg_load = s.group_load * SCHED_CAPACITY_SCALE as u64 / s.group_capacity;
     }
     s
@@ -613,14 +634,20 @@ fn update_sd_lb_stats<R: RqSet + ?Sized>(
         let s = update_sg_lb_stats(env, sd, &sd.groups[li], true, rqs, ctx);
         sds.local = Some(li);
         sds.local_stat = s;
+        sds.overutilized |= s.overutilized;
         sds.total_load += s.group_load;
         sds.total_capacity += s.group_capacity;
     }
-    for (gi, g) in sd.groups.iter().enumerate() {
+    // Then the others in `sd->groups`' circular order, starting after the local group.
+    let n = sd.groups.len();
+    let start = sds.local.map_or(0, |li| li + 1);
+    for gi in (0..n).map(|k| (start + k) % n) {
+        let g = &sd.groups[gi];
         if Some(gi) == sds.local {
             continue;
         }
         let s = update_sg_lb_stats(env, sd, g, false, rqs, ctx);
+        sds.overutilized |= s.overutilized;
         if update_sd_pick_busiest(env, sd, &sds, g, &s, rqs) {
             sds.busiest = Some(gi);
             sds.busiest_stat = s;
@@ -703,18 +730,25 @@ fn calculate_imbalance(env: &mut LbEnv, sd: &SchedDomain, sds: &mut SdLbStats) {
 fn sched_balance_find_src_group<R: RqSet + ?Sized>(
     env: &mut LbEnv,
     sd: &SchedDomain,
+    root: bool,
     child_flags: Option<SdFlags>,
     rqs: &R,
     ctx: &LbContext,
 ) -> Option<usize> {
     let mut sds = update_sd_lb_stats(env, sd, child_flags, rqs, ctx);
+    if root {
+        env.rd_overutilized = Some(sds.overutilized);
+    } else if sds.overutilized {
+        env.rd_overutilized = Some(true);
+    }
+    let overutilized = env.rd_overutilized.unwrap_or(ctx.overutilized);
     let busiest_idx = sds.busiest?;
     let (local, busiest) = (sds.local_stat, sds.busiest_stat);
     let force = 'gates: {
         if busiest.ty() == GroupType::MisfitTask {
             break 'gates true;
         }
-        if ctx.eas_active && !ctx.overutilized {
+        if ctx.eas_active && !overutilized {
             return None;
         }
         if local.ty() > busiest.ty() {
@@ -893,6 +927,7 @@ pub(super) fn detach_tasks<R: RqSet + ?Sized>(
         loop_: 0,
         loop_max: nr_migrate(ctx).min(rqs[src.index()].nr_running()),
         migration_type,
+        rd_overutilized: None,
     };
     let mut out = Detached::new();
     detach_tasks_env(&mut env, sd, rqs, ctx, &mut out);
@@ -1089,7 +1124,7 @@ fn task_hot(p: &Task, src: &Rq, ctx: &LbContext) -> bool {
 /// task): move one task that may run on `dst`, least recently run first, ignoring
 /// cache hotness (`LBF_ACTIVE_LB`). Returns the moved task's id.
 pub(super) fn active_load_balance_cpu_stop<R: RqSet + ?Sized>(
-    sds: &SchedDomains,
+    sds: &mut SchedDomains,
     rqs: &mut R,
     req: &ActiveBalance,
 ) -> Result<Option<TaskId>, BalanceError> {
@@ -1116,6 +1151,7 @@ pub(super) fn active_load_balance_cpu_stop<R: RqSet + ?Sized>(
         loop_: 0,
         loop_max: 0,
         migration_type: MigrationType::Load,
+        rd_overutilized: None,
     };
     // detach_one_task: the first movable task from the tail. The first one
     // can_migrate_task accepts is detached; the walk ends there.
@@ -1130,6 +1166,13 @@ pub(super) fn active_load_balance_cpu_stop<R: RqSet + ?Sized>(
     };
     match rqs[req.src.index()].detach_task(id) {
         Ok(t) => {
+            if let Some(sd) = sds.cpus[req.dst.index()]
+                .sd
+                .iter_mut()
+                .find(|sd| sd.span.contains(req.src))
+            {
+                sd.nr_balance_failed = 0;
+            }
             attach_one(rqs, req.dst, req.src, t)?;
             Ok(Some(id))
         }
@@ -1415,9 +1458,9 @@ mod tests {
                 if let Some(req) = ro.active_balance {
                     old.rqs[req.src.index()].put_prev_task();
                     new.rqs[req.src.index()].put_prev_task();
-                    let mo = active_load_balance_cpu_stop(&old.sds, &mut old.rqs, &req).unwrap();
+                    let mo = active_load_balance_cpu_stop(&mut old.sds, &mut old.rqs, &req).unwrap();
                     let mut acc = Rec { rqs: &mut new.rqs, moved: Vec::new() };
-                    let mn = crate::balance::active_load_balance_cpu_stop(&new.sds, &mut acc, &req).unwrap();
+                    let mn = crate::balance::active_load_balance_cpu_stop(&mut new.sds, &mut acc, &req).unwrap();
                     moved.extend(acc.moved);
                     prop_assert_eq!(mo, mn);
                 }

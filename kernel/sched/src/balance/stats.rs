@@ -15,6 +15,7 @@ use super::{
     Snapshots,
 };
 use crate::cpu_util::{cpu_util_cfs, cpu_util_cfs_boost};
+use crate::eas::cpu_overutilized;
 use crate::types::{CpuId, SCHED_CAPACITY_SCALE};
 
 /// `struct sg_lb_stats`.
@@ -31,6 +32,8 @@ pub(crate) struct SgLbStats {
     group_weight: u32,
     group_type: Option<GroupType>,
     group_misfit_task_load: u64,
+    /// Some CPU of the group is `cpu_overutilized` (Linux's `*sg_overutilized`).
+    overutilized: bool,
 }
 
 impl SgLbStats {
@@ -50,6 +53,8 @@ struct SdLbStats {
     prefer_sibling: bool,
     busiest_stat: SgLbStats,
     local_stat: SgLbStats,
+    /// Some CPU of the domain is overutilized (`sg_overutilized` over all groups).
+    overutilized: bool,
 }
 
 /// `should_we_balance`: newidle always may (if still idle); otherwise only the first
@@ -92,6 +97,9 @@ fn update_sg_lb_stats<S: Snapshots + ?Sized>(
         s.group_runnable += rq.runnable_avg;
         s.sum_h_nr_running += rq.nr_running;
         s.sum_nr_running += rq.nr_running;
+        if cpu_overutilized(&rq, ctx.features, ctx.uclamp_used) {
+            s.overutilized = true;
+        }
         if rq.nr_running == 0 {
             s.idle_cpus += 1;
             continue;
@@ -108,7 +116,8 @@ fn update_sg_lb_stats<S: Snapshots + ?Sized>(
     s.group_capacity = group.capacity;
     s.group_weight = group.span.weight();
     s.group_type = Some(group_classify(sd.imbalance_pct as u64, &s));
-    if matches!(s.ty(), GroupType::Overloaded | GroupType::FullyBusy) && s.group_capacity > 0 {
+    // v6.12 computes avg_load for overloaded groups only (fully busy ones keep 0).
+    if s.ty() == GroupType::Overloaded && s.group_capacity > 0 {
         s.avg_load = s.group_load * SCHED_CAPACITY_SCALE as u64 / s.group_capacity;
     }
     s
@@ -220,14 +229,20 @@ fn update_sd_lb_stats<S: Snapshots + ?Sized>(
         let s = update_sg_lb_stats(env, sd, &sd.groups[li], true, snaps, ctx);
         sds.local = Some(li);
         sds.local_stat = s;
+        sds.overutilized |= s.overutilized;
         sds.total_load += s.group_load;
         sds.total_capacity += s.group_capacity;
     }
-    for (gi, g) in sd.groups.iter().enumerate() {
+    // Then the others in `sd->groups`' circular order, starting after the local group.
+    let n = sd.groups.len();
+    let start = sds.local.map_or(0, |li| li + 1);
+    for gi in (0..n).map(|k| (start + k) % n) {
+        let g = &sd.groups[gi];
         if Some(gi) == sds.local {
             continue;
         }
         let s = update_sg_lb_stats(env, sd, g, false, snaps, ctx);
+        sds.overutilized |= s.overutilized;
         if update_sd_pick_busiest(env, sd, &sds, g, &s, snaps) {
             sds.busiest = Some(gi);
             sds.busiest_stat = s;
@@ -307,21 +322,34 @@ fn calculate_imbalance(env: &mut LbEnv, sd: &SchedDomain, sds: &mut SdLbStats) {
 
 /// `sched_balance_find_src_group` (`find_busiest_group`): the group to pull from,
 /// with `env.imbalance` and `env.migration_type` set, or `None` when balanced.
+///
+/// Like v6.12's `update_sd_lb_stats`, the statistics also decide the root domain's
+/// overutilized flag, left in `env.rd_overutilized`: at the root level (`!sd->parent`,
+/// `root`) the flag becomes whether any CPU of the domain is overutilized — the only
+/// place it is cleared; below the root it can only be set. The EAS gate that follows
+/// reads the updated flag.
 pub(crate) fn sched_balance_find_src_group<S: Snapshots + ?Sized>(
     env: &mut LbEnv,
     sd: &SchedDomain,
+    root: bool,
     child_flags: Option<SdFlags>,
     snaps: &S,
     ctx: &LbContext,
 ) -> Option<usize> {
     let mut sds = update_sd_lb_stats(env, sd, child_flags, snaps, ctx);
+    if root {
+        env.rd_overutilized = Some(sds.overutilized);
+    } else if sds.overutilized {
+        env.rd_overutilized = Some(true);
+    }
+    let overutilized = env.rd_overutilized.unwrap_or(ctx.overutilized);
     let busiest_idx = sds.busiest?;
     let (local, busiest) = (sds.local_stat, sds.busiest_stat);
     let force = 'gates: {
         if busiest.ty() == GroupType::MisfitTask {
             break 'gates true;
         }
-        if ctx.eas_active && !ctx.overutilized {
+        if ctx.eas_active && !overutilized {
             return None;
         }
         if local.ty() > busiest.ty() {
@@ -471,6 +499,7 @@ mod tests {
             loop_: 0,
             loop_max: 0,
             migration_type: MigrationType::Task,
+            rd_overutilized: None,
         };
         let g = |w, n| SgLbStats {
             group_weight: w,

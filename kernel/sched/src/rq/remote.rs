@@ -68,7 +68,7 @@ impl Rq {
 /// to another CPU is refused.
 pub fn sync_entity_load_avg(prev: &PeltRemote, task: &mut Task) -> Result<(), RqError> {
     check_cpu(prev, task)?;
-    if task.avg.last_update_time != 0 {
+    if task.avg.attached {
         let w = task.se.weight();
         task.avg.update_blocked_se(prev.last_update_time, w);
     }
@@ -91,7 +91,7 @@ pub fn migrate_task_rq_fair(
 ) -> Result<RemovedLoad, RqError> {
     check_cpu(prev, task)?;
     let mut removed = RemovedLoad::default();
-    if task.avg.last_update_time != 0 {
+    if task.avg.attached {
         let w = task.se.weight();
         let lut = prev.last_update_time;
         task.avg.update_blocked_se(lut, w);
@@ -112,6 +112,7 @@ pub fn migrate_task_rq_fair(
         }
     }
     task.avg.last_update_time = 0;
+    task.avg.attached = false;
     Ok(removed)
 }
 
@@ -146,7 +147,7 @@ mod tests {
                     task_cpu: task.cpu,
                 });
             }
-            if task.avg.last_update_time != 0 {
+            if task.avg.attached {
                 let weight = task.se.weight();
                 let idle = self.curr_is_idle();
                 let now = self.clock_task();
@@ -156,6 +157,7 @@ mod tests {
                 cfs.migrate_se_pelt_lag(&mut task.avg, weight, &pelt, idle, now);
             }
             task.avg.last_update_time = 0;
+            task.avg.attached = false;
             Ok(())
         }
     }
@@ -288,7 +290,7 @@ mod tests {
             for t in parked.into_iter().filter(|t| t.cpu.is_some()) {
                 let mut ta = t.clone();
                 let mut tb = t;
-                if ta.avg.last_update_time != 0 {
+                if ta.avg.attached {
                     let w = ta.se.weight();
                     rq.cfs_rq_avg().sync_entity_load_avg(&mut ta.avg, w);
                 }
