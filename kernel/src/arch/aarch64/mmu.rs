@@ -9,8 +9,9 @@
 //!   speculatively);
 //! - the kernel image in 4 KiB pages, as Linux's `map_kernel` does per segment: text read-only
 //!   and executable, rodata (and the self-test table) read-only, data/BSS/stacks read/write;
-//! - the UART and the GIC (distributor, CPU interface or redistributors) as Device-nGnRnE: a
-//!   1 GiB block where the GiB holds no RAM, else 2 MiB blocks.
+//! - the UART, the GIC (distributor, CPU interface or redistributors) and the DVFS firmware's
+//!   shared memory and mailboxes (`crate::dt::dvfs`) as Device-nGnRnE: a 1 GiB block where the
+//!   GiB holds no RAM, else 2 MiB blocks.
 //!
 //! Everything else is unmapped, so a stray access takes a translation fault. The builder
 //! refuses an address at or above 2^39 (the map's reach, [`crate::dt::PA_LIMIT`]) instead of
@@ -318,6 +319,13 @@ pub unsafe fn init_boot_cpu(plat: &Platform, fallback_uart: Option<usize>) -> Re
     if let Some(base) = fallback_uart {
         let size = crate::dt::UART_MIN;
         map_device(&mut b, MemRange { base, size })?;
+    }
+    // The DVFS firmware's shared memory and mailboxes: Device memory, as Linux's `ioremap`
+    // maps them (the firmware's processor is not coherent with ours).
+    if let Ok(Some(dvfs)) = &plat.dvfs {
+        for range in dvfs.regions() {
+            map_device(&mut b, range)?;
+        }
     }
     map_kernel_image(&mut b)?;
     let tables_end = b.base() + (b.used as u64) * 4096;
