@@ -57,5 +57,8 @@ pub mod timer;
 // Run queues, tick-driven PELT and schedutil, emulated cpufreq.
 #[cfg(target_os = "none")]
 pub mod cpufreq;
+// The board's DVFS firmware driver (SCMI, HiSilicon stub clocks) and the QEMU stand-in.
+#[cfg(target_os = "none")]
+pub mod dvfs;
 #[cfg(target_os = "none")]
 pub mod sched;

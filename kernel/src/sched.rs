@@ -188,7 +188,7 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         if let Err(e) = asym_sched::em::EnergyModel::from_topology(b, t) {
             crate::println!("sched: energy model refused: {} (EAS off)", e);
         }
-        if let Err(e) = crate::cpufreq::init(b, t, start) {
+        if let Err(e) = crate::cpufreq::init(plat, b, t, start) {
             crate::println!("cpufreq: {}; cpufreq off", e);
         }
     }

@@ -12,6 +12,7 @@ mod sync;
 mod timer;
 // Scheduler and cpufreq (cpufreq before sched: sched's last test checks the run queues after both).
 mod cpufreq;
+mod dvfs;
 mod sched;
 // UART receive (registered to run last: it waits for the host).
 mod uart;

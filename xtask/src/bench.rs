@@ -102,7 +102,7 @@ pub fn boot_measure(
     );
     m.icount = Some(icount.to_string());
     let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
-    if let Some(path) = dtb::board_dtb(board, &m, dir)? {
+    if let Some(path) = dtb::board_dtb(board, &mut m, dir)? {
         m.extra.push("-dtb".into());
         m.extra.push(path.display().to_string());
     }

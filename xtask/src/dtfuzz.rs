@@ -70,22 +70,23 @@ const MEM: &str = "/memory@40000000";
 
 /// The stage's runs on `base` (the self-test machine: board DTB, `-icount`, GICv3).
 pub fn cases(board: dtb::Board, base: &Machine, dir: &Path) -> Result<Vec<Case>> {
-    let el1 = Machine {
+    let mut el1 = Machine {
         append: String::new(),
         ..base.clone()
     };
-    let el2 = Machine {
+    let mut el2 = Machine {
         el2: true,
         ..el1.clone()
     };
-    let dtb_of = |m: &Machine| -> Result<Vec<u8>> {
+    // The board's DTB (and its firmware stand-in's vCPU, added to the machine).
+    let dtb_of = |m: &mut Machine| -> Result<Vec<u8>> {
         let path = dtb::board_dtb(board, m, dir)?
             .context("the DT fuzz stage needs an emulated board's DTB (not --board virt)")?;
         let blob = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         dtb::edit(&blob, &[Edit::string("/chosen", "bootargs", BOOTARGS)])
     };
-    let base1 = dtb_of(&el1)?;
-    let base2 = dtb_of(&el2)?;
+    let base1 = dtb_of(&mut el1)?;
+    let base2 = dtb_of(&mut el2)?;
     let Boot::Direct { image } = &base.boot else {
         anyhow::bail!("the DT fuzz stage boots with -kernel");
     };

@@ -446,7 +446,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         .to_path_buf();
     let mut runs = Vec::new();
     for mut run in planned {
-        match dtb::board_dtb(args.board, &run.machine, &dir) {
+        match dtb::board_dtb(args.board, &mut run.machine, &dir) {
             Ok(Some(path)) => {
                 run.machine.extra.push("-dtb".into());
                 run.machine.extra.push(path.display().to_string());
@@ -467,12 +467,12 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     // cluster-1 MPIDR and the DT's cluster topology went unexercised in-kernel. QEMU numbers
     // GICv3 vCPUs 16 per Aff1, so -smp 20 and the DT keeps the six with Juno's MPIDRs.
     if args.board == dtb::Board::QemuJunoR2 {
-        let m = Machine {
+        let mut m = Machine {
             smp: 20,
             ..base.clone()
         };
         let name = "selftest qemu-juno-r2 gicv3 juno-mpidrs (0x0-0x1, 0x100-0x103)";
-        match dtb::board_dtb_of_cpus(args.board, &m, &dir, Some(&JUNO_MPIDRS)) {
+        match dtb::board_dtb_of_cpus(args.board, &mut m, &dir, Some(&JUNO_MPIDRS)) {
             Ok(path) => {
                 let mut machine = m;
                 if let Some(p) = path {

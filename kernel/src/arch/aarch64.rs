@@ -3,6 +3,7 @@
 pub mod cpu_regs;
 pub mod entry;
 pub mod exceptions;
+pub mod fw_cpu;
 pub mod gicv3_icc;
 pub mod mmu;
 
