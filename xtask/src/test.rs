@@ -291,6 +291,8 @@ fn board_stages(results: &mut Vec<StageResult>) {
 #[derive(Debug, Clone)]
 struct QemuRun {
     name: String,
+    /// The emulated board (`None`: the one `--board` names).
+    board: Option<dtb::Board>,
     machine: Machine,
     /// Lines (substrings) the console must show besides the self-test summary.
     expect: Vec<String>,
@@ -365,6 +367,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     for gic in [2u8, 3] {
         for el2 in [false, true] {
             planned.push(QemuRun {
+                board: None,
                 name: format!(
                     "selftest {} gicv{gic} {}",
                     args.board.name(),
@@ -386,6 +389,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     // with the report, not as a pass or a hang.
     let last = smp.saturating_sub(1);
     planned.push(QemuRun {
+        board: None,
         name: format!("crash=panic reported {}", args.board.name()),
         machine: Machine {
             append: "semihosting crash=panic".into(),
@@ -395,6 +399,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         expect_exit: Some(101),
     });
     planned.push(QemuRun {
+        board: None,
         name: format!("crash=fault reported {}", args.board.name()),
         machine: Machine {
             append: "semihosting crash=fault".into(),
@@ -410,6 +415,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     let uboot = Path::new(qemu::UBOOT_BIN);
     if uboot.exists() {
         planned.push(QemuRun {
+            board: None,
             name: format!("selftest u-boot booti {} gicv3 el2", args.board.name()),
             machine: Machine {
                 gic: 3,
@@ -437,6 +443,45 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         });
     }
 
+    // The other emulated boards, each with its DVFS firmware stand-in (GICv3: an 8-CPU board
+    // has no room for the firmware's vCPU under GICv2), once entered at EL1 and once at EL2.
+    if args.board == dtb::Board::QemuJunoR2 {
+        for (board, el2, driver) in [
+            (dtb::Board::QemuHikey960, false, "hi3660-stub-clk"),
+            (dtb::Board::QemuHikey, true, "hi6220-stub-clk"),
+        ] {
+            planned.push(QemuRun {
+                name: format!(
+                    "selftest {} gicv3 {} firmware stand-in",
+                    board.name(),
+                    if el2 { "el2" } else { "el1" }
+                ),
+                board: Some(board),
+                machine: Machine {
+                    smp: board.nr_cpus().unwrap_or(smp),
+                    el2,
+                    ..base.clone()
+                },
+                expect: vec![
+                    "dvfs: firmware stand-in running".into(),
+                    format!("cpufreq: driver {driver}"),
+                ],
+                expect_exit: None,
+            });
+        }
+    }
+    // With the stand-in the board's real driver must run: a stand-in that failed to start
+    // (cpufreq off, or the emulated driver) is a failure, not a quieter pass.
+    for run in planned.iter_mut() {
+        let board = run.board.unwrap_or(args.board);
+        if run.expect_exit.is_none()
+            && board == dtb::Board::QemuJunoR2
+            && dtb::standin_fits(&run.machine)
+        {
+            run.expect.push("cpufreq: driver scmi-perf".into());
+        }
+    }
+
     // Every run gets the emulated board's device tree with -dtb, as `cargo xtask qemu` does:
     // QEMU hands it to the kernel (-kernel) or to u-boot, which passes it on through booti.
     let dir = artefacts
@@ -446,7 +491,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         .to_path_buf();
     let mut runs = Vec::new();
     for mut run in planned {
-        match dtb::board_dtb(args.board, &mut run.machine, &dir) {
+        match dtb::board_dtb(run.board.unwrap_or(args.board), &mut run.machine, &dir) {
             Ok(Some(path)) => {
                 run.machine.extra.push("-dtb".into());
                 run.machine.extra.push(path.display().to_string());
@@ -481,6 +526,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
                 }
                 runs.push(QemuRun {
                     name: name.into(),
+                    board: None,
                     machine,
                     expect: JUNO_MPIDRS
                         .iter()
@@ -734,6 +780,7 @@ mod tests {
     fn run(expect: &[&str], expect_exit: Option<i32>) -> QemuRun {
         QemuRun {
             name: "t".into(),
+            board: None,
             machine: Machine {
                 smp: 1,
                 gic: 3,
