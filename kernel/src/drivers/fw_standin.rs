@@ -100,10 +100,13 @@ struct Config {
 static CONFIG: InitOnce<Config> = InitOnce::new();
 
 /// The firmware vCPU's progress: 0 off, 1 running, 2 firmware ready (polling), 3 sleeping on
-/// its GIC interface between doorbells.
+/// its GIC interface between doorbells, 4 stopped for want of a GIC interface.
 static STATE: AtomicU32 = AtomicU32::new(0);
 const STATE_READY: u32 = 2;
 const STATE_GIC: u32 = 3;
+/// The firmware vCPU found no GIC interface of its own and stopped (a vCPU that kept polling
+/// would keep QEMU's instruction-counted clock from skipping idle time).
+const STATE_NO_GIC: u32 = 4;
 
 /// Serialises the mailbox hardware models' read-modify-write of their registers between the
 /// kernel's CPUs and the firmware vCPU (the hardware does these atomically).
@@ -154,7 +157,7 @@ pub fn stats() -> Stats {
 
 /// Whether a stand-in is running.
 pub fn running() -> bool {
-    STATE.load(Ordering::Acquire) >= STATE_READY
+    matches!(STATE.load(Ordering::Acquire), STATE_READY | STATE_GIC)
 }
 
 /// Starts the firmware vCPU for `dvfs` (whose `standin` must be set) and waits until its
@@ -650,20 +653,32 @@ fn fw_region(range: MemRange) -> DeviceRegion {
     unsafe { DeviceRegion::new(range) }
 }
 
+/// Stops the firmware vCPU for good: exceptions and its timer off, `wfi` forever (not
+/// `arch::park`, which counts wake-ups per kernel CPU).
+fn fw_park() -> ! {
+    crate::arch::mask_all_exceptions();
+    cpu_regs::cntv_disable();
+    loop {
+        crate::arch::wfi();
+    }
+}
+
 /// The firmware vCPU's Rust entry (from `_asym_fw_entry`, MMU on, on its own stack).
 pub extern "C" fn fw_main() -> ! {
-    let Some(cfg) = CONFIG.get() else {
-        crate::arch::park()
-    };
+    let Some(cfg) = CONFIG.get() else { fw_park() };
     STATE.store(1, Ordering::Release);
     let Some(mut fw) = Firmware::boot(cfg.transport) else {
-        crate::arch::park()
+        fw_park()
     };
     let freq = cpu_regs::cntfrq().max(1);
     STATE.store(STATE_READY, Ordering::Release);
     let mut gic = false;
     loop {
-        if !gic && crate::gic::version().is_some() && gic_cpu_init(cfg) {
+        if !gic && crate::gic::version().is_some() {
+            if !gic_cpu_init(cfg) {
+                STATE.store(STATE_NO_GIC, Ordering::Release);
+                fw_park();
+            }
             gic = true;
             STATE.store(STATE_GIC, Ordering::Release);
         }
