@@ -235,6 +235,13 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
         crate::smp::set_maxcpus(usize::from(n));
     }
     crate::smp::start_secondaries(plat);
+    if let Some(mpidr) = crate::drivers::fw_standin::missing_gic() {
+        crate::println!(
+            "dvfs: firmware stand-in: vCPU MPIDR {:#x} has no GIC interface in the regions the \
+             device tree's GIC node gives; it stopped, so every firmware request will time out",
+            mpidr
+        );
+    }
     arch::irq_enable();
     banner(plat, cmd);
     if cmd.bench {

@@ -193,6 +193,23 @@ pub fn start(plat: &Platform, dvfs: &DvfsDt, standin: StandinDt) -> Result<(), S
     Ok(())
 }
 
+/// Call after the kernel's GIC init: waits, at most [`START_TIMEOUT_US`] of guest time, until
+/// the firmware vCPU has looked for a GIC interface of its own, and returns the vCPU's MPIDR
+/// when it found none (it then stopped, and every firmware request times out). `None` when it
+/// found one, or no stand-in runs.
+pub fn missing_gic() -> Option<u64> {
+    let cfg = CONFIG.get()?;
+    let freq = cpu_regs::cntfrq().max(1);
+    let deadline = cpu_regs::cntvct() + START_TIMEOUT_US * freq / 1_000_000;
+    loop {
+        match STATE.load(Ordering::Acquire) {
+            STATE_NO_GIC => return Some(cfg.mpidr),
+            STATE_READY if cpu_regs::cntvct() <= deadline => cpu_regs::cpu_yield(),
+            _ => return None,
+        }
+    }
+}
+
 /// The firmware vCPU's exception, if it took one.
 pub fn fault() -> Option<(u64, u64, u64)> {
     fw_cpu::fault()
@@ -581,7 +598,12 @@ impl Firmware {
     }
 
     /// Takes whatever the kernel sent (`raised`: the interrupt bits it raised) at `now`.
-    fn serve(&mut self, raised: u32, now: Nanos) {
+    ///
+    /// Each message is stamped with the time read after it was seen (for the mailboxes, under
+    /// the hardware lock the kernel writes them under): a time read before could precede the
+    /// kernel's request, and the change would then complete sooner than the board's latency
+    /// after it.
+    fn serve(&mut self, raised: u32, freq: u64) {
         match self {
             Firmware::Scp {
                 model,
@@ -592,14 +614,14 @@ impl Firmware {
                     let bits = mhu::to_scp_pending(mhu, *ch as usize);
                     if bits != 0 {
                         with_hw(|| mhu::scp_clear(mhu, *ch as usize, bits));
-                        model.handle(shmem, now);
+                        model.handle(shmem, now(freq));
                         MESSAGES.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
             Firmware::Lpm3 { model, mbox, .. } => {
                 let before = model.messages;
-                with_hw(|| model.on_message(mbox, now));
+                with_hw(|| model.on_message(mbox, now(freq)));
                 MESSAGES.fetch_add(model.messages - before, Ordering::Relaxed);
             }
             Firmware::Mcu {
@@ -610,7 +632,7 @@ impl Firmware {
             } => {
                 if raised != 0 {
                     let before = model.messages;
-                    with_hw(|| model.on_interrupt(raised, sram, buf, ipc, now));
+                    with_hw(|| model.on_interrupt(raised, sram, buf, ipc, now(freq)));
                     MESSAGES.fetch_add(model.messages - before, Ordering::Relaxed);
                 }
             }
@@ -683,9 +705,8 @@ pub extern "C" fn fw_main() -> ! {
             STATE.store(STATE_GIC, Ordering::Release);
         }
         let raised = RAISED.swap(0, Ordering::AcqRel);
-        let t = now(freq);
-        LAST_WAKE_NS.store(t.0, Ordering::Relaxed);
-        fw.serve(raised, t);
+        LAST_WAKE_NS.store(now(freq).0, Ordering::Relaxed);
+        fw.serve(raised, freq);
         let before = fw.next_change();
         let next = fw.advance(now(freq));
         if before.is_some() && before != next {
