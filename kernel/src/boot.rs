@@ -116,9 +116,10 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
     if let Err(e) = plat.bank_holding(image) {
         cannot_boot(e);
     }
+    let no_map = no_map_carve_outs();
     // SAFETY: boot CPU only, on the early map, no other CPU running; the final map covers RAM
     // and the devices, and the kernel image as the early map does; on error nothing changed.
-    if let Err(e) = unsafe { arch::aarch64::mmu::init_boot_cpu(&plat, board.early_uart) } {
+    if let Err(e) = unsafe { arch::aarch64::mmu::init_boot_cpu(&plat, board.early_uart, &no_map) } {
         cannot_boot(format_args!(
             "{e} (final map of {} RAM banks and the devices)",
             plat.memory.len()
@@ -307,6 +308,18 @@ fn wait_first_tick(plat: &Platform) {
             me.0, FIRST_TICK_TIMEOUT_US, plat.timer.el1_virt_intid, plat.gic_node, plat.gic
         ));
     }
+}
+
+/// The board's carve-outs that must not even be mapped (secure DRAM, firmware the CPU must not
+/// fetch from speculatively).
+pub fn no_map_carve_outs() -> heapless::Vec<crate::dt::MemRange, 16> {
+    board()
+        .carve_outs
+        .iter()
+        .filter(|r| r.no_map)
+        .map(|r| r.range)
+        .take(16)
+        .collect()
 }
 
 /// The kernel image, BSS and stacks in memory.

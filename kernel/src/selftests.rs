@@ -6,6 +6,7 @@ mod fault;
 mod gic;
 mod heap;
 mod ipi;
+mod mmu;
 mod smp;
 mod stack;
 mod sync;
