@@ -10,7 +10,7 @@
 
 use asym_sched::types::CpuId;
 
-use crate::board::{BoardConfig, EndPolicy, Region};
+use crate::board::{BoardConfig, DvfsTransport, EndPolicy, Region};
 use crate::cmdline::{Cmdline, SelfTestMode};
 use crate::dt::Platform;
 use crate::sync::InitOnce;
@@ -29,6 +29,11 @@ pub struct Board {
     pub end: EndPolicy,
     /// Firmware memory the DT does not describe: the heap never covers it.
     pub carve_outs: &'static [Region],
+    /// The DVFS transports the board's firmware may speak (its crate's list). Non-empty on a
+    /// real board, where frequencies are the firmware's: cpufreq then runs the driver the DT
+    /// selects, or stays off, never the emulated driver. Empty for QEMU `virt`, where a DT
+    /// without DVFS firmware gets the emulated driver.
+    pub dvfs: &'static [DvfsTransport],
 }
 
 impl Board {
@@ -40,6 +45,7 @@ impl Board {
             early_uart: Some(c.console.uart_base),
             end: c.end,
             carve_outs: c.carve_outs,
+            dvfs: c.dvfs,
         }
     }
 }

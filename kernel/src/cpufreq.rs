@@ -215,6 +215,12 @@ pub enum InitError {
     Policy(CpufreqError),
     /// The DT describes DVFS firmware the kernel could not drive.
     Firmware(crate::dvfs::ProbeError),
+    /// A real board whose DT describes no DVFS firmware: its frequencies are the firmware's,
+    /// and an emulated driver would only pretend to change them.
+    NoFirmware {
+        board: &'static str,
+        expected: &'static [crate::board::DvfsTransport],
+    },
 }
 
 impl fmt::Display for InitError {
@@ -222,6 +228,16 @@ impl fmt::Display for InitError {
         match self {
             InitError::Policy(e) => write!(f, "{e}"),
             InitError::Firmware(e) => write!(f, "dvfs: {e}"),
+            InitError::NoFirmware { board, expected } => {
+                write!(f, "the device tree describes no DVFS firmware, and {board} changes frequencies only through its firmware (")?;
+                for (i, t) in expected.iter().enumerate() {
+                    write!(f, "{}{}", if i == 0 { "" } else { " or " }, t.name())?;
+                }
+                write!(
+                    f,
+                    "): boot with the board's mainline DTB (docs/boards/{board}.md); frequencies stay where the firmware left them"
+                )
+            }
         }
     }
 }
@@ -288,6 +304,13 @@ pub fn init(
         caps[c.id.index()] = c.capacity_orig;
     }
     let firmware = crate::dvfs::probe(plat, board).map_err(InitError::Firmware)?;
+    let real_board = crate::boot::board();
+    if firmware.is_none() && !real_board.dvfs.is_empty() {
+        return Err(InitError::NoFirmware {
+            board: real_board.name,
+            expected: real_board.dvfs,
+        });
+    }
     let core = IrqSpinLock::new(
         CpufreqCore::new(
             board,

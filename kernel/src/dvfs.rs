@@ -151,6 +151,7 @@ pub fn probe(plat: &Platform, board: &BoardDesc) -> Result<Option<FirmwareDriver
             r
         );
     }
+    report_board_transport(dvfs);
     let domains = domain_of_pd(dvfs, board)?;
     let clock = CounterClock;
     let drv = match dvfs.transport {
@@ -212,6 +213,27 @@ pub fn probe(plat: &Platform, board: &BoardDesc) -> Result<Option<FirmwareDriver
         }
     };
     Ok(Some(drv))
+}
+
+/// On a real board: says when the DT's transport is none of those the board crate lists
+/// (the DT is what the firmware was built with, so its transport is the one driven).
+fn report_board_transport(dvfs: &DvfsDt) {
+    let listed = crate::boot::board().dvfs;
+    if listed.is_empty() || listed.iter().any(|t| t.matches(&dvfs.transport)) {
+        return;
+    }
+    let mut regions: heapless::String<160> = heapless::String::new();
+    for r in dvfs.regions() {
+        let _ = fmt::Write::write_fmt(&mut regions, format_args!(" {r}"));
+    }
+    crate::println!(
+        "dvfs: the device tree's {} (regions{}) is not one board {} lists ({} transports, docs/boards/{}.md): driving the device tree's",
+        dvfs.transport.name(),
+        regions.as_str(),
+        crate::boot::board().name,
+        listed.len(),
+        crate::boot::board().name
+    );
 }
 
 /// A region of the transport, as the stand-in's when there is one.
