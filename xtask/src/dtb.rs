@@ -811,12 +811,55 @@ pub fn raw_dtb_image(image: &[u8], dtb_addr: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A minimal arm64 `Image` (header, then `ldr x16, =target; br x16`) that QEMU's `-kernel`
+/// loads at RAM base + text_offset and enters as it enters Linux (x0 = the DTB, at EL2 with
+/// `virtualization=on`), and that jumps on to `target` with those registers untouched. So a
+/// board's Image linked at its own address (Juno r2: 0x8008_0000), loaded there raw with
+/// `-device loader`, starts exactly as the board's `booti` starts it.
+pub fn jump_image(target: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(0x50);
+    // code0: b +0x40 (past the header); code1.
+    out.extend(0x1400_0010u32.to_le_bytes());
+    out.extend(0u32.to_le_bytes());
+    // text_offset, image_size, flags (little-endian, 4 KiB pages, bit 3 clear), res2..res4.
+    out.extend(0x8_0000u64.to_le_bytes());
+    out.extend(0x1000u64.to_le_bytes());
+    out.extend(0b010u64.to_le_bytes());
+    out.extend([0u8; 24]);
+    // magic "ARM\x64", res5.
+    out.extend(0x644d_5241u32.to_le_bytes());
+    out.extend(0u32.to_le_bytes());
+    // 0x40: ldr x16, #8; br x16; .quad target
+    out.extend(0x5800_0050u32.to_le_bytes());
+    out.extend(0xd61f_0200u32.to_le_bytes());
+    out.extend(target.to_le_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     //! Oracle: the patched blob, read back with an independent reader (`dtc` is not assumed;
     //! we re-parse with `flat_device_tree`) has the board's numbers from `asym_boards`, and
     //! QEMU's own nodes unchanged.
     use super::*;
+
+    /// The jump Image against the arm64 boot protocol's header (Linux
+    /// `Documentation/arch/arm64/booting.rst`) and the A64 encodings it uses.
+    #[test]
+    fn jump_image_is_an_arm64_image_that_branches_to_its_target() {
+        let img = jump_image(0x8008_0000);
+        let u32_at = |o: usize| u32::from_le_bytes(img[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(img[o..o + 8].try_into().unwrap());
+        assert_eq!(&img[0x38..0x3c], b"ARM\x64");
+        assert_eq!(u64_at(0x08), 0x8_0000, "text_offset");
+        // b: imm26 in words from code0 lands on 0x40.
+        assert_eq!(u32_at(0) >> 26, 0b000101);
+        assert_eq!((u32_at(0) & 0x03ff_ffff) * 4, 0x40);
+        // ldr x16, literal 8 bytes on (imm19 = 2), br x16, the literal.
+        assert_eq!(u32_at(0x40), 0x5800_0000 | (2 << 5) | 16);
+        assert_eq!(u32_at(0x44), 0xd61f_0000 | (16 << 5));
+        assert_eq!(u64_at(0x48), 0x8008_0000);
+    }
 
     fn qemu_dtb() -> Vec<u8> {
         let p = concat!(

@@ -545,6 +545,22 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         }
     }
 
+    // The Juno r2 board crate's own Image (not the qemu-virt binary): linked at 0x8008_0000
+    // as Juno's booti places it, entered at EL2 with GICv2 as on the board, with the board's
+    // carve-outs, DVFS transports and end policy. QEMU virt with 3 GiB has RAM there; a jump
+    // Image at QEMU's load address enters it with x0 = the emulated board's DTB.
+    // Once with the firmware stand-in, and once with a DT that describes no DVFS firmware: a
+    // real board's kernel must then leave frequencies alone (cpufreq off, said so), never run
+    // the emulated driver.
+    let juno: Vec<_> = if args.board == dtb::Board::QemuJunoR2 {
+        vec![
+            juno_image_run(&base, &dir, true),
+            juno_image_run(&base, &dir, false),
+        ]
+    } else {
+        Vec::new()
+    };
+
     let log_dir = artefacts
         .image
         .parent()
@@ -575,6 +591,17 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     let mut done = done.into_inner().unwrap();
     done.sort_by_key(|(i, _)| *i);
     results.extend(done.into_iter().map(|(_, r)| r));
+    for r in juno {
+        match r {
+            Ok((run, defmt)) => results.push(qemu_run(&run, defmt.as_ref(), timeout, &log_dir)),
+            Err(e) => results.push(StageResult {
+                name: JUNO_IMAGE_RUN.into(),
+                ok: false,
+                detail: format!("{e:#}"),
+                time: Duration::ZERO,
+            }),
+        }
+    }
 
     let stage = Stage {
         board: args.board,
@@ -673,6 +700,70 @@ fn batch_stage(
         t.elapsed()
     );
     results.extend(done);
+}
+
+const JUNO_IMAGE_RUN: &str = "selftest juno-r2 Image on QEMU virt gicv2 el2 3 GiB";
+
+/// The run of the Juno r2 board binary on QEMU (see `qemu_stages`), with its own defmt table;
+/// `firmware`: with the DVFS firmware stand-in, else a DT without DVFS firmware.
+fn juno_image_run(base: &Machine, dir: &Path, firmware: bool) -> Result<(QemuRun, Option<Defmt>)> {
+    let a = kernel::build(Target::JunoR2, None)?;
+    let link = a.flat.base;
+    let jump = dir.join("jump-to-juno-r2.Image");
+    std::fs::write(&jump, dtb::jump_image(link))?;
+    let mut m = Machine {
+        gic: 2,
+        el2: true,
+        memory_mib: 3072,
+        boot: Boot::Direct { image: jump },
+        ..base.clone()
+    };
+    // Keeping every vCPU by MPIDR leaves none for the stand-in.
+    let all: Vec<u64> = (0..u64::from(m.smp)).collect();
+    let keep = (!firmware).then_some(&all[..]);
+    let path = dtb::board_dtb_of_cpus(dtb::Board::QemuJunoR2, &mut m, dir, keep)?
+        .ok_or_else(|| anyhow::anyhow!("no qemu-juno-r2 DTB"))?;
+    m.extra.push("-dtb".into());
+    m.extra.push(path.display().to_string());
+    m.extra.push("-device".into());
+    m.extra.push(format!(
+        "loader,file={},addr={link:#x},force-raw=on",
+        a.image.display()
+    ));
+    let defmt = crate::load_defmt(&a.elf).unwrap_or(None);
+    let mut expect = vec!["asym 0.1.0 on juno-r2".to_string()];
+    if firmware {
+        expect.extend([
+            "cpufreq: driver scmi-perf".into(),
+            // The stand-in's SCMI channels are not at Juno's addresses: said, and the DT's
+            // driven.
+            "is not one board juno-r2 lists".into(),
+            // The stand-in's carve-out and the board's secure top 16 MiB of the first 4 GiB,
+            // which QEMU's 3 GiB of RAM covers.
+            "mmu: 2 no-map regions".into(),
+        ]);
+    } else {
+        expect.extend([
+            "cpufreq: the device tree describes no DVFS firmware, and juno-r2 changes \
+             frequencies only through its firmware"
+                .into(),
+            "mmu: 1 no-map regions".into(),
+        ]);
+    }
+    Ok((
+        QemuRun {
+            name: if firmware {
+                JUNO_IMAGE_RUN.into()
+            } else {
+                format!("{JUNO_IMAGE_RUN}, no DVFS firmware in the DT")
+            },
+            board: None,
+            machine: m,
+            expect,
+            expect_exit: None,
+        },
+        defmt,
+    ))
 }
 
 fn qemu_run(
