@@ -37,6 +37,8 @@ mod selftests;
 #[cfg(target_os = "none")]
 pub mod semihosting;
 
+/// Counter ↔ time conversions, exact at the boards' slow counters (host-tested).
+pub mod clock;
 // Interrupts, timer, SMP.
 #[cfg(target_os = "none")]
 pub mod gic;

@@ -111,8 +111,10 @@ impl fmt::Display for SchedError {
 
 /// Guest time in ns from the generic counter (CNTVCT, = CNTPCT: CNTVOFF is 0).
 pub fn now() -> Nanos {
-    let f = u128::from(crate::arch::counter_freq_hz().max(1));
-    Nanos((u128::from(crate::arch::counter()) * 1_000_000_000 / f) as u64)
+    Nanos(crate::clock::counter_to_ns(
+        crate::arch::counter(),
+        crate::arch::counter_freq_hz().max(1),
+    ))
 }
 
 /// Builds the topology, energy-model check and cpufreq from the DT's scheduling description

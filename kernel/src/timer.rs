@@ -176,15 +176,12 @@ pub fn counter() -> u64 {
 
 /// Counter ticks converted to microseconds (0 before [`init`]).
 pub fn counter_to_us(count: u64) -> u64 {
-    match counter_freq_hz() {
-        0 => 0,
-        f => (u128::from(count) * 1_000_000 / u128::from(f)) as u64,
-    }
+    crate::clock::counter_to_us(count, counter_freq_hz())
 }
 
 /// Microseconds converted to counter ticks.
 pub fn us_to_counter(us: u64) -> u64 {
-    (u128::from(us) * u128::from(counter_freq_hz()) / 1_000_000) as u64
+    crate::clock::us_to_counter(us, counter_freq_hz())
 }
 
 /// Busy-waits until the counter has advanced by `us` microseconds.
@@ -197,9 +194,12 @@ pub fn udelay(us: u64) {
 
 /// Deadline number `n` of a sequence starting at `base`: exact, no accumulated rounding.
 fn deadline(base: u64, n: u64) -> u64 {
-    let freq = u128::from(FREQ_HZ.load(Ordering::Relaxed));
-    let hz = u128::from(HZ.load(Ordering::Relaxed).max(1));
-    base.wrapping_add((u128::from(n) * freq / hz) as u64)
+    crate::clock::tick_deadline(
+        base,
+        n,
+        FREQ_HZ.load(Ordering::Relaxed),
+        HZ.load(Ordering::Relaxed),
+    )
 }
 
 /// The timer PPI handler (Linux `arch_timer_handler_virt` → `tick_handle_periodic`).

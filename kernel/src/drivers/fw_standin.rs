@@ -519,7 +519,7 @@ fn gic_ack_all(cfg: &Config) {
 
 /// The counter as nanoseconds.
 fn now(freq: u64) -> Nanos {
-    Nanos((u128::from(cpu_regs::cntvct()) * 1_000_000_000 / u128::from(freq)) as u64)
+    Nanos(crate::clock::counter_to_ns(cpu_regs::cntvct(), freq))
 }
 
 /// The firmware, with its regions as the firmware side sees them. One value, on the firmware
