@@ -230,6 +230,24 @@ fn semantic_cases(base: &[u8], base_el2: &[u8]) -> Result<Vec<DtCase>> {
         c.extend([1, 0xa, 4]);
         set("/timer", "interrupts", &c)
     };
+    // With the firmware stand-in: a redistributor region holding only the kernel's CPUs'
+    // frames (QEMU numbers them in vCPU order, the stand-in's vCPU last) leaves the firmware
+    // vCPU without a GIC interface. It must stop and the boot must say so, not hang.
+    let standin_no_gic = {
+        let fdt = flat_device_tree::Fdt::new(base).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let root = fdt.find_node("/").context("no root node")?;
+        let standin = root.children().any(|c| c.name == "asym-fw-standin");
+        let cpus = root.children().find(|c| c.name == "cpus").map_or(0, |c| {
+            c.children()
+                .filter(|n| {
+                    n.property("device_type")
+                        .and_then(|p| p.as_str())
+                        .is_some_and(|t| t.trim_end_matches('\0') == "cpu")
+                })
+                .count()
+        });
+        standin.then_some(cpus as u32)
+    };
     let mut v = vec![
         // --- addresses (finding 3) --------------------------------------------------------
         case(
@@ -645,6 +663,30 @@ fn semantic_cases(base: &[u8], base_el2: &[u8]) -> Result<Vec<DtCase>> {
             Stops("method"),
         ),
     ];
+    if let Some(cpus) = standin_no_gic {
+        v.push(case(
+            "redistributor region without the firmware stand-in's frame",
+            set(
+                GIC,
+                "reg",
+                &[
+                    0,
+                    0x0800_0000,
+                    0,
+                    0x1_0000,
+                    0,
+                    0x080a_0000,
+                    0,
+                    cpus * 0x2_0000,
+                ],
+            )?,
+            q,
+            false,
+            Boots(vec![
+                "has no GIC interface in the regions the device tree's GIC node gives",
+            ]),
+        ));
+    }
     // --- the blob and x0 (raw only) ----------------------------------------------------------
     let mut truncated = base.to_vec();
     truncated.truncate(200);
