@@ -436,14 +436,19 @@ pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: Sch
                 .unwrap_or_else(|| RqSnapshot::idle(c, caps(c)))
         });
     }
-    apply_completions(&mut core, now);
+    // Not the tick's `now`: completions are stamped with the time they are seen, and the
+    // tick's was read before the lock wait and schedutil's update.
+    apply_completions(&mut core, crate::sched::now());
 }
 
-/// Polls the driver at `now` (outside the tick: a self test waiting for a transition) and
-/// applies what completed, as the tick does.
-pub fn poll(now: Nanos) {
+/// Polls the driver (outside the tick: a self test waiting for a transition) and applies
+/// what completed, as the tick does. The time is read with the lock held: one read before
+/// could be older than the read-back it stamps by a whole lock wait (under QEMU's round-robin
+/// vCPUs, a time slice), and a transition would look quicker than it was.
+pub fn poll() {
     if let Some(st) = STATE.get() {
-        apply_completions(&mut st.core.lock(), now);
+        let mut core = st.core.lock();
+        apply_completions(&mut core, crate::sched::now());
     }
 }
 

@@ -187,7 +187,7 @@ fn every_opp_of(pd: usize) -> TestResult {
     cpufreq::set_limits(pd, cur, cur).map_err(err)?;
     let settled = sched::now().0 + latency + SLACK_NS;
     while sched::now().0 < settled {
-        cpufreq::poll(sched::now());
+        cpufreq::poll();
         crate::arch::aarch64::cpu_regs::cpu_yield();
     }
     for &f in opps.iter() {
@@ -195,7 +195,7 @@ fn every_opp_of(pd: usize) -> TestResult {
         cpufreq::set_limits(pd, f, f).map_err(err)?;
         let end = t0 + latency + 50 * SLACK_NS;
         while cpufreq::policy(pd).is_some_and(|p| p.cur() != f) && sched::now().0 < end {
-            cpufreq::poll(sched::now());
+            cpufreq::poll();
             // `yield`, not a spin: under QEMU it hands the time slice on, so the firmware
             // vCPU runs (a spinning vCPU delays it to the next timer deadline).
             crate::arch::aarch64::cpu_regs::cpu_yield();
