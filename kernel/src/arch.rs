@@ -20,6 +20,8 @@ mod host {
 
     pub fn irq_restore(_state: IrqState) {}
 
+    pub fn irq_enable() {}
+
     pub fn wait_until_eq(word: &core::sync::atomic::AtomicU32, value: u32) {
         while word.load(core::sync::atomic::Ordering::Acquire) != value {
             core::hint::spin_loop();

@@ -5,8 +5,10 @@
 //! `parse_early_param` → `mm_init` → `init_IRQ` → `time_init` → `smp_init`) and
 //! `arch/arm64/kernel/smp.c` `secondary_start_kernel()`. Deliberate differences: the device
 //! tree is parsed on a minimal early identity map (kernel image, DTB, early UART) so the final
-//! map covers exactly the DT's RAM; there is no init task: the boot CPU runs the self tests or
-//! prints ticks.
+//! map covers exactly the DT's RAM; the boot code does not become a task: once every CPU is up,
+//! the boot CPU starts an `init` thread (pinned to it: the self tests, the benchmarks, the soak
+//! run or the tick report) and switches to its idle thread, as every secondary does at the end
+//! of its bring-up. Boot stacks are not used again after that.
 
 use asym_sched::types::CpuId;
 
@@ -62,6 +64,13 @@ static CMDLINE: InitOnce<Cmdline> = InitOnce::new();
 pub fn platform() -> Option<&'static Platform> {
     PLATFORM.get()
 }
+
+/// Whether `cpu` is the CPU the kernel booted on.
+pub fn is_boot_cpu(cpu: CpuId) -> bool {
+    BOOT_CPU.load(core::sync::atomic::Ordering::Relaxed) == u32::from(cpu.0)
+}
+
+static BOOT_CPU: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
 
 /// The parsed command line (after boot).
 pub fn cmdline() -> Option<&'static Cmdline> {
@@ -167,6 +176,7 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
         CpuId(0)
     });
     arch::set_cpu_index(boot_cpu.index());
+    BOOT_CPU.store(u32::from(boot_cpu.0), core::sync::atomic::Ordering::Relaxed);
 
     crate::println!(
         "asym: booting on {} (cpu {}, entered at EL{}, running at EL{})",
@@ -195,6 +205,9 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
     };
     crate::panic::set_policy(cmd.use_semihosting(), cmd.panic_timeout_s);
     crate::log::set_level(cmd.loglevel);
+    if cmd.lockdep || cmd.selftest != SelfTestMode::Off {
+        crate::sync::lockdep_enable();
+    }
     if hvc_refused {
         crate::println!(
             "device tree: /psci property `method`: \"hvc\" reaches nothing from a kernel \
@@ -216,6 +229,8 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
     }
 
     init_heap(plat);
+    crate::timer::init_clock(plat);
+    crate::task::init();
     crate::sched::init(plat, cmd);
     let f = arch::counter_freq_hz().max(1);
     let us = |t: u64| t * 1_000_000 / f;
@@ -249,7 +264,24 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
             mpidr
         );
     }
-    arch::irq_enable();
+    let params = crate::task::ThreadParams {
+        affinity: asym_sched::types::CpuMask::of(boot_cpu),
+        detached: true,
+        ..crate::task::ThreadParams::default()
+    };
+    if let Err(e) = crate::task::spawn("init", params, init_main, 0) {
+        crate::println!("asym: cannot start the init thread: {}", e);
+        crate::panic::end_fatal(1);
+    }
+    crate::sched::start_cpu(boot_cpu)
+}
+
+/// The `init` thread (on the boot CPU, all CPUs up): the banner, then what the command line
+/// asks for — the self tests, a benchmark, the soak run, or the tick report.
+fn init_main(_: usize) {
+    let (Some(plat), Some(cmd)) = (platform(), cmdline()) else {
+        return;
+    };
     banner(plat, cmd);
     if cmd.bench {
         crate::smp::print_boot_bench(1_000_000);
@@ -257,7 +289,14 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
     if let Some(kind) = cmd.crash {
         crash(kind);
     }
-
+    if cmd.bench_switch {
+        let ok = crate::bench::run_switch();
+        crate::panic::end_run(if ok { 0 } else { 1 });
+    }
+    if let Some(secs) = cmd.soak_s {
+        let ok = crate::soak::run(secs);
+        crate::panic::end_run(if ok { 0 } else { 1 });
+    }
     match &cmd.selftest {
         SelfTestMode::Off => {}
         mode => {
@@ -482,6 +521,19 @@ fn crash(kind: crate::cmdline::CrashKind) {
         console::take_lock_forever();
         crate::smp::park_this_cpu(cpu);
     }
+    fn do_lock_order(cpu: CpuId) {
+        use crate::sync::{IrqSpinLock, LockRank};
+        let outer = IrqSpinLock::with_rank((), LockRank::CONSOLE);
+        let inner = IrqSpinLock::with_rank((), LockRank::WAIT_QUEUE);
+        let _o = outer.lock();
+        let _i = inner.lock();
+        crate::println!(
+            "crash: cpu {} took a rank {} lock inside a rank {} one unchecked",
+            cpu.0,
+            inner.rank().0,
+            outer.rank().0
+        );
+    }
     let target = crate::smp::online_cpus().last().unwrap_or(CpuId(0));
     crate::println!(
         "crash: {:?} on cpu {} at {} us",
@@ -498,6 +550,7 @@ fn crash(kind: crate::cmdline::CrashKind) {
         CrashKind::Park => do_park,
         CrashKind::Held => do_hold_console,
         CrashKind::Deaf => crate::gic::mask_this_cpu_for,
+        CrashKind::LockOrder => do_lock_order,
     };
     if kind == CrashKind::Deaf {
         if let Err(e) = crate::smp::run_on(target, f) {
@@ -568,13 +621,18 @@ fn crash(kind: crate::cmdline::CrashKind) {
     }
 }
 
+/// Echoes console input and prints every CPU's tick count once a second of guest time; with
+/// `ticks=N`, once after N tick periods, then ends the run. (An idle CPU with nothing due stops
+/// its tick, so the counts are ticks taken, not time.)
 fn tick_loop(plat: &Platform, cmd: &Cmdline) -> ! {
     wait_first_tick(plat);
-    let me = crate::percpu::current_cpu();
     let nr = plat.cpus.len();
-    let mut next_report = u64::from(cmd.hz);
+    let period = 1_000_000_000 / u64::from(cmd.hz.max(1));
+    let start = crate::sched::now().0;
+    let end = cmd.ticks.map(|n| start + n.saturating_mul(period));
+    let mut next_report = start + 1_000_000_000;
     loop {
-        arch::wfi();
+        crate::sched::sleep_ns(period);
         while let Some(b) = console::read_byte() {
             // Interrupt-driven receive: show what arrived (printable ASCII as is).
             if b.is_ascii_graphic() {
@@ -583,15 +641,15 @@ fn tick_loop(plat: &Platform, cmd: &Cmdline) -> ! {
                 crate::println!("console: received {:#04x}", b);
             }
         }
-        let t = crate::timer::ticks(me);
-        if let Some(limit) = cmd.ticks {
-            if t >= limit {
+        let t = crate::sched::now().0;
+        if let Some(end) = end {
+            if t >= end {
                 print_ticks(nr);
                 crate::panic::end_run(0);
             }
         } else if t >= next_report {
             print_ticks(nr);
-            next_report += u64::from(cmd.hz);
+            next_report += 1_000_000_000;
         }
     }
 }

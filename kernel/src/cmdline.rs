@@ -64,6 +64,10 @@ pub enum CrashKind {
     /// `crash=deaf`: the highest online CPU stops taking interrupts (its GIC interface masked)
     /// but stays online and idle; a cross call to it must end with the timeout's message.
     Deaf,
+    /// `crash=lockorder`: the highest online CPU takes two locks against the lock order (a
+    /// console-ranked lock, then a wait-queue-ranked one): with the checker on (`lockdep`) it
+    /// must panic naming both.
+    LockOrder,
 }
 
 /// The parsed command line.
@@ -82,7 +86,13 @@ pub struct Cmdline {
     pub semihosting: bool,
     /// `bench`: print the boot benchmark lines.
     pub bench: bool,
-    /// `crash=panic|fault|stack|nested|locked|park|held|deaf`: after the banner, fail on purpose (tests of
+    /// `bench=switch`: run the context-switch benchmarks instead of the self tests.
+    pub bench_switch: bool,
+    /// `soak=<seconds>`: run the long stress run for this much guest time, then end.
+    pub soak_s: Option<u32>,
+    /// `lockdep` (implied by `selftest`): check the lock order at every lock taken.
+    pub lockdep: bool,
+    /// `crash=panic|fault|stack|nested|locked|park|held|deaf|lockorder`: after the banner, fail on purpose (tests of
     /// the failure paths).
     pub crash: Option<CrashKind>,
     /// `panic=N` (Linux's `panic_timeout`): after a fatal error without `semihosting`, reset
@@ -107,6 +117,9 @@ impl Default for Cmdline {
             ticks: None,
             semihosting: false,
             bench: false,
+            bench_switch: false,
+            soak_s: None,
+            lockdep: false,
             crash: None,
             panic_timeout_s: 0,
             sched_args: heapless::String::new(),
@@ -205,7 +218,10 @@ impl Cmdline {
 
     /// Whether the run should end through semihosting.
     pub fn use_semihosting(&self) -> bool {
-        self.semihosting || self.selftest != SelfTestMode::Off
+        self.semihosting
+            || self.selftest != SelfTestMode::Off
+            || self.bench_switch
+            || self.soak_s.is_some()
     }
 
     fn apply<'a>(&mut self, key: &'a str, value: Option<&'a str>) -> Result<(), CmdlineError<'a>> {
@@ -315,6 +331,7 @@ impl Cmdline {
                     "park" => CrashKind::Park,
                     "held" => CrashKind::Held,
                     "deaf" => CrashKind::Deaf,
+                    "lockorder" => CrashKind::LockOrder,
                     _ => {
                         return Err(CmdlineError::BadValue {
                             option: "crash",
@@ -360,7 +377,35 @@ impl Cmdline {
                 }
             }
             "semihosting" => self.semihosting = flag("semihosting", value)?,
-            "bench" => self.bench = flag("bench", value)?,
+            "bench" => match value {
+                None => self.bench = true,
+                Some("switch") => self.bench_switch = true,
+                Some(v) => {
+                    return Err(CmdlineError::BadValue {
+                        option: "bench",
+                        value: v,
+                        expected: "no value (boot timing) or `switch`",
+                    })
+                }
+            },
+            "soak" => {
+                const EXP: &str = "seconds of guest time, 1..=86400";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "soak",
+                    expected: EXP,
+                })?;
+                match v.parse::<u32>() {
+                    Ok(t) if (1..=86_400).contains(&t) => self.soak_s = Some(t),
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "soak",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                }
+            }
+            "lockdep" => self.lockdep = flag("lockdep", value)?,
             _ => return Err(CmdlineError::Unknown { option: key }),
         }
         Ok(())
@@ -427,6 +472,19 @@ mod tests {
         assert_eq!(c.ticks, Some(20));
         assert!(c.semihosting && c.bench);
         assert_eq!(c.crash, Some(CrashKind::Fault));
+        let c = Cmdline::parse("bench=switch soak=600 lockdep").cmdline;
+        assert!(c.bench_switch && !c.bench && c.lockdep);
+        assert_eq!(c.soak_s, Some(600));
+        for bad in [
+            "soak=0",
+            "soak=86401",
+            "soak=x",
+            "soak",
+            "lockdep=1",
+            "bench=boot",
+        ] {
+            assert_eq!(Cmdline::parse(bad).errors.len(), 1, "{bad}");
+        }
         assert_eq!(
             Cmdline::parse("crash=panic").cmdline.crash,
             Some(CrashKind::Panic)
@@ -497,7 +555,7 @@ mod tests {
         assert!(msgs[2].contains("unknown option `frobnicate`"));
         assert!(msgs[3].contains("`maxcpus=9`"));
         assert!(msgs[4].contains("`ticks=0`"));
-        assert!(msgs[5].contains("`bench` takes no value"));
+        assert!(msgs[5].contains("`bench=yes`"), "{}", msgs[5]);
         assert!(msgs[6].contains("`selftest=`"));
         assert_eq!(p.cmdline.loglevel, LogLevel::Info);
         assert_eq!(p.cmdline.maxcpus, None);

@@ -107,22 +107,25 @@ pub struct ConsoleState {
     rx_stats: RxStats,
 }
 
-static CONSOLE: IrqSpinLock<ConsoleState> = IrqSpinLock::new(ConsoleState {
-    uart: None,
-    tap: Tap {
-        on: false,
-        buf: heapless::Vec::new(),
-        dropped: 0,
+static CONSOLE: IrqSpinLock<ConsoleState> = IrqSpinLock::with_rank(
+    ConsoleState {
+        uart: None,
+        tap: Tap {
+            on: false,
+            buf: heapless::Vec::new(),
+            dropped: 0,
+        },
+        encoder: defmt::Encoder::new(),
+        rx: heapless::Deque::new(),
+        rx_stats: RxStats {
+            irqs: [0; MAX_CPUS],
+            bytes: 0,
+            flagged: 0,
+            dropped: 0,
+        },
     },
-    encoder: defmt::Encoder::new(),
-    rx: heapless::Deque::new(),
-    rx_stats: RxStats {
-        irqs: [0; MAX_CPUS],
-        bytes: 0,
-        flagged: 0,
-        dropped: 0,
-    },
-});
+    crate::sync::LockRank::CONSOLE,
+);
 
 /// UART base for the lock-free early path (0 = none).
 static EARLY_BASE: AtomicUsize = AtomicUsize::new(0);
@@ -280,7 +283,7 @@ static REPORT_ABANDONED: AtomicBool = AtomicBool::new(false);
 
 /// Serialises whole multi-line fatal reports (fault reports, panics) across CPUs, so two CPUs
 /// dying at once print one report after the other rather than interleaved lines.
-static REPORT: IrqSpinLock<()> = IrqSpinLock::new(());
+static REPORT: IrqSpinLock<()> = IrqSpinLock::with_rank((), crate::sync::LockRank::REPORT);
 
 /// Takes the report lock for a fatal report, unless this CPU already holds it (a fault while
 /// reporting) or it stays taken past a bounded wait (its holder died; then later reports do

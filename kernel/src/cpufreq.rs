@@ -13,15 +13,15 @@
 //! timer at [`CpufreqCore::next_poll`] or the firmware's interrupt, so a transition is seen up
 //! to one tick late (the emulated driver applies a request after the domain's transition
 //! latency; a firmware driver when the firmware reports it). Schedutil reads the other
-//! CPUs of a domain from snapshots each CPU publishes at its tick ([`publish_input`]) instead of
-//! their run queues: Linux reads remote `cpu_util` without the remote rq lock too, and taking
-//! remote rq locks from the tick would add a lock order.
+//! CPUs of a domain from the snapshots each CPU publishes after every change of its run queue
+//! (`sched::snapshot`) instead of their run queues: Linux reads remote `cpu_util` without the
+//! remote rq lock too, and taking remote rq locks from the tick would add a lock order.
 //!
-//! Lock order: an rq lock (`crate::sched`) may be held while publishing a snapshot (a leaf
-//! lock); the core's lock is taken with no rq lock held, and it may take snapshot locks.
+//! Lock order: the core's lock is taken with no rq lock held; it may take snapshot locks
+//! (leaves).
 
 use core::fmt;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use alloc::boxed::Box;
 use asym_sched::cpufreq::driver::{
@@ -38,7 +38,7 @@ use asym_sched::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
 
 use crate::dt::MAX_CPUS;
 use crate::percpu::PerCpu;
-use crate::sync::{InitOnce, IrqSpinLock};
+use crate::sync::{InitOnce, IrqSpinLock, LockRank};
 
 /// The board's cpufreq: every domain's policy, governor and the driver.
 pub type Core = CpufreqCore<Driver>;
@@ -251,13 +251,13 @@ struct State {
 
 static STATE: InitOnce<State> = InitOnce::new();
 
+/// Whether the driver has a frequency transition in flight (it completes at a tick, so some
+/// CPU must keep ticking: an idle CPU does not stop its tick while this is set).
+static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
+
 /// Linux's per-CPU `arch_freq_scale`: `cur / cpuinfo.max_freq × 1024` of the CPU's domain.
 static ARCH_FREQ_SCALE: PerCpu<AtomicU32> =
     PerCpu::new([const { AtomicU32::new(SCHED_CAPACITY_SCALE) }; MAX_CPUS]);
-
-/// What each CPU's rq looked like at its latest tick (schedutil's view of the CPU).
-static SUGOV_INPUT: PerCpu<IrqSpinLock<Option<RqSnapshot>>> =
-    PerCpu::new([const { IrqSpinLock::new(None) }; MAX_CPUS]);
 
 /// A refused cpufreq request from a kernel API or the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -311,7 +311,7 @@ pub fn init(
             expected: real_board.dvfs,
         });
     }
-    let core = IrqSpinLock::new(
+    let core = IrqSpinLock::with_rank(
         CpufreqCore::new(
             board,
             &caps[..topo.nr_cpus()],
@@ -323,6 +323,7 @@ pub fn init(
             },
         )
         .map_err(InitError::Policy)?,
+        LockRank::CPUFREQ,
     );
     for c in topo.cpus() {
         let scale = core.lock().arch_scale_freq_capacity(c.id);
@@ -376,10 +377,10 @@ pub fn with_core<R>(f: impl FnOnce(&mut Core) -> R) -> Option<R> {
 pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
     let st = STATE.get().ok_or(Error::NoCpufreq)?;
     let now = crate::sched::now();
-    st.core
-        .lock()
-        .set_governor(pd, gov, now)
-        .map_err(Error::Policy)
+    let mut core = st.core.lock();
+    let r = core.set_governor(pd, gov, now).map_err(Error::Policy);
+    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
+    r
 }
 
 /// Sets `scaling_min_freq`/`scaling_max_freq` of domain `pd`. Unlike Linux's sysfs, which
@@ -404,13 +405,9 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
             });
         }
     }
-    core.set_limits(pd, min, max, now).map_err(Error::Policy)
-}
-
-/// Publishes `cpu`'s run-queue snapshot, schedutil's input (called by the tick with the
-/// rq lock held).
-pub fn publish_input(cpu: CpuId, input: RqSnapshot) {
-    *SUGOV_INPUT.of(cpu).lock() = Some(input);
+    let r = core.set_limits(pd, min, max, now).map_err(Error::Policy);
+    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
+    r
 }
 
 /// The tick's cpufreq work on `cpu` at `now`: run schedutil if the rq asked
@@ -428,12 +425,9 @@ pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: Sch
             UpdateFlags::NONE
         };
         let caps = |c: CpuId| -> Capacity { crate::sched::capacity_orig(c) };
-        // No uclamp requests exist in the kernel yet (`sched_uclamp_used` is off).
-        core.update_util(now, cpu, flags, features, false, |c| {
-            SUGOV_INPUT
-                .of(c)
-                .lock()
-                .unwrap_or_else(|| RqSnapshot::idle(c, caps(c)))
+        let uclamp_used = crate::sched::uclamp_used();
+        core.update_util(now, cpu, flags, features, uclamp_used, |c| {
+            crate::sched::snapshot(c).unwrap_or_else(|| RqSnapshot::idle(c, caps(c)))
         });
     }
     // Not the tick's `now`: completions are stamped with the time they are seen, and the
@@ -466,6 +460,12 @@ fn apply_completions(core: &mut Core, now: Nanos) {
             }
         }
     }
+    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
+}
+
+/// Whether a frequency transition is in flight (see [`IN_FLIGHT`]).
+pub fn transition_pending() -> bool {
+    IN_FLIGHT.load(Ordering::Acquire)
 }
 
 /// Prints each domain: CPUs, OPPs and governor (the boot banner's cpufreq part).

@@ -49,8 +49,12 @@ pub const BOOTARGS_MAX: usize = 512;
 /// One past the highest physical address the kernel can use. It runs on an identity map of
 /// 39-bit virtual addresses (`TCR_EL1.T0SZ` = 25, `arch::aarch64::mmu`), so RAM, devices and
 /// the DTB must all lie below 2^39 (512 GiB); the device tree's addresses are checked
-/// against it.
+/// against [`MAP_LIMIT`], which leaves out the range's last GiB.
 pub const PA_LIMIT: usize = 1 << 39;
+
+/// One past the highest physical address RAM, devices and the DTB may use: [`PA_LIMIT`] less
+/// its last GiB, where the kernel maps thread stacks (`arch::aarch64::mmu::STACK_WINDOW_VA`).
+pub const MAP_LIMIT: usize = PA_LIMIT - (1 << 30);
 
 /// Largest device region accepted (the GICv3 redistributors of 512 CPUs need 64 MiB).
 pub const DEVICE_MAX: usize = 1 << 30;
@@ -93,7 +97,7 @@ impl MemRange {
     }
 
     /// `base..base + size` if it is not empty, does not wrap and ends at or below
-    /// [`PA_LIMIT`]; else what is wrong with it.
+    /// [`MAP_LIMIT`]; else what is wrong with it.
     pub fn checked(base: u64, size: u64) -> Result<MemRange, &'static str> {
         if size == 0 {
             return Err("size 0");
@@ -101,8 +105,11 @@ impl MemRange {
         let end = base
             .checked_add(size)
             .ok_or("base + size wraps past 2^64")?;
-        if end > PA_LIMIT as u64 {
-            return Err("beyond the 39-bit (512 GiB) physical range the kernel maps");
+        if end > MAP_LIMIT as u64 {
+            return Err(
+                "beyond the 39-bit (512 GiB) physical range the kernel maps, less its last GiB \
+                 (thread stacks)",
+            );
         }
         Ok(MemRange {
             base: base as usize,
@@ -260,7 +267,7 @@ impl Notes {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Platform {
     /// RAM: the banks of every `/memory` node in DT order, each non-empty, not wrapping and
-    /// below [`PA_LIMIT`] (banks that were not are clipped or ignored with a note). At least one.
+    /// below [`MAP_LIMIT`] (banks that were not are clipped or ignored with a note). At least one.
     pub memory: heapless::Vec<MemRange, MAX_MEM_BANKS>,
     /// Memory nobody may allocate: the FDT's `/memreserve/` entries and the static
     /// `/reserved-memory` regions, in that order.
@@ -424,7 +431,7 @@ impl Platform {
 }
 
 /// Checks the DTB address the loader passed (x0): non-zero, 8-byte aligned (the arm64 boot
-/// protocol), below [`PA_LIMIT`].
+/// protocol), below [`MAP_LIMIT`].
 pub fn check_dtb_pa(dtb_pa: usize) -> Result<(), DtError> {
     if dtb_pa == 0 || !dtb_pa.is_multiple_of(8) {
         return Err(DtError::new(
@@ -433,7 +440,7 @@ pub fn check_dtb_pa(dtb_pa: usize) -> Result<(), DtError> {
             "the boot loader passed no (or a misaligned) DTB address",
         ));
     }
-    if dtb_pa.saturating_add(MAX_FDT_SIZE) > PA_LIMIT {
+    if dtb_pa.saturating_add(MAX_FDT_SIZE) > MAP_LIMIT {
         return Err(DtError::new(
             "/",
             "x0",

@@ -9,7 +9,7 @@ use core::ptr::{self, NonNull};
 
 use linked_list_allocator::Heap;
 
-use crate::sync::IrqSpinLock;
+use crate::sync::{IrqSpinLock, LockRank};
 
 /// Most RAM the heap takes, whatever the DT says.
 pub const HEAP_MAX: usize = 32 * 1024 * 1024;
@@ -26,12 +26,23 @@ pub struct HeapStats {
 }
 
 #[global_allocator]
-static HEAP: KernelHeap = KernelHeap(IrqSpinLock::new(Heap::empty()));
+static HEAP: KernelHeap = KernelHeap(IrqSpinLock::with_rank(Heap::empty(), LockRank::HEAP));
 
 // SAFETY: `Heap` returns blocks that satisfy the layout, are disjoint while allocated, and lie
 // inside the region given to `init`; the lock serialises all access.
 unsafe impl GlobalAlloc for KernelHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // No allocation with a run-queue or thread lock held (they are taken on the
+        // scheduling and interrupt paths, which must not allocate).
+        if crate::sync::holds_rank(LockRank::THREAD, LockRank::CPUFREQ)
+            || crate::sync::holds_rank(LockRank::RQ, LockRank::LEAF)
+        {
+            panic!(
+                "heap: allocation of {} bytes with a scheduler lock held (ranks held {:?})",
+                layout.size(),
+                crate::sync::held_ranks()
+            );
+        }
         self.0
             .lock()
             .allocate_first_fit(layout)

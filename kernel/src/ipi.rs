@@ -47,8 +47,6 @@ impl IpiKind {
 /// IPIs received, per CPU and kind.
 static RECEIVED: PerCpu<[AtomicU64; NR_IPI]> =
     PerCpu::new([const { [const { AtomicU64::new(0) }; NR_IPI] }; MAX_CPUS]);
-/// Reschedule requests not yet consumed, per CPU (the scheduler will take them).
-static NEED_RESCHED: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
 
 /// Installs the SGI handlers. Run once on the boot CPU after [`gic::init`]; each CPU's
 /// `gic::init_cpu` enables SGIs on that CPU.
@@ -72,11 +70,6 @@ pub fn received(cpu: CpuId, kind: IpiKind) -> u64 {
         .map_or(0, |r| r[kind as usize].load(Ordering::Acquire))
 }
 
-/// Consumes the calling CPU's pending reschedule request, if any.
-pub fn take_need_resched() -> bool {
-    NEED_RESCHED.this().swap(0, Ordering::AcqRel) != 0
-}
-
 /// The SGI handler (Linux `do_handle_IPI`).
 fn handle_ipi(intid: IntId) {
     let cpu = current_cpu();
@@ -84,9 +77,8 @@ fn handle_ipi(intid: IntId) {
         return;
     };
     match kind {
-        IpiKind::Reschedule => {
-            NEED_RESCHED.of(cpu).store(1, Ordering::Release);
-        }
+        // The scheduler's need-resched flag; preemption happens on the way out of this IRQ.
+        IpiKind::Reschedule => crate::sched::on_resched_ipi(cpu),
         IpiKind::CallFunction => crate::smp::handle_call_function(cpu),
         IpiKind::Stop => {
             RECEIVED.of(cpu)[kind as usize].fetch_add(1, Ordering::AcqRel);

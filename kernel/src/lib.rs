@@ -17,6 +17,7 @@ pub mod board_dt;
 pub mod cmdline;
 pub mod dt;
 pub mod sync;
+pub mod time;
 
 #[cfg(target_os = "none")]
 pub mod boot;
@@ -38,7 +39,6 @@ mod selftests;
 pub mod semihosting;
 
 /// Counter ↔ time conversions, exact at the boards' slow counters (host-tested).
-pub mod clock;
 // Interrupts, timer, SMP.
 #[cfg(target_os = "none")]
 pub mod gic;
@@ -64,3 +64,12 @@ pub mod cpufreq;
 pub mod dvfs;
 #[cfg(target_os = "none")]
 pub mod sched;
+// Threads, blocking, and what runs on them.
+#[cfg(target_os = "none")]
+pub mod bench;
+#[cfg(target_os = "none")]
+pub mod soak;
+#[cfg(target_os = "none")]
+pub mod task;
+#[cfg(target_os = "none")]
+pub mod wait;

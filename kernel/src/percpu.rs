@@ -11,6 +11,13 @@
 //! the logical CPU index itself (written by the entry code before any Rust runs on the CPU).
 //! `T` must be `Sync` (atomics or an `IrqSpinLock`): any CPU may read another CPU's slot, which
 //! the self tests and the IPI/cross-call code rely on.
+//!
+//! Threads are preemptible and migrate, so "this CPU" is only stable while migration is ruled
+//! out: [`PerCpu::this`] takes a [`PreemptGuard`] (Linux `get_cpu()`/`put_cpu()`); interrupt
+//! handlers and code with IRQs masked cannot migrate either and use
+//! [`PerCpu::of`]`(`[`current_cpu`]`())`.
+
+use core::marker::PhantomData;
 
 use asym_sched::types::CpuId;
 
@@ -40,10 +47,10 @@ impl<T> PerCpu<T> {
         &self.slots[cpu.index() % MAX_CPUS]
     }
 
-    /// The calling CPU's slot (Linux `this_cpu_ptr`); kernel contexts never migrate between
-    /// CPUs, so the reference stays this CPU's.
-    pub fn this(&self) -> &T {
-        self.of(current_cpu())
+    /// The calling CPU's slot (Linux `this_cpu_ptr`), for as long as `guard` keeps the caller
+    /// on this CPU.
+    pub fn this<'a>(&'a self, guard: &'a PreemptGuard) -> &'a T {
+        self.of(guard.cpu())
     }
 
     /// All slots with their CPU ids.
@@ -55,9 +62,49 @@ impl<T> PerCpu<T> {
     }
 }
 
-/// The calling CPU's logical id (Linux `smp_processor_id`): the index in the device tree's CPU
-/// list that the entry code stores in `TPIDR_EL1` before any Rust code runs on the CPU (see
-/// `kernel/CONTRACTS.md`).
+/// The calling CPU's logical id (Linux `raw_smp_processor_id`): the index in the device tree's
+/// CPU list that the entry code stores in `TPIDR_EL1` before any Rust code runs on the CPU (see
+/// docs/kernel.md). Exact in interrupt context, with IRQs masked or under a [`PreemptGuard`];
+/// elsewhere a preemptible thread may have moved on by the time it uses the value.
 pub fn current_cpu() -> CpuId {
     CpuId((crate::arch::cpu_index() % MAX_CPUS) as u16)
+}
+
+/// Keeps the calling thread on its CPU while it lives (Linux `preempt_disable`; dropping it is
+/// `preempt_enable`, which reschedules if that was asked for meanwhile). Not `Send`: it must
+/// drop on the thread, and so the CPU, that made it.
+#[derive(Debug)]
+pub struct PreemptGuard {
+    cpu: CpuId,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl PreemptGuard {
+    /// Disables preemption of the calling thread (nests).
+    pub fn new() -> Self {
+        crate::task::preempt_disable();
+        PreemptGuard {
+            cpu: current_cpu(),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The CPU the caller stays on.
+    pub fn cpu(&self) -> CpuId {
+        self.cpu
+    }
+}
+
+impl Default for PreemptGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for PreemptGuard {
+    fn drop(&mut self) {
+        if crate::task::preempt_enable_no_resched() {
+            crate::sched::preempt_check();
+        }
+    }
 }

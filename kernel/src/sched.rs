@@ -1,86 +1,131 @@
-//! Per-CPU run queues driven by the tick: PELT, the fair class's tick, and the schedutil
-//! trigger; plus kernel pseudo-tasks whose work is emulated in capacity-invariant units.
+//! The scheduler core: per-CPU run queues running real threads — `schedule()` and the context
+//! switch with the run-queue lock handed over, preemption on return from interrupt, the tick,
+//! `try_to_wake_up` with placement, sleep, emulated work, and the idle threads.
 //!
-//! Re-derives the mechanism of Linux's `kernel/sched/core.c`: `struct rq` per CPU under
-//! `rq->__lock` (here an [`IrqSpinLock`] per CPU, owned, no `static mut`), `double_rq_lock`
-//! (lower CPU id first — *the* lock order between run queues), `sched_tick` (`update_rq_clock`,
-//! `task_tick`, `cpufreq_update_util` via the PELT update, then `need_resched`), and the
-//! boot-time and run-time `sched_features` switch (`/sys/kernel/debug/sched/features`).
+//! Re-derives the mechanism of Linux's `kernel/sched/core.c`:
+//! - `struct rq` per CPU under `rq->__lock` (an [`IrqSpinLock`] per CPU, ranked
+//!   [`LockRank::rq`] so two nest only in ascending CPU order, `double_rq_lock`);
+//! - `__schedule` (`SM_NONE` / `SM_PREEMPT`: a preempted thread stays queued whatever its
+//!   state) → `context_switch` → `finish_task_switch`: the run-queue lock taken by the outgoing
+//!   thread is released by the incoming one (`IrqSpinLockGuard::into_handover`), which also
+//!   releases a dead predecessor's stack;
+//! - `try_to_wake_up`: under the thread's lock; `ttwu_runnable` when it has not finished going
+//!   to sleep; else wait for `p->on_cpu == 0`, `select_task_rq`, `set_task_cpu` →
+//!   `migrate_task_rq_fair`, `ttwu_do_activate` and `resched_curr`, with an IPI to a remote
+//!   CPU (`smp_send_reschedule`);
+//! - `sched_tick`, `preempt_schedule_irq`, `do_idle` (`cpuidle_idle_call` → `wfi`), and the
+//!   boot-time/run-time `sched_features` switch.
 //!
-//! Deliberate differences, and the seam for real threads (a later issue): there is no context
-//! switch yet. A "task" here is a pseudo-task ([`start_busy`]): it is enqueued and made `curr`
-//! on its CPU while that CPU sits in its idle loop; each tick charges it the elapsed time and
-//! completes its work at the rate `capacity_orig × f / fmax / 1024` of a big CPU at its top
-//! OPP (boards.md, the rt-app calibration convention), computing the exact completion instant
-//! between two ticks, at which it is dequeued with `SLEEP`. `need_resched` is honoured by
-//! calling `pick_next_task` at the tick; with real threads that is where `schedule()` and the
-//! context switch go. Blocked averages of an idle rq are decayed at each tick (Linux does it
-//! from the balance softirq), which also triggers schedutil as in Linux.
+//! Every call into the policy crate is in [`policy`]. One per-CPU need-resched flag (Linux's
+//! `TIF_NEED_RESCHED` on `rq->curr`) is set from the run queue's decisions (tick, wake-up
+//! preemption, yield) and by the reschedule IPI, and checked on return from every IRQ.
 //!
-//! Lock order: rq locks in ascending CPU id ([`double_rq_lock`]); then (never while holding
-//! an rq lock) the cpufreq core's lock; per-CPU schedutil snapshots are leaves (see
-//! `crate::cpufreq`).
+//! Deliberate differences:
+//! - No wake list (`ttwu_queue_wakelist`): a waker enqueues on the target's run queue itself
+//!   and sends the reschedule IPI when the target must preempt.
+//! - The cpufreq requests a run-queue change raises outside the tick (wake-up, sleep,
+//!   switch) are kept on the CPU and evaluated at its next tick: the cpufreq core is one lock
+//!   for the board (never taken on the switch or wake-up path); an idle CPU keeps ticking
+//!   while one is pending.
+//! - Blocked averages of an idle run queue are decayed by its own tick, which keeps running
+//!   until they reach 0 (Linux stops the tick at once and lets the NOHZ idle balancer decay
+//!   them remotely; that comes with load balancing).
+//! - Work emulation ([`work`]): a thread runs `W` ns of work (ns of a biggest CPU at its top
+//!   OPP) by spinning until its account, charged `capacity_orig × freq_scale` per ns of running
+//!   at every switch and tick, reaches `W`; the completion instant is computed exactly at the
+//!   update that crosses it (boards.md, the rt-app calibration convention).
+
+mod policy;
+pub mod snapshot;
 
 use core::fmt;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use asym_sched::features::SchedFeatures;
-use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, Task};
-use asym_sched::topology::{BoardDesc, Topology};
-use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, SCHED_CAPACITY_SCALE};
-use asym_sched::uclamp::TaskUclamp;
+use asym_sched::rq::{CpufreqUpdate, Rq, RqConfig, RqSnapshot};
+use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
+use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Nanos, SCHED_CAPACITY_SCALE};
+use asym_sched::wakeup::WakeKind;
 
+use crate::arch;
+use crate::arch::aarch64::context;
 use crate::cmdline::Cmdline;
 use crate::dt::{Platform, MAX_CPUS};
-use crate::sync::{InitOnce, IrqSpinLock, IrqSpinLockGuard};
+use crate::percpu::{current_cpu, PerCpu};
+use crate::sync::{HandoverGuard, InitOnce, IrqSpinLock, IrqSpinLockGuard, LockRank};
+use crate::task::{self, ExitStatus, Thread, ThreadId, ThreadState, MAX_THREADS};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-/// One CPU's scheduler state: its run queue and the pseudo-task running on it.
+/// One CPU's scheduler state, under its run-queue lock.
 #[derive(Debug)]
 pub struct CpuSched {
-    /// The run queue.
+    /// The policy crate's run queue.
     pub rq: Rq,
-    /// The pseudo-task this CPU runs, if any.
-    busy: Option<Busy>,
-    /// The last pseudo-task that finished here.
-    last_done: Option<Done>,
-    /// Pseudo-tasks started / finished here (for the "no task lost" check).
-    started: u64,
-    finished: u64,
+    /// The thread slot running now (`rq->curr`; the idle thread's when nothing runs).
+    curr: usize,
+    /// This CPU's idle thread (`rq->idle`).
+    idle: usize,
+    /// Context switches (`rq->nr_switches`).
+    nr_switches: u64,
+    /// A cpufreq request raised outside the tick, for the next tick.
+    cpufreq_pending: Option<CpufreqUpdate>,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Busy {
-    id: TaskId,
-    /// Work left, in ns of a big CPU at its top OPP × 2^20 (capacity × freq scale).
-    remaining: u128,
-    /// Runs until [`stop_busy`] (never completes).
-    forever: bool,
-    started_ns: u64,
-}
+impl CpuSched {
+    /// The thread slot running now.
+    pub fn curr_slot(&self) -> usize {
+        self.curr
+    }
 
-/// A finished pseudo-task: when it started and completed (guest ns).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Done {
-    pub id: TaskId,
-    pub started_ns: u64,
-    pub done_ns: u64,
+    /// Context switches so far.
+    pub fn nr_switches(&self) -> u64 {
+        self.nr_switches
+    }
+
+    /// Times the idle thread was switched in (`tick_nohz_get_idle_calls_cpu`).
+    pub fn idle_calls(&self) -> u64 {
+        self.rq.idle_calls()
+    }
 }
 
 struct State {
-    /// One locked run queue per CPU, indexed by [`CpuId`]. On the heap: an `Rq` is ~9 KiB and
-    /// the boot stacks are 60 KiB, so they are built one at a time (hence not a `PerCpu`,
-    /// whose array would be built on the stack).
+    /// One locked run queue per CPU. On the heap: an `Rq` sized for every thread is tens of
+    /// KiB, so they are built one at a time.
     cpus: &'static [IrqSpinLock<CpuSched>],
-    topology: Option<Topology>,
+    /// From the DT's scheduling description, or [`fallback_topology`].
+    topology: Topology,
     capacity: [Capacity; MAX_CPUS],
     board: Option<&'static BoardDesc>,
     features: IrqSpinLock<SchedFeatures>,
 }
 
 static STATE: InitOnce<&'static State> = InitOnce::new();
-static NEXT_TASK_ID: AtomicU32 = AtomicU32::new(1);
+
+/// Per CPU: the running thread must call `schedule()` soon (Linux `TIF_NEED_RESCHED`).
+static NEED_RESCHED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+/// Per CPU: a cpufreq request waits for the CPU's next tick (written under its rq lock, read
+/// by its idle thread's NOHZ decision).
+static CPUFREQ_PENDING: PerCpu<AtomicBool> =
+    PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+/// `sched_uclamp_used`: some thread was given a clamp.
+static UCLAMP_USED: AtomicBool = AtomicBool::new(false);
+/// Per CPU: counter cycles spent in the tick's scheduler work and how many ticks (the bench's
+/// numbers).
+static TICK_CYC: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+static TICK_COUNT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+/// Per CPU: counter cycles spent in wake-ups that woke a thread, and how many (the bench's
+/// numbers).
+static TTWU_CYC: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+static TTWU_COUNT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+
+/// The token passed across a switch for "no previous thread" (a CPU's first switch).
+const NO_PREV: usize = usize::MAX;
+/// Set in the token when the previous thread is dead (its stack is to be released).
+const PREV_DEAD: usize = 1 << 31;
+/// Set in the token when the previous thread left to be placed again (a wake-up by the next
+/// thread, once the previous is off the CPU).
+const PREV_MIGRATE: usize = 1 << 30;
 
 /// Why a scheduler call was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,10 +134,10 @@ pub enum SchedError {
     NotInitialised,
     /// The CPU id is not one of this board's.
     NoSuchCpu(CpuId),
-    /// The CPU already runs a pseudo-task.
-    Busy(CpuId),
-    /// The CPU runs no pseudo-task.
-    Idle(CpuId),
+    /// `double_rq_lock` of a CPU with itself.
+    SameCpu(CpuId),
+    /// No such thread.
+    NoSuchThread(ThreadId),
     /// The policy crate refused (message from its error).
     Rq(asym_sched::rq::RqError),
 }
@@ -102,25 +147,38 @@ impl fmt::Display for SchedError {
         match self {
             SchedError::NotInitialised => write!(f, "sched: not initialised"),
             SchedError::NoSuchCpu(c) => write!(f, "sched: no cpu {}", c.0),
-            SchedError::Busy(c) => write!(f, "sched: cpu {} already runs a pseudo-task", c.0),
-            SchedError::Idle(c) => write!(f, "sched: cpu {} runs no pseudo-task", c.0),
+            SchedError::SameCpu(c) => write!(f, "sched: cpu {} locked with itself", c.0),
+            SchedError::NoSuchThread(t) => write!(f, "sched: no thread {t:?}"),
             SchedError::Rq(e) => write!(f, "sched: {e}"),
         }
     }
 }
 
-/// Guest time in ns from the generic counter (CNTVCT, = CNTPCT: CNTVOFF is 0).
+/// How `__schedule` was entered (Linux's `sched_mode` plus the exit and yield paths).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// A voluntary call: a thread not `Running` is dequeued.
+    Normal,
+    /// Preemption on return from interrupt: the thread stays queued whatever its state.
+    Preempt,
+    /// `sched_yield`.
+    Yield,
+    /// The thread is dead: its last switch.
+    Dead,
+    /// The thread leaves its run queue to be woken (and so placed) again at once, on a CPU its
+    /// new affinity allows: the next thread wakes it after the switch.
+    Migrate,
+}
+
+/// Guest time (ns since the counter started).
 pub fn now() -> Nanos {
-    Nanos(crate::clock::counter_to_ns(
-        crate::arch::counter(),
-        crate::arch::counter_freq_hz().max(1),
-    ))
+    crate::time::now()
 }
 
 /// Builds the topology, energy-model check and cpufreq from the DT's scheduling description
 /// (falling back to symmetric without cpufreq, with a message, when it is missing or bad),
 /// one run queue per CPU, and applies the command line's `sched_features=` and `cpufreq.*`.
-/// Call once on the boot CPU after the heap and before the tick starts.
+/// Call once on the boot CPU after the heap and the thread table, before the tick starts.
 pub fn init(plat: &'static Platform, cmd: &Cmdline) {
     let nr = plat.cpus.len().min(MAX_CPUS);
     // Parsed with the rest of the DT at boot; the blob is not read again.
@@ -146,14 +204,13 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         }
     });
     let board = topology.and(board);
+    let Some(topology) = topology.or_else(|| fallback_topology(plat)) else {
+        crate::println!("sched: no topology can be built from the DT's CPUs");
+        return;
+    };
     let mut capacity = [Capacity(SCHED_CAPACITY_SCALE); MAX_CPUS];
     for (i, cap) in capacity.iter_mut().enumerate().take(nr) {
-        *cap = match &topology {
-            Some(t) => t.capacity_orig(CpuId(i as u16)),
-            None => plat
-                .capacity_of(CpuId(i as u16))
-                .unwrap_or(Capacity(SCHED_CAPACITY_SCALE)),
-        };
+        *cap = topology.capacity_orig(CpuId(i as u16));
     }
     let mut features = SchedFeatures::default();
     let mut cpufreq_opts: heapless::Vec<(&str, &str), 8> = heapless::Vec::new();
@@ -177,20 +234,25 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         cfg.capacity_orig = *cap;
         cfg.tick_nsec = tick_nsec;
         cfg.features = features;
-        cpus.push(IrqSpinLock::new(CpuSched {
-            rq: Rq::new(cfg, start),
-            busy: None,
-            last_done: None,
-            started: 0,
-            finished: 0,
-        }));
+        // Room for every thread: a full run queue can then only be a bug.
+        cfg.max_tasks = MAX_THREADS;
+        cpus.push(IrqSpinLock::with_rank(
+            CpuSched {
+                rq: Rq::new(cfg, start),
+                curr: i,
+                idle: i,
+                nr_switches: 0,
+                cpufreq_pending: None,
+            },
+            LockRank::rq(i),
+        ));
     }
     let cpus: &'static [IrqSpinLock<CpuSched>] = Vec::leak(cpus);
-    if let (Some(b), Some(t)) = (board, &topology) {
-        if let Err(e) = asym_sched::em::EnergyModel::from_topology(b, t) {
+    if let Some(b) = board {
+        if let Err(e) = asym_sched::em::EnergyModel::from_topology(b, &topology) {
             crate::println!("sched: energy model refused: {} (EAS off)", e);
         }
-        if let Err(e) = crate::cpufreq::init(plat, b, t, start) {
+        if let Err(e) = crate::cpufreq::init(plat, b, &topology, start) {
             crate::println!("cpufreq: {}; cpufreq off", e);
         }
     }
@@ -206,6 +268,76 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
             crate::println!("cmdline: {}={}: {} (ignored)", k, v, e);
         }
     }
+    for (i, lock) in cpus.iter().enumerate() {
+        let cpu = CpuId(i as u16);
+        if let Err(e) = task::spawn_idle(cpu, idle_main) {
+            crate::println!("sched: cpu {}: no idle thread: {}", i, e);
+        }
+        publish(&lock.lock());
+    }
+}
+
+/// The topology of a DT without a scheduling description (no OPP tables): the DT's CPUs and
+/// clusters, one performance domain per cluster, capacities from `capacity-dmips-mhz` alone
+/// (all 1024 without it, or when only some CPUs have it). The domains' one OPP is a
+/// placeholder, the same everywhere, so the capacity normalisation (`dmips × fmax`) reduces
+/// to the DMIPS ratio, as Linux's `topology_normalize_cpu_scale` does without a frequency
+/// reference; no cpufreq or energy model is built from it.
+fn fallback_topology(plat: &Platform) -> Option<Topology> {
+    const PLACEHOLDER_OPP: &[OppDesc] = &[OppDesc {
+        freq: Khz(1_000_000),
+        voltage: MicroVolt(0),
+    }];
+    let nr = plat.cpus.len().min(MAX_CPUS);
+    let mut clusters: heapless::Vec<u16, MAX_CPUS> = heapless::Vec::new();
+    let mut cpus: Vec<CpuDesc> = Vec::with_capacity(nr);
+    for c in plat.cpus.iter().take(nr) {
+        let pd = match clusters.iter().position(|&k| k == c.cluster) {
+            Some(i) => i,
+            None => {
+                let _ = clusters.push(c.cluster);
+                clusters.len() - 1
+            }
+        };
+        cpus.push(CpuDesc {
+            mpidr: c.mpidr,
+            cluster: c.cluster,
+            perf_domain: pd as u16,
+            capacity_dmips_mhz: c.capacity_dmips_mhz,
+            dynamic_power_coefficient: None,
+            core: "",
+        });
+    }
+    let pds: Vec<PerfDomainDesc> = clusters
+        .iter()
+        .map(|_| PerfDomainDesc {
+            name: "cluster",
+            opps: PLACEHOLDER_OPP,
+            transition_latency_ns: 0,
+        })
+        .collect();
+    let perf_domains: &'static [PerfDomainDesc] = Vec::leak(pds);
+    let without_dmips: Vec<CpuDesc> = cpus
+        .iter()
+        .map(|c| CpuDesc {
+            capacity_dmips_mhz: None,
+            ..*c
+        })
+        .collect();
+    let desc = |cpus: Vec<CpuDesc>| BoardDesc {
+        name: "dt-fallback",
+        cpus: Vec::leak(cpus),
+        perf_domains,
+    };
+    // Some CPUs without capacity-dmips-mhz: all get 1024.
+    Topology::from_board(&desc(cpus))
+        .or_else(|_| Topology::from_board(&desc(without_dmips)))
+        .ok()
+}
+
+/// CPUs with a run queue.
+pub fn nr_cpus() -> usize {
+    STATE.get().map_or(0, |s| s.cpus.len())
 }
 
 /// `arch_scale_cpu_capacity(cpu)`: 1024 before [`init`] or for an unknown CPU.
@@ -216,9 +348,14 @@ pub fn capacity_orig(cpu: CpuId) -> Capacity {
         .unwrap_or(Capacity(SCHED_CAPACITY_SCALE))
 }
 
-/// The topology built from the DT (`None`: symmetric fallback).
+/// The topology built from the DT (`None` before [`init`]).
 pub fn topology() -> Option<&'static Topology> {
-    STATE.get()?.topology.as_ref()
+    Some(&STATE.get()?.topology)
+}
+
+/// `sched_uclamp_used`: some thread was given a clamp.
+pub fn uclamp_used() -> bool {
+    UCLAMP_USED.load(Ordering::Relaxed)
 }
 
 /// The board description parsed from the DT (`None`: no OPP tables).
@@ -232,7 +369,7 @@ pub fn print_banner() {
     crate::println!(
         "sched: {} (topology {}), features {}",
         st.board.map_or("symmetric fallback", |_| "from the DT"),
-        if st.topology.is_some_and(|t| t.asym_cpucapacity()) {
+        if st.topology.asym_cpucapacity() {
             "asymmetric"
         } else {
             "symmetric"
@@ -242,17 +379,19 @@ pub fn print_banner() {
     crate::cpufreq::print_domains();
 }
 
+fn cpu_lock(cpu: CpuId) -> Option<&'static IrqSpinLock<CpuSched>> {
+    STATE.get()?.cpus.get(cpu.index())
+}
+
 /// Locks `cpu`'s run queue (`rq_lock_irqsave`).
 pub fn rq_lock(cpu: CpuId) -> Result<IrqSpinLockGuard<'static, CpuSched>, SchedError> {
-    let st = STATE.get().ok_or(SchedError::NotInitialised)?;
-    st.cpus
-        .get(cpu.index())
+    STATE.get().ok_or(SchedError::NotInitialised)?;
+    cpu_lock(cpu)
         .map(IrqSpinLock::lock)
         .ok_or(SchedError::NoSuchCpu(cpu))
 }
 
 /// Locks two run queues in the one lock order, lower CPU id first (Linux `double_rq_lock`).
-/// `a == b` is refused: a lock is not re-entrant.
 #[allow(clippy::type_complexity)]
 pub fn double_rq_lock(
     a: CpuId,
@@ -265,7 +404,7 @@ pub fn double_rq_lock(
     SchedError,
 > {
     if a == b {
-        return Err(SchedError::Busy(a));
+        return Err(SchedError::SameCpu(a));
     }
     if a < b {
         let ga = rq_lock(a)?;
@@ -292,149 +431,856 @@ pub fn set_features(f: SchedFeatures) -> Result<(), SchedError> {
     *st.features.lock() = f;
     for cpu in st.cpus {
         let mut g = cpu.lock();
-        let t = now();
-        let _ = g.rq.update_rq_clock(t);
+        let _ = g.rq.update_rq_clock(now());
         g.rq.set_features(f);
     }
     Ok(())
 }
 
-/// Starts a pseudo-task on `cpu` needing `work_ns` of work (ns of a big CPU at its top OPP;
-/// `None`: runs until [`stop_busy`]). It is enqueued (a fresh task: util 0) and becomes `curr`.
-pub fn start_busy(cpu: CpuId, work_ns: Option<u64>) -> Result<TaskId, SchedError> {
-    let id = TaskId(NEXT_TASK_ID.fetch_add(1, Ordering::Relaxed));
-    let task = Task::new(id, 0, TaskUclamp::default(), CpuMask::of(cpu)).map_err(SchedError::Rq)?;
-    let update = {
-        let mut g = rq_lock(cpu)?;
-        if g.busy.is_some() {
-            return Err(SchedError::Busy(cpu));
-        }
-        let t = now();
-        g.rq.update_rq_clock(t).map_err(SchedError::Rq)?;
-        g.rq.enqueue_task(task, EnqueueFlags::WAKEUP)
-            .map_err(|e| SchedError::Rq(e.reason))?;
-        g.rq.pick_next_task();
-        g.busy = Some(Busy {
-            id,
-            remaining: u128::from(work_ns.unwrap_or(0)) << 20,
-            forever: work_ns.is_none(),
-            started_ns: t.0,
-        });
-        g.started += 1;
-        (g.rq.take_cpufreq_update(), g.rq.features(), t)
+/// What `cpu`'s run queue looked like at the end of its last change.
+pub fn snapshot(cpu: CpuId) -> Option<RqSnapshot> {
+    snapshot::read(cpu)
+}
+
+/// Publishes what others read about `cs` (at the end of every section under its lock that
+/// changed it).
+fn publish(cs: &CpuSched) {
+    snapshot::publish(&cs.rq);
+    CPUFREQ_PENDING
+        .of(cs.rq.cpu())
+        .store(cs.cpufreq_pending.is_some(), Ordering::Relaxed);
+}
+
+/// Whether `cpu` has nothing left for its tick to do while idle: nothing runs or is queued,
+/// no blocked signals to decay, no removal waiting to be taken in and no cpufreq request
+/// pending (the NOHZ condition, see the module docs).
+pub fn cpu_quiet(cpu: CpuId) -> bool {
+    let Some(s) = snapshot(cpu) else {
+        return false;
     };
-    crate::cpufreq::tick(cpu, update.2, update.0, update.1);
-    Ok(id)
+    let blocked = s.load_avg != 0 || s.runnable_avg != 0 || s.util.cfs.util_avg.0 != 0;
+    s.idle
+        && !blocked
+        && !snapshot::removed_pending(cpu)
+        && !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed)
 }
 
-/// Stops `cpu`'s pseudo-task now (dequeued with `SLEEP`); returns its record.
-pub fn stop_busy(cpu: CpuId) -> Result<Done, SchedError> {
-    let (done, upd, feat, t) = {
-        let mut g = rq_lock(cpu)?;
-        let t = now();
-        if g.busy.is_none() {
-            return Err(SchedError::Idle(cpu));
-        }
-        charge(&mut g, t.0);
-        let cs = &mut *g;
-        let Some(b) = cs.busy else {
-            // Its work completed between the last tick and now.
-            return cs.last_done.ok_or(SchedError::Idle(cpu));
-        };
-        cs.rq.update_rq_clock(t).map_err(SchedError::Rq)?;
-        let done = finish(cs, b, t.0)?;
-        (done, cs.rq.take_cpufreq_update(), cs.rq.features(), t)
+// ---- need-resched --------------------------------------------------------------------------
+
+/// Whether the calling CPU's running thread should reschedule.
+pub fn need_resched() -> bool {
+    NEED_RESCHED.of(current_cpu()).load(Ordering::Acquire)
+}
+
+/// Asks `cpu` to reschedule (Linux `resched_curr`): the flag, and a reschedule IPI if it is
+/// another CPU.
+pub fn resched_cpu(cpu: CpuId) {
+    NEED_RESCHED.of(cpu).store(true, Ordering::Release);
+    if cpu != current_cpu() {
+        let _ = crate::ipi::send(cpu, crate::ipi::IpiKind::Reschedule);
+    }
+}
+
+/// The reschedule IPI's work (Linux `scheduler_ipi`): the sender set the flag already; this
+/// makes sure it is seen on the way out of the interrupt.
+pub fn on_resched_ipi(cpu: CpuId) {
+    NEED_RESCHED.of(cpu).store(true, Ordering::Release);
+}
+
+/// Preempts the calling thread now if it should reschedule and may (thread context, IRQs
+/// unmasked, preemption enabled): the check Linux does in `preempt_enable`.
+pub fn preempt_check() {
+    if !need_resched() || arch::irqs_masked() {
+        return;
+    }
+    match task::current_slot() {
+        Some(s) if task::slot(s).preempt_count.load(Ordering::Relaxed) == 0 => schedule(),
+        _ => {}
+    }
+}
+
+/// Kernel preemption on the way out of an IRQ handler (Linux `arm64_preempt_schedule_irq` →
+/// `preempt_schedule_irq`), called by the IRQ vector with IRQs masked and the interrupted
+/// context's `spsr`. Returns with every exception masked, for the vector's `eret`.
+pub fn preempt_schedule_irq(spsr: u64) {
+    let cpu = current_cpu();
+    if !NEED_RESCHED.of(cpu).load(Ordering::Acquire) {
+        return;
+    }
+    let Some(s) = task::current_slot() else {
+        return;
     };
-    crate::cpufreq::tick(cpu, t, upd, feat);
-    Ok(done)
+    if task::slot(s).preempt_count.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    // Kernel code runs with the interrupted context's SError/debug masks; IRQs stay masked
+    // until the run-queue lock's hand-over unmasks them.
+    arch::daif_from_spsr_irq_masked(spsr);
+    loop {
+        schedule_mode(Mode::Preempt);
+        arch::irq_save_disable();
+        if !need_resched() {
+            break;
+        }
+    }
+    arch::mask_all_exceptions();
 }
 
-/// The last pseudo-task that finished on `cpu`, and whether one is running now.
-pub fn busy_status(cpu: CpuId) -> Result<(Option<Done>, bool), SchedError> {
-    let g = rq_lock(cpu)?;
-    Ok((g.last_done, g.busy.is_some()))
+// ---- schedule ------------------------------------------------------------------------------
+
+/// Gives up the CPU (Linux `schedule`): a thread that set itself asleep sleeps until woken;
+/// a running one may go on at once or later. Returns with IRQs unmasked. From a thread with
+/// no lock held.
+pub fn schedule() {
+    loop {
+        schedule_mode(Mode::Normal);
+        if !need_resched() {
+            break;
+        }
+    }
 }
 
-/// Pseudo-tasks started and finished on `cpu`.
-pub fn task_counts(cpu: CpuId) -> Result<(u64, u64), SchedError> {
-    let g = rq_lock(cpu)?;
-    Ok((g.started, g.finished))
+/// `sched_yield`: the caller's request moves to the back, then `schedule()`.
+pub fn yield_now() {
+    schedule_mode(Mode::Yield);
 }
+
+/// The dead calling thread's last switch (its state is [`ThreadState::Dead`]).
+pub(crate) fn schedule_dead() -> ! {
+    schedule_mode(Mode::Dead);
+    unreachable!("a dead thread was resumed")
+}
+
+fn schedule_mode(mode: Mode) {
+    let Some(st) = STATE.get() else {
+        return;
+    };
+    // Preemption off: this CPU stays ours until the switch (on an overflow stack, where
+    // this does nothing, IRQs are masked anyway).
+    task::preempt_disable();
+    let cpu = current_cpu();
+    if crate::sync::locks_held() != 0 {
+        panic!(
+            "schedule() on cpu {} with {} locks held",
+            cpu.0,
+            crate::sync::locks_held()
+        );
+    }
+    let mut g = st.cpus[cpu.index() % st.cpus.len()].lock();
+    let cs = &mut *g;
+    let t = clock_update(cs);
+    NEED_RESCHED.of(cpu).store(false, Ordering::Relaxed);
+    let prev = cs.curr;
+    let pt = task::slot(prev);
+    let mut dead = false;
+    if prev != cs.idle {
+        let id = pt.id(prev);
+        account_stop(pt, t.0);
+        match (mode, pt.state()) {
+            (Mode::Preempt, _) | (Mode::Normal | Mode::Yield, ThreadState::Running) => {
+                if mode == Mode::Yield {
+                    policy::yield_curr(cs);
+                }
+            }
+            (_, ThreadState::Dead) => {
+                let r = policy::deactivate(cs, id.task_id())
+                    .and_then(|task| policy::task_dead(cs, task, t));
+                if let Err(e) = r {
+                    panic!("sched: cpu {}: dead thread {:?}: {}", cpu.0, id, e);
+                }
+                pt.on_rq.store(false, Ordering::Release);
+                dead = true;
+            }
+            (_, state) => {
+                if mode == Mode::Migrate && state != ThreadState::Sleeping {
+                    pt.set_state(ThreadState::Sleeping);
+                }
+                let task = match policy::deactivate(cs, id.task_id()) {
+                    Ok(task) => task,
+                    Err(e) => panic!("sched: cpu {}: sleeping thread {:?}: {}", cpu.0, id, e),
+                };
+                *pt.parked.lock() = Some(task);
+                pt.on_rq.store(false, Ordering::Release);
+            }
+        }
+    }
+    let next = match policy::pick_next(&st.topology, cs) {
+        Some(id) => ThreadId::from_task_id(id).slot(),
+        None => cs.idle,
+    };
+    stash_cpufreq(cs);
+    if next == prev && !dead {
+        if prev != cs.idle {
+            account_start(cs, pt, t.0);
+        }
+        publish(cs);
+        drop(g);
+        task::preempt_enable_no_resched();
+        return;
+    }
+    let nt = task::slot(next);
+    if next != cs.idle {
+        let allowed = CpuMask(nt.affinity.load(Ordering::Relaxed));
+        if !allowed.contains(cpu) {
+            panic!(
+                "sched: thread {:?} picked on cpu {}, outside its affinity {:?}",
+                nt.id(next),
+                cpu.0,
+                allowed
+            );
+        }
+        nt.cpu.store(cpu.0, Ordering::Relaxed);
+        account_start(cs, nt, t.0);
+    } else {
+        policy::idle_enter(cs);
+    }
+    nt.stats.cpus_seen.fetch_or(1 << cpu.0, Ordering::Relaxed);
+    nt.stats.nr_switches.fetch_add(1, Ordering::Relaxed);
+    if prev == cs.idle {
+        // Leaving idle (Linux `tick_nohz_idle_exit`).
+        crate::timer::nohz_restart_tick(cpu);
+    }
+    cs.curr = next;
+    cs.nr_switches += 1;
+    publish(cs);
+    let token = if dead {
+        prev | PREV_DEAD
+    } else if mode == Mode::Migrate {
+        prev | PREV_MIGRATE
+    } else {
+        prev
+    };
+    g.into_handover();
+    if dead {
+        context::exit_to(&pt.ctx, &nt.ctx, token);
+    }
+    let from = context::switch_to(&pt.ctx, &nt.ctx, token);
+    finish_task_switch(from);
+    task::preempt_enable_no_resched();
+}
+
+/// The second half of a switch, on the incoming thread (Linux `finish_task_switch`): releases
+/// the run-queue lock its predecessor handed over (and unmasks IRQs), then releases a dead
+/// predecessor's stack.
+fn finish_task_switch(token: usize) {
+    let Some(st) = STATE.get() else { return };
+    let cpu = current_cpu();
+    let g: HandoverGuard<'_, CpuSched> = st.cpus[cpu.index() % st.cpus.len()].take_handover();
+    drop(g);
+    if token == NO_PREV {
+        return;
+    }
+    let prev = token & !(PREV_DEAD | PREV_MIGRATE);
+    if token & PREV_DEAD != 0 {
+        task::reap(prev);
+    } else if token & PREV_MIGRATE != 0 {
+        wake_slot(prev);
+    }
+}
+
+/// A new thread's first code (`ret_from_fork` → Linux `schedule_tail`): finish the switch and
+/// enable preemption, which its first switch left disabled.
+pub extern "C" fn schedule_tail(token: usize) {
+    finish_task_switch(token);
+    task::preempt_enable_no_resched();
+}
+
+/// Starts running threads on the calling CPU (the end of its boot): switches from the boot
+/// stack to its idle thread, which picks whatever is runnable.
+pub fn start_cpu(cpu: CpuId) -> ! {
+    let Some(st) = STATE.get() else {
+        arch::park();
+    };
+    arch::irq_save_disable();
+    let g = st.cpus[cpu.index()].lock();
+    let idle = g.idle;
+    g.into_handover();
+    context::start_first(&task::slot(idle).ctx, NO_PREV)
+}
+
+/// An idle thread (Linux `do_idle`): reschedules when there is work, else lets the tick stop
+/// when nothing is due (NOHZ) and waits for an interrupt. `wfi` is entered with IRQs masked
+/// after the last check, so an interrupt in between is not missed: it wakes `wfi` and is
+/// taken right after.
+fn idle_main(cpu: usize) {
+    let cpu = CpuId(cpu as u16);
+    loop {
+        if NEED_RESCHED.of(cpu).load(Ordering::Acquire) {
+            schedule();
+            continue;
+        }
+        let quiet = cpu_quiet(cpu) && !crate::cpufreq::transition_pending();
+        let irq = arch::irq_save_disable();
+        if !NEED_RESCHED.of(cpu).load(Ordering::Acquire) {
+            if quiet {
+                crate::timer::nohz_stop_tick(cpu);
+            }
+            arch::wfi();
+        }
+        arch::irq_restore(irq);
+    }
+}
+
+/// `update_rq_clock` to now and the removals other CPUs queued taken in (before any PELT
+/// update), then the frequency scale the cpufreq side last published (the interval just
+/// accounted ran at the previous one, as at the tick).
+fn clock_update(cs: &mut CpuSched) -> Nanos {
+    let t = clock_only(cs);
+    let cpu = cs.rq.cpu();
+    cs.rq
+        .set_freq_scale(Capacity(crate::cpufreq::arch_freq_scale(cpu)));
+    t
+}
+
+/// The first half of [`clock_update`]: `update_rq_clock` and the removed load.
+fn clock_only(cs: &mut CpuSched) -> Nanos {
+    let t = now();
+    let _ = cs.rq.update_rq_clock(t);
+    let cpu = cs.rq.cpu();
+    if snapshot::removed_pending(cpu) {
+        cs.rq.apply_removed(snapshot::take_removed(cpu));
+    }
+    t
+}
+
+fn stash_cpufreq(cs: &mut CpuSched) {
+    if let Some(u) = cs.rq.take_cpufreq_update() {
+        let iowait = u.iowait || cs.cpufreq_pending.is_some_and(|p| p.iowait);
+        cs.cpufreq_pending = Some(CpufreqUpdate { iowait });
+    }
+}
+
+/// Brings a running thread's time and work account up to `now_ns` and stops them.
+fn account_stop(t: &Thread, now_ns: u64) {
+    let start = t.stats.exec_start.load(Ordering::Relaxed);
+    t.stats
+        .runtime_ns
+        .fetch_add(now_ns.saturating_sub(start), Ordering::Relaxed);
+    let since = t.work.since.load(Ordering::Relaxed);
+    let rate = t.work.rate.load(Ordering::Relaxed);
+    let dt = now_ns.saturating_sub(since);
+    let done = t.work.done.load(Ordering::Relaxed);
+    let target = t.work.target.load(Ordering::Relaxed);
+    let after = done.saturating_add(dt.saturating_mul(rate));
+    if done < target && after >= target && rate > 0 {
+        // The exact instant the work completed, between two updates.
+        let at = since + (target - done).div_ceil(rate);
+        t.work.completed_at.store(at, Ordering::Relaxed);
+    }
+    t.work.done.store(after, Ordering::Relaxed);
+    t.work.since.store(now_ns, Ordering::Relaxed);
+    t.work.rate.store(0, Ordering::Release);
+}
+
+/// Starts a thread's time and work account at `now_ns` on `cs`'s CPU.
+fn account_start(cs: &CpuSched, t: &Thread, now_ns: u64) {
+    t.stats.exec_start.store(now_ns, Ordering::Relaxed);
+    t.work.since.store(now_ns, Ordering::Relaxed);
+    let rate = u64::from(cs.rq.capacity_orig().0) * u64::from(cs.rq.freq_scale().0);
+    t.work.rate.store(rate, Ordering::Release);
+}
+
+// ---- the tick ------------------------------------------------------------------------------
 
 /// The scheduler tick on `cpu` (Linux `sched_tick`), from the timer interrupt.
 pub fn tick(cpu: CpuId) {
     let Some(st) = STATE.get() else { return };
-    let Some(slot) = st.cpus.get(cpu.index()) else {
+    let Some(lock) = st.cpus.get(cpu.index()) else {
         return;
     };
-    let t = now();
-    let (upd, feat) = {
-        let mut g = slot.lock();
-        charge(&mut g, t.0);
+    let t0 = arch::counter();
+    let (upd, feat, t) = {
+        let mut g = lock.lock();
         let cs = &mut *g;
-        if cs.rq.update_rq_clock(t).is_err() {
-            return;
+        let t = clock_only(cs);
+        let running = cs.curr != cs.idle;
+        let curr = task::slot(cs.curr);
+        if running {
+            // The interval just accounted ran at the previous frequency scale.
+            account_stop(curr, t.0);
         }
-        // arch_freq_scale as the cpufreq side last wrote it holds from now on; the
-        // interval just accounted ran at the previous value.
         cs.rq
             .set_freq_scale(Capacity(crate::cpufreq::arch_freq_scale(cpu)));
-        if cs.rq.curr().is_some() {
-            cs.rq.task_tick();
-        } else {
-            cs.rq.update_blocked_averages();
-            // Every tick of an idle rq is a fresh entry into the idle loop
-            // (`tick_nohz_get_idle_calls_cpu`).
-            cs.rq.note_idle_entry();
+        let resched = policy::tick(&st.topology, cs, running);
+        if running {
+            account_start(cs, curr, t.0);
         }
-        if cs.rq.need_resched() {
-            // The seam for real threads: schedule() and the context switch go here.
-            cs.rq.pick_next_task();
+        if resched.is_yes() {
+            NEED_RESCHED.of(cpu).store(true, Ordering::Release);
         }
-        crate::cpufreq::publish_input(cpu, cs.rq.snapshot());
-        (cs.rq.take_cpufreq_update(), cs.rq.features())
+        let mut upd = cs.rq.take_cpufreq_update();
+        if let Some(p) = cs.cpufreq_pending.take() {
+            upd = Some(CpufreqUpdate {
+                iowait: p.iowait || upd.is_some_and(|u| u.iowait),
+            });
+        }
+        publish(cs);
+        (upd, cs.rq.features(), t)
     };
     crate::cpufreq::tick(cpu, t, upd, feat);
+    TICK_CYC
+        .of(cpu)
+        .fetch_add(arch::counter() - t0, Ordering::Relaxed);
+    TICK_COUNT.of(cpu).fetch_add(1, Ordering::Relaxed);
 }
 
-/// Charges the running pseudo-task the time since the rq clock's last update at the rq's
-/// current frequency scale; if its work completes before `now_ns`, it is dequeued at the
-/// exact completion instant.
-fn charge(cs: &mut CpuSched, now_ns: u64) {
-    let Some(mut b) = cs.busy else { return };
-    if cs.rq.curr() != Some(b.id) {
-        return;
-    }
-    let last = cs.rq.clock().0;
-    let dt = u128::from(now_ns.saturating_sub(last));
-    let rate = u128::from(cs.rq.capacity_orig().0) * u128::from(cs.rq.freq_scale().0);
-    if b.forever || rate == 0 {
-        return;
-    }
-    if b.remaining > dt * rate {
-        b.remaining -= dt * rate;
-        cs.busy = Some(b);
-        return;
-    }
-    let need = b.remaining.div_ceil(rate) as u64;
-    let at = last + need;
-    if cs.rq.update_rq_clock(Nanos(at)).is_ok() {
-        let _ = finish(cs, b, at);
-    }
+/// `(ticks, guest ns)` spent in [`tick`] on `cpu` so far.
+pub fn tick_cost(cpu: CpuId) -> (u64, u64) {
+    (
+        TICK_COUNT.of(cpu).load(Ordering::Relaxed),
+        crate::time::cyc_to_ns(TICK_CYC.of(cpu).load(Ordering::Relaxed)),
+    )
 }
 
-fn finish(cs: &mut CpuSched, b: Busy, at: u64) -> Result<Done, SchedError> {
-    cs.rq
-        .dequeue_task(b.id, DequeueFlags::SLEEP)
-        .map_err(SchedError::Rq)?;
-    cs.rq.pick_next_task();
-    cs.busy = None;
-    cs.finished += 1;
-    let done = Done {
-        id: b.id,
-        started_ns: b.started_ns,
-        done_ns: at,
+// ---- wake-up -------------------------------------------------------------------------------
+
+fn online_mask() -> CpuMask {
+    CpuMask(crate::smp::online_mask())
+}
+
+/// Places and enqueues a new thread (Linux `wake_up_new_task`, fork balancing included).
+pub(crate) fn wake_up_new_thread(id: ThreadId) {
+    let Some(st) = STATE.get() else { return };
+    let t = task::slot(id.slot());
+    let params = t.sched.lock().params;
+    if params.uclamp != (0, 1024) {
+        UCLAMP_USED.store(true, Ordering::Relaxed);
+    }
+    let mut task = match policy::new_task(id, &params) {
+        Ok(task) => task,
+        Err(e) => panic!("sched: new thread {id:?}: {e}"),
     };
-    cs.last_done = Some(done);
-    Ok(done)
+    let online = online_mask();
+    let mut snaps = snapshot::Snapshots::new();
+    if policy::needs_snapshots(params.affinity, online) {
+        snapshot::read_all(&mut snaps, st.cpus.len());
+    }
+    let irq = arch::irq_save_disable();
+    let this = current_cpu();
+    arch::irq_restore(irq);
+    let target = policy::select_cpu(
+        &st.topology,
+        &task,
+        this,
+        this,
+        WakeKind::Fork,
+        online,
+        &snaps,
+    );
+    let mut g = st.cpus[target.index()].lock();
+    let cs = &mut *g;
+    clock_update(cs);
+    t.cpu.store(target.0, Ordering::Relaxed);
+    task.cpus_allowed = params.affinity;
+    let outcome = match policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps) {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "sched: cpu {}: new thread {:?} refused: {}",
+            target.0, id, e.reason
+        ),
+    };
+    t.on_rq.store(true, Ordering::Release);
+    publish(cs);
+    drop(g);
+    if outcome.resched.is_yes() {
+        resched_cpu(target);
+    }
+    preempt_check();
+}
+
+/// Wakes thread `id` if it sleeps (Linux `wake_up_process`); false if it was not asleep.
+pub fn try_to_wake_up(id: ThreadId) -> bool {
+    let Some(t) = task::get(id) else {
+        return false;
+    };
+    let woke = ttwu(id.slot(), t);
+    preempt_check();
+    woke
+}
+
+/// Wakes the thread in slot `s` (a wait queue's waiter, a timer's sleeper).
+pub(crate) fn wake_slot(s: usize) -> bool {
+    ttwu(s, task::slot(s))
+}
+
+fn ttwu(s: usize, t: &'static Thread) -> bool {
+    let t0 = arch::counter();
+    let woke = ttwu_inner(s, t);
+    if woke {
+        // IRQs may be on: the CPU read now is where most of the work ran, good enough for a
+        // benchmark's average.
+        let cpu = current_cpu();
+        TTWU_CYC
+            .of(cpu)
+            .fetch_add(arch::counter() - t0, Ordering::Relaxed);
+        TTWU_COUNT.of(cpu).fetch_add(1, Ordering::Relaxed);
+    }
+    woke
+}
+
+/// `(wake-ups, guest ns)` `try_to_wake_up` spent on `cpu` since [`ttwu_cost_reset`].
+pub fn ttwu_cost(cpu: CpuId) -> (u64, u64) {
+    (
+        TTWU_COUNT.of(cpu).load(Ordering::Relaxed),
+        crate::time::cyc_to_ns(TTWU_CYC.of(cpu).load(Ordering::Relaxed)),
+    )
+}
+
+/// Zeroes every CPU's wake-up cost counters.
+pub fn ttwu_cost_reset() {
+    for (_, a) in TTWU_CYC.iter().chain(TTWU_COUNT.iter()) {
+        a.store(0, Ordering::Relaxed);
+    }
+}
+
+fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
+    let Some(st) = STATE.get() else { return false };
+    let pi = t.sched.lock();
+    if t.state() != ThreadState::Sleeping {
+        return false;
+    }
+    let id = t.id(s);
+    // ttwu_runnable: it has not got round to leaving its run queue (it is about to call
+    // schedule(), or was preempted on the way): it only needs to be running again.
+    if t.on_rq.load(Ordering::Acquire) {
+        let cpu = t.cpu.load(Ordering::Relaxed);
+        let mut g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
+        if t.on_rq.load(Ordering::Relaxed) && t.cpu.load(Ordering::Relaxed) == cpu {
+            t.set_state(ThreadState::Running);
+            let cs = &mut *g;
+            let mut resched = false;
+            if cs.curr != s {
+                clock_update(cs);
+                resched = policy::check_preempt(cs, id.task_id()).is_yes();
+                publish(cs);
+            }
+            drop(g);
+            if resched {
+                resched_cpu(CpuId(cpu));
+            }
+            return true;
+        }
+        drop(g);
+    }
+    t.set_state(ThreadState::Waking);
+    // Its registers and stack are still in use until its CPU has switched away (and that
+    // CPU published its snapshot before switching: the PELT clocks read below are at least
+    // as new as the task's dequeue).
+    t.ctx.wait_off_cpu();
+    let Some(mut task) = t.parked.lock().take() else {
+        panic!("sched: sleeping thread {id:?} has no parked task");
+    };
+    task.cpus_allowed = pi.params.affinity;
+    t.affinity.store(pi.params.affinity.0, Ordering::Relaxed);
+    let prev = CpuId(t.cpu.load(Ordering::Relaxed));
+    let this = current_cpu();
+    let online = online_mask();
+    let mut snaps = snapshot::Snapshots::new();
+    if policy::needs_snapshots(pi.params.affinity, online) {
+        snapshot::read_all(&mut snaps, st.cpus.len());
+    }
+    let target = policy::select_cpu(
+        &st.topology,
+        &task,
+        prev,
+        this,
+        WakeKind::Wakeup,
+        online,
+        &snaps,
+    );
+    let migrated = target != prev;
+    if migrated {
+        // set_task_cpu → migrate_task_rq_fair, without prev's run-queue lock: its signals
+        // leave prev through prev's removed load.
+        let old = snaps
+            .get(prev.index())
+            .copied()
+            .or_else(|| snapshot::read(prev));
+        let Some(old) = old else {
+            panic!(
+                "sched: thread {id:?} slept on cpu {} with no run queue",
+                prev.0
+            );
+        };
+        match policy::migrate(&old, &mut task, now()) {
+            Ok(r) => snapshot::add_removed(prev, r),
+            Err(e) => panic!("sched: thread {id:?} leaving cpu {}: {}", prev.0, e),
+        }
+    }
+    let mut g = st.cpus[target.index()].lock();
+    let cs = &mut *g;
+    clock_update(cs);
+    t.cpu.store(target.0, Ordering::Relaxed);
+    let outcome = match policy::activate(&st.topology, cs, task, WakeKind::Wakeup, migrated, &snaps)
+    {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "sched: cpu {}: woken thread {:?} refused: {}",
+            target.0, id, e.reason
+        ),
+    };
+    t.on_rq.store(true, Ordering::Release);
+    t.set_state(ThreadState::Running);
+    t.stats.nr_wakeups.fetch_add(1, Ordering::Relaxed);
+    if migrated {
+        t.stats.nr_migrations.fetch_add(1, Ordering::Relaxed);
+    }
+    publish(cs);
+    drop(g);
+    drop(pi);
+    if outcome.resched.is_yes() {
+        resched_cpu(target);
+    }
+    true
+}
+
+// ---- sleep, work, parameters ---------------------------------------------------------------
+
+/// Sleeps until guest time `deadline` (Linux `schedule_hrtimeout` with an absolute
+/// `CLOCK_MONOTONIC` deadline): a one-shot timer on this CPU wakes the thread.
+pub fn sleep_until(deadline: Nanos) {
+    let Some(s) = task::current_slot() else {
+        // Not a thread (boot): wait in wfi for the tick.
+        while now() < deadline {
+            arch::wfi();
+        }
+        return;
+    };
+    let t = task::slot(s);
+    while now() < deadline {
+        t.set_state(ThreadState::Sleeping);
+        crate::timer::arm_sleep(s, crate::time::ns_to_cyc(deadline.0));
+        schedule();
+    }
+    crate::timer::cancel_sleep(s);
+}
+
+/// Sleeps for `ns` of guest time.
+pub fn sleep_ns(ns: u64) {
+    sleep_until(Nanos(now().0.saturating_add(ns)));
+}
+
+/// Wakes the thread whose sleep timer in slot `s` expired (timer interrupt).
+pub(crate) fn wake_timer(s: usize) {
+    wake_slot(s);
+}
+
+/// When a piece of emulated work started and completed (guest time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkSpan {
+    pub started: Nanos,
+    pub completed: Nanos,
+}
+
+/// Runs `w_ns` of emulated work (ns of a biggest CPU at its top OPP) by spinning; returns when
+/// it started and the instant it completed, exactly (see the module docs). From a thread.
+pub fn work(w_ns: u64) -> WorkSpan {
+    let Some(s) = task::current_slot() else {
+        return WorkSpan {
+            started: now(),
+            completed: now(),
+        };
+    };
+    let t = task::slot(s);
+    let irq = arch::irq_save_disable();
+    let start_done = t.work.done.load(Ordering::Relaxed);
+    let since = t.work.since.load(Ordering::Relaxed);
+    let rate = t.work.rate.load(Ordering::Relaxed);
+    let now_ns = now().0;
+    let start_ns = now_ns;
+    // The account up to now, then the target on top of it.
+    let base = start_done.saturating_add(now_ns.saturating_sub(since).saturating_mul(rate));
+    t.work.done.store(base, Ordering::Relaxed);
+    t.work.since.store(now_ns, Ordering::Relaxed);
+    let target = base.saturating_add(w_ns.saturating_mul(1 << 20));
+    t.work.completed_at.store(0, Ordering::Relaxed);
+    t.work.target.store(target, Ordering::Relaxed);
+    arch::irq_restore(irq);
+    loop {
+        let irq = arch::irq_save_disable();
+        let done = t.work.done.load(Ordering::Relaxed);
+        let since = t.work.since.load(Ordering::Relaxed);
+        let rate = t.work.rate.load(Ordering::Relaxed);
+        let at = t.work.completed_at.load(Ordering::Relaxed);
+        let now_ns = now().0;
+        arch::irq_restore(irq);
+        let started = Nanos(start_ns);
+        if at != 0 {
+            t.work.target.store(u64::MAX, Ordering::Relaxed);
+            return WorkSpan {
+                started,
+                completed: Nanos(at),
+            };
+        }
+        let total = done.saturating_add(now_ns.saturating_sub(since).saturating_mul(rate));
+        if total >= target && rate > 0 {
+            t.work.target.store(u64::MAX, Ordering::Relaxed);
+            return WorkSpan {
+                started,
+                completed: Nanos(since + (target - done).div_ceil(rate)),
+            };
+        }
+        spin_hint();
+    }
+}
+
+/// One iteration's pause of a thread that spins on purpose (a busy loop, emulated work):
+/// `spin_loop()`, and every 64th time a `yield`. On hardware both are hints; under QEMU's
+/// round-robin TCG (`-icount`) only `yield` ends a vCPU's time slice, and without it a CPU
+/// that spins starves the others of host time, so their timers and IPIs run late in guest
+/// time (seen: a tick test with five spinning CPUs stalling for minutes; with a `yield` every
+/// 1024 spins, timers on a loaded 6-CPU system still fired up to 5 ms late).
+#[inline]
+pub fn spin_hint() {
+    use core::sync::atomic::AtomicU32;
+    static SPINS: PerCpu<AtomicU32> = PerCpu::new([const { AtomicU32::new(0) }; MAX_CPUS]);
+    let c = SPINS.of(current_cpu());
+    let n = c.load(Ordering::Relaxed).wrapping_add(1);
+    c.store(n, Ordering::Relaxed);
+    if n.is_multiple_of(64) {
+        crate::arch::aarch64::cpu_regs::cpu_yield();
+    } else {
+        core::hint::spin_loop();
+    }
+}
+
+/// Sets the nice value of thread `id` (Linux `set_user_nice`).
+pub fn set_nice(id: ThreadId, nice: i32) -> Result<(), SchedError> {
+    let st = STATE.get().ok_or(SchedError::NotInitialised)?;
+    let t = task::get(id).ok_or(SchedError::NoSuchThread(id))?;
+    let mut pi = t.sched.lock();
+    let cpu = t.cpu.load(Ordering::Relaxed);
+    let mut g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
+    clock_update(&mut g);
+    if t.on_rq.load(Ordering::Relaxed) {
+        policy::set_nice_queued(&mut g, id.task_id(), nice).map_err(SchedError::Rq)?;
+        let resched = g.rq.need_resched();
+        drop(g);
+        if resched {
+            resched_cpu(CpuId(cpu));
+        }
+    } else if let Some(task) = t.parked.lock().as_mut() {
+        policy::set_nice_parked(&mut g, task, nice).map_err(SchedError::Rq)?;
+    }
+    pi.params.nice = nice;
+    Ok(())
+}
+
+/// Sets the CPUs thread `id` may run on; it takes effect at its next wake-up (a running thread
+/// moves itself with [`migrate_self`]).
+pub fn set_affinity(id: ThreadId, mask: CpuMask) -> Result<(), SchedError> {
+    let t = task::get(id).ok_or(SchedError::NoSuchThread(id))?;
+    if mask.and(online_mask()).is_empty() {
+        return Err(SchedError::NoSuchCpu(CpuId(mask.0.trailing_zeros() as u16)));
+    }
+    t.sched.lock().params.affinity = mask;
+    Ok(())
+}
+
+/// Moves the calling thread to a CPU its affinity allows, through a wake-up: it leaves its run
+/// queue in `schedule()` and the thread that runs next there wakes it, which places it (Linux
+/// migrates a running task with the stopper, `migration_cpu_stop`).
+pub fn migrate_self() {
+    if let Some(s) = task::current_slot() {
+        let t = task::slot(s);
+        let here = current_cpu();
+        if !t.sched.lock().params.affinity.contains(here) {
+            schedule_mode(Mode::Migrate);
+        }
+    }
+}
+
+// ---- stack overflow ------------------------------------------------------------------------
+
+/// Whether the thread whose stack (slot `slot`) overflowed may be killed: it is the one
+/// running here, not an idle thread, it overflowed with IRQs unmasked (so it held no spin
+/// lock, which all mask IRQs) and with preemption enabled.
+pub fn overflow_killable(slot: usize, spsr: u64) -> bool {
+    let Some(st) = STATE.get() else {
+        return false;
+    };
+    let cpu = current_cpu();
+    let irqs_were_on = spsr & (1 << 7) == 0;
+    let Some(lock) = st.cpus.get(cpu.index()) else {
+        return false;
+    };
+    // The run-queue lock is never held with IRQs unmasked; a timeout guards a broken state.
+    let Some(g) = lock.lock_timeout(1_000_000) else {
+        return false;
+    };
+    let curr = g.curr;
+    let idle = g.idle;
+    drop(g);
+    irqs_were_on
+        && slot < MAX_THREADS
+        && curr == slot
+        && slot != idle
+        && task::slot(slot).preempt_count.load(Ordering::Relaxed) == 0
+        && !arch::in_irq()
+}
+
+/// Kills the thread of slot `slot` (the one running here, its stack overflowed) from this
+/// CPU's overflow stack: it exits with [`ExitStatus::StackOverflow`].
+pub fn kill_overflowed(slot: usize) -> ! {
+    task::exit_slot(slot, ExitStatus::StackOverflow)
+}
+
+// ---- checks --------------------------------------------------------------------------------
+
+/// The run queues' consistency, CPU by CPU: the policy crate's invariants, and that the
+/// threads the kernel believes queued on a CPU are exactly the ones its run queue holds.
+pub fn check_invariants() -> Result<(), InvariantError> {
+    let st = STATE.get().ok_or(InvariantError::NotInitialised)?;
+    for (i, lock) in st.cpus.iter().enumerate() {
+        let cpu = CpuId(i as u16);
+        let g = lock.lock();
+        g.rq.check_invariants()
+            .map_err(|e| InvariantError::Rq(cpu, e))?;
+        let mut queued = 0u32;
+        for (s, t) in task::table().iter().enumerate() {
+            if t.on_rq.load(Ordering::Relaxed) && usize::from(t.cpu.load(Ordering::Relaxed)) == i {
+                queued += 1;
+                if g.rq.task(t.id(s).task_id()).is_none() {
+                    return Err(InvariantError::Missing(cpu, t.id(s)));
+                }
+            }
+        }
+        if queued != g.rq.nr_running() {
+            return Err(InvariantError::Count(cpu, queued, g.rq.nr_running()));
+        }
+    }
+    Ok(())
+}
+
+/// A broken scheduler invariant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvariantError {
+    NotInitialised,
+    /// The policy crate's check failed.
+    Rq(CpuId, &'static str),
+    /// A thread marked queued there is not in the run queue.
+    Missing(CpuId, ThreadId),
+    /// Threads marked queued vs the run queue's count.
+    Count(CpuId, u32, u32),
+}
+
+impl fmt::Display for InvariantError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InvariantError::NotInitialised => write!(f, "sched: not initialised"),
+            InvariantError::Rq(c, e) => write!(f, "cpu {}: run queue: {}", c.0, e),
+            InvariantError::Missing(c, t) => {
+                write!(
+                    f,
+                    "cpu {}: thread {:?} marked queued but not in the run queue",
+                    c.0, t
+                )
+            }
+            InvariantError::Count(c, k, r) => write!(
+                f,
+                "cpu {}: {} threads marked queued, run queue holds {}",
+                c.0, k, r
+            ),
+        }
+    }
 }

@@ -79,7 +79,14 @@ pub fn run(filter: Option<&str>) -> Summary {
         .iter()
         .filter(|t| filter.is_none_or(|f| t.name.contains(f)))
     {
-        match (t.func)() {
+        // Every test must leave the run queues consistent (the policy crate's invariants on
+        // every CPU, and the kernel's threads where the run queues say they are).
+        let result = (t.func)().and_then(|()| {
+            crate::sched::check_invariants().map_err(|e| {
+                TestError::new(format_args!("after the test, scheduler invariants: {e}"))
+            })
+        });
+        match result {
             Ok(()) => {
                 crate::println!("selftest {} ... ok", t.name);
                 s.passed += 1;

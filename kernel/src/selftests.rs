@@ -15,5 +15,8 @@ mod timer;
 mod cpufreq;
 mod dvfs;
 mod sched;
+// Threads: spawn/exit, context switch, sleep, wait/wake, preemption, overflow.
+mod threads;
+mod threads_tests;
 // UART receive (registered to run last: it waits for the host).
 mod uart;

@@ -63,6 +63,7 @@ impl fmt::Display for SmpError {
 static NR_CPUS: AtomicUsize = AtomicUsize::new(1);
 static MAXCPUS: AtomicUsize = AtomicUsize::new(MAX_CPUS);
 static ONLINE: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+static ONLINE_MASK: AtomicU64 = AtomicU64::new(0);
 /// Counter value when the CPU came online.
 static ONLINE_AT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
 /// Set by a secondary that started but gave up (no GIC interface, no tick) after printing why,
@@ -151,7 +152,8 @@ pub fn start_secondaries(plat: &'static Platform) -> usize {
 }
 
 /// A secondary CPU's Rust entry (Linux `secondary_start_kernel`), called by the boot code's
-/// `secondary_main` on the new CPU: GIC interface, tick, online, IRQs on, idle in `wfi`.
+/// `secondary_main` on the new CPU: GIC interface, tick, online, then its idle thread
+/// (`sched::start_cpu`, Linux `cpu_startup_entry`).
 pub fn secondary_init(cpu: CpuId) -> ! {
     let me = current_cpu();
     if me != cpu {
@@ -173,10 +175,8 @@ pub fn secondary_init(cpu: CpuId) -> ! {
         give_up(cpu);
     }
     mark_online(cpu);
-    crate::arch::irq_enable();
-    loop {
-        crate::arch::wfi();
-    }
+    // Off the boot stack for good: this CPU's idle thread takes over (IRQs on from there).
+    crate::sched::start_cpu(cpu)
 }
 
 /// CPUs online now.
@@ -332,11 +332,19 @@ fn mark_online(cpu: CpuId) {
         .store(cpu_regs::mpidr_hwid(), Ordering::Release);
     ONLINE_AT.of(cpu).store(timer::counter(), Ordering::Relaxed);
     ONLINE.of(cpu).store(true, Ordering::Release);
+    ONLINE_MASK.fetch_or(1 << cpu.index(), Ordering::AcqRel);
 }
 
 /// Marks `cpu` offline (the stop IPI, a fatal error).
 pub(crate) fn mark_offline(cpu: CpuId) {
     ONLINE.of(cpu).store(false, Ordering::Release);
+    ONLINE_MASK.fetch_and(!(1 << cpu.index()), Ordering::AcqRel);
+}
+
+/// The online CPUs as a bit mask (bit `n`: CPU `n`), in one load (the scheduler's wake-up path
+/// reads it every time).
+pub fn online_mask() -> u64 {
+    ONLINE_MASK.load(Ordering::Acquire)
 }
 
 /// Takes the calling CPU `cpu` offline for good (Linux `ipi_cpu_stop`): marked offline, its

@@ -1,18 +1,62 @@
 //! Spin locks that mask interrupts while held, and a write-once cell.
 //!
 //! Re-derives Linux's `raw_spin_lock_irqsave`/`raw_spin_unlock_irqrestore` semantics with a
-//! test-and-test-and-set lock (see [`IrqSpinLock`] for why not a ticket lock). Deliberate
-//! differences: no lockdep, no preemption count (no kernel preemption yet). Masking IRQs makes
-//! the lock usable from interrupt context: an interrupt handler on the same CPU can never spin
-//! on a lock its CPU already holds. Waiters sleep in `wfe` with the exclusive monitor armed on
-//! the lock word (as Linux's arm64 spin loops do), so the unlocking store wakes them.
+//! test-and-test-and-set lock (see [`IrqSpinLock`] for why not a ticket lock). Masking IRQs
+//! makes the lock usable from interrupt context: an interrupt handler on the same CPU can never
+//! spin on a lock its CPU already holds, and a holder is never preempted (kernel preemption
+//! happens only on return from an interrupt). Waiters sleep in `wfe` with the exclusive monitor
+//! armed on the lock word (as Linux's arm64 spin loops do), so the unlocking store wakes them.
+//!
+//! Every lock has a [`LockRank`] in the one lock order (docs/kernel.md, "Lock order"). With the
+//! checker on ([`lockdep_enable`]: the `selftest` and `lockdep` command-line options), each CPU
+//! keeps the stack of locks it holds and a lock whose rank is not above every held one panics
+//! on the spot, naming both (Linux's lockdep reports the same inversions, by class, from the
+//! first occurrence instead of the first deadlock).
+//!
+//! A lock can be handed over across a context switch ([`IrqSpinLockGuard::into_handover`] and
+//! [`IrqSpinLock::take_handover`]): the run-queue lock is taken by the thread that calls
+//! `schedule()` and released by the thread that runs next (Linux `finish_task_switch`). The
+//! IRQ state saved by the first does not belong to the second, so a taken-over lock's guard
+//! unmasks IRQs when it drops instead of restoring anything.
 
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 use crate::arch::{self, IrqState};
+
+/// A lock's place in the lock order: a CPU may take a lock only while every lock it holds has
+/// a lower rank. The table with the reasons is in docs/kernel.md ("Lock order").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LockRank(pub u16);
+
+impl LockRank {
+    /// A wait queue's lock (`wq_head->lock`): wakers take thread and run-queue locks under it.
+    pub const WAIT_QUEUE: LockRank = LockRank(10);
+    /// A thread's scheduling lock (Linux `p->pi_lock`), held by `try_to_wake_up`.
+    pub const THREAD: LockRank = LockRank(20);
+    /// The board's cpufreq core: taken only with no run-queue lock held.
+    pub const CPUFREQ: LockRank = LockRank(25);
+    /// Run queue of CPU 0; CPU `n`'s is `RQ + n`, so two run-queue locks nest only in
+    /// ascending CPU order (Linux `double_rq_lock`).
+    pub const RQ: LockRank = LockRank(30);
+    /// A CPU's timer queue (taken under its run-queue lock to restart the tick).
+    pub const TIMERS: LockRank = LockRank(40);
+    /// Everything that takes no other lock while held (the default).
+    pub const LEAF: LockRank = LockRank(50);
+    /// The heap (allocation may happen under any other lock but the scheduler's: heap.rs checks).
+    pub const HEAP: LockRank = LockRank(75);
+    /// Fatal-report serialisation, taken before the console lock.
+    pub const REPORT: LockRank = LockRank(65);
+    /// The console: anything may print.
+    pub const CONSOLE: LockRank = LockRank(70);
+
+    /// The run-queue rank of CPU `cpu`.
+    pub const fn rq(cpu: usize) -> LockRank {
+        LockRank(Self::RQ.0 + (cpu % crate::dt::MAX_CPUS) as u16)
+    }
+}
 
 /// A spin lock whose guard masks IRQs on this CPU and restores the previous mask state on drop.
 ///
@@ -23,6 +67,7 @@ use crate::arch::{self, IrqState};
 /// ticket locks to qspinlock (also not strictly FIFO under contention).
 pub struct IrqSpinLock<T: ?Sized> {
     locked: AtomicU32,
+    rank: LockRank,
     data: UnsafeCell<T>,
 }
 
@@ -45,19 +90,34 @@ pub struct RawLockToken {
     irq: IrqState,
 }
 
+/// A lock taken over from the thread that ran before on this CPU ([`IrqSpinLock::take_handover`]);
+/// dropping it releases the lock and unmasks IRQs.
+pub struct HandoverGuard<'a, T: ?Sized> {
+    lock: &'a IrqSpinLock<T>,
+}
+
 /// The lock word: 0 when free, else the holder's logical CPU index + 1 (so a CPU can tell that
 /// it already holds a lock: a recursive `lock()` panics with its location instead of spinning
 /// forever with IRQs masked, and the panic path can write to a console it interrupted itself).
 const UNLOCKED: u32 = 0;
+/// Set in the lock word while a held lock is being handed over by a context switch.
+const HANDOVER: u32 = 1 << 31;
 
 fn owner_word() -> u32 {
     (arch::cpu_index() as u32).wrapping_add(1)
 }
 
 impl<T> IrqSpinLock<T> {
+    /// A lock of rank [`LockRank::LEAF`].
     pub const fn new(data: T) -> Self {
+        Self::with_rank(data, LockRank::LEAF)
+    }
+
+    /// A lock of rank `rank` in the lock order.
+    pub const fn with_rank(data: T, rank: LockRank) -> Self {
         IrqSpinLock {
             locked: AtomicU32::new(UNLOCKED),
+            rank,
             data: UnsafeCell::new(data),
         }
     }
@@ -69,12 +129,19 @@ impl<T: ?Sized> IrqSpinLock<T> {
     #[track_caller]
     pub fn lock(&self) -> IrqSpinLockGuard<'_, T> {
         let irq = arch::irq_save_disable();
+        lockdep::acquire(self.addr(), self.rank);
         self.acquire();
         IrqSpinLockGuard { lock: self, irq }
     }
 
+    /// The lock's rank.
+    pub fn rank(&self) -> LockRank {
+        self.rank
+    }
+
     /// Like [`lock`](Self::lock) but gives up after `spins` attempts (panic and fault paths
-    /// use it so a CPU that died holding the lock cannot silence the others).
+    /// use it so a CPU that died holding the lock cannot silence the others). Not checked
+    /// against the lock order: the fatal paths take what they can.
     pub fn lock_timeout(&self, spins: u64) -> Option<IrqSpinLockGuard<'_, T>> {
         let irq = arch::irq_save_disable();
         for _ in 0..spins {
@@ -91,6 +158,7 @@ impl<T: ?Sized> IrqSpinLock<T> {
     #[track_caller]
     pub fn raw_lock(&self) -> RawLockToken {
         let irq = arch::irq_save_disable();
+        lockdep::acquire(self.addr(), self.rank);
         self.acquire();
         RawLockToken { irq }
     }
@@ -99,6 +167,26 @@ impl<T: ?Sized> IrqSpinLock<T> {
     pub fn raw_unlock(&self, token: RawLockToken) {
         self.release();
         arch::irq_restore(token.irq);
+    }
+
+    /// Takes over this lock, which the thread that ran before on this CPU handed over with
+    /// [`IrqSpinLockGuard::into_handover`] (called with IRQs masked, right after the context
+    /// switch). Panics unless this CPU holds it in hand-over.
+    #[track_caller]
+    pub fn take_handover(&self) -> HandoverGuard<'_, T> {
+        let me = owner_word();
+        if self
+            .locked
+            .compare_exchange(me | HANDOVER, me, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            panic!(
+                "IrqSpinLock: cpu {} takes over a lock it was not handed (word {:#x})",
+                arch::cpu_index(),
+                self.locked.load(Ordering::Relaxed)
+            );
+        }
+        HandoverGuard { lock: self }
     }
 
     /// The data, for a holder of a [`RawLockToken`] of this lock.
@@ -144,7 +232,45 @@ impl<T: ?Sized> IrqSpinLock<T> {
     }
 
     fn release(&self) {
+        lockdep::release(self.addr());
         self.locked.store(UNLOCKED, Ordering::Release);
+    }
+
+    fn addr(&self) -> usize {
+        (&raw const self.locked) as usize
+    }
+}
+
+impl<'a, T: ?Sized> IrqSpinLockGuard<'a, T> {
+    /// Keeps the lock held, IRQs masked, past this guard, for the thread that runs next on this
+    /// CPU to take over ([`IrqSpinLock::take_handover`]): the lock half of a context switch.
+    /// The IRQ state this guard saved is dropped; the next holder unmasks IRQs when done.
+    pub fn into_handover(self) {
+        self.lock.locked.fetch_or(HANDOVER, Ordering::Relaxed);
+        core::mem::forget(self);
+    }
+}
+
+impl<T: ?Sized> Deref for HandoverGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves the lock is held (taken over from the previous thread, whose
+        // guard was consumed by `into_handover`, so no other reference to the data exists).
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for HandoverGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as for `deref`, and `&mut self` makes the borrow unique.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for HandoverGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.release();
+        arch::irq_enable();
     }
 }
 
@@ -175,6 +301,170 @@ impl<T: ?Sized> fmt::Debug for IrqSpinLock<T> {
         f.debug_struct("IrqSpinLock")
             .field("locked", &self.is_locked())
             .finish_non_exhaustive()
+    }
+}
+
+/// Turns the lock-order checker on (it starts off; the boot CPU turns it on for `selftest` and
+/// `lockdep` before any other CPU runs).
+pub fn lockdep_enable() {
+    LOCKDEP.store(true, Ordering::Relaxed);
+}
+
+/// Whether the lock-order checker is on.
+pub fn lockdep_enabled() -> bool {
+    LOCKDEP.load(Ordering::Relaxed)
+}
+
+/// How many checked locks the calling CPU holds (0 with the checker off). Call with IRQs
+/// masked or on a CPU that cannot change under the caller.
+pub fn locks_held() -> usize {
+    lockdep::depth()
+}
+
+/// Whether the calling CPU holds a lock of rank `lo..hi` (false with the checker off).
+pub fn holds_rank(lo: LockRank, hi: LockRank) -> bool {
+    lockdep::holds(lo, hi)
+}
+
+/// The ranks of the locks the calling CPU holds, innermost last (for diagnostics).
+pub fn held_ranks() -> heapless::Vec<u16, 8> {
+    lockdep::held_ranks()
+}
+
+static LOCKDEP: AtomicBool = AtomicBool::new(false);
+
+/// The per-CPU held-lock stacks of the lock-order checker. Each CPU touches only its own stack,
+/// with IRQs masked (every lock masks them before it is taken and unmasks them after it is
+/// released), so plain atomics suffice. Host builds (unit tests on threads that all look like
+/// CPU 0) do not check.
+mod lockdep {
+    use core::sync::atomic::{AtomicU16, AtomicU8, AtomicUsize, Ordering};
+
+    use super::{LockRank, LOCKDEP};
+    use crate::dt::MAX_CPUS;
+
+    /// Deepest nesting the checker follows (deeper is a bug in itself).
+    const DEPTH: usize = 8;
+
+    struct Held {
+        depth: AtomicU8,
+        addr: [AtomicUsize; DEPTH],
+        rank: [AtomicU16; DEPTH],
+    }
+
+    static HELD: [Held; MAX_CPUS] = [const {
+        Held {
+            depth: AtomicU8::new(0),
+            addr: [const { AtomicUsize::new(0) }; DEPTH],
+            rank: [const { AtomicU16::new(0) }; DEPTH],
+        }
+    }; MAX_CPUS];
+
+    #[inline(always)]
+    fn on() -> bool {
+        cfg!(target_os = "none") && LOCKDEP.load(Ordering::Relaxed)
+    }
+
+    fn mine() -> &'static Held {
+        &HELD[crate::arch::cpu_index() % MAX_CPUS]
+    }
+
+    #[inline(always)]
+    #[track_caller]
+    pub(super) fn acquire(addr: usize, rank: LockRank) {
+        if on() {
+            check_and_push(addr, rank);
+        }
+    }
+
+    /// Locks are pushed in increasing rank (anything else panics), so the top entry holds the
+    /// highest rank: one comparison per lock.
+    #[inline(never)]
+    #[track_caller]
+    fn check_and_push(addr: usize, rank: LockRank) {
+        let h = mine();
+        let d = usize::from(h.depth.load(Ordering::Relaxed));
+        if d > 0 {
+            let top = h.rank[(d - 1).min(DEPTH - 1)].load(Ordering::Relaxed);
+            if top >= rank.0 {
+                let held_addr = h.addr[(d - 1).min(DEPTH - 1)].load(Ordering::Relaxed);
+                // Off first: the panic path prints, and the console lock is checked too.
+                LOCKDEP.store(false, Ordering::Relaxed);
+                panic!(
+                    "lock order: cpu {} takes lock {:#x} (rank {}) while holding lock {:#x} \
+                     (rank {}); see docs/kernel.md \"Lock order\"",
+                    crate::arch::cpu_index(),
+                    addr,
+                    rank.0,
+                    held_addr,
+                    top
+                );
+            }
+        }
+        if d >= DEPTH {
+            LOCKDEP.store(false, Ordering::Relaxed);
+            panic!(
+                "lock order: cpu {} holds more than {} locks",
+                crate::arch::cpu_index(),
+                DEPTH
+            );
+        }
+        h.addr[d].store(addr, Ordering::Relaxed);
+        h.rank[d].store(rank.0, Ordering::Relaxed);
+        h.depth.store(d as u8 + 1, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    pub(super) fn release(addr: usize) {
+        if on() {
+            pop(addr);
+        }
+    }
+
+    #[inline(never)]
+    fn pop(addr: usize) {
+        let h = mine();
+        let d = usize::from(h.depth.load(Ordering::Relaxed)).min(DEPTH);
+        if d > 0 && h.addr[d - 1].load(Ordering::Relaxed) == addr {
+            h.depth.store(d as u8 - 1, Ordering::Relaxed);
+            return;
+        }
+        // Guards may drop out of order: remove this lock's entry wherever it is. A lock taken
+        // with `lock_timeout`, or before the checker was on, has none.
+        if let Some(i) = (0..d)
+            .rev()
+            .find(|&i| h.addr[i].load(Ordering::Relaxed) == addr)
+        {
+            for j in i..d - 1 {
+                let a = h.addr[j + 1].load(Ordering::Relaxed);
+                let r = h.rank[j + 1].load(Ordering::Relaxed);
+                h.addr[j].store(a, Ordering::Relaxed);
+                h.rank[j].store(r, Ordering::Relaxed);
+            }
+            h.depth.store(d as u8 - 1, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn depth() -> usize {
+        if !on() {
+            return 0;
+        }
+        usize::from(mine().depth.load(Ordering::Relaxed))
+    }
+
+    pub(super) fn held_ranks() -> heapless::Vec<u16, 8> {
+        let h = mine();
+        let d = usize::from(h.depth.load(Ordering::Relaxed)).min(DEPTH);
+        (0..d).map(|i| h.rank[i].load(Ordering::Relaxed)).collect()
+    }
+
+    pub(super) fn holds(lo: LockRank, hi: LockRank) -> bool {
+        if !on() {
+            return false;
+        }
+        let h = mine();
+        let d = usize::from(h.depth.load(Ordering::Relaxed)).min(DEPTH);
+        (0..d).any(|i| (lo.0..hi.0).contains(&h.rank[i].load(Ordering::Relaxed)))
     }
 }
 

@@ -1,9 +1,13 @@
-//! The per-CPU periodic tick on the architected generic timer.
+//! The per-CPU one-shot timers on the architected generic timer, the periodic tick as one of
+//! them, and stopping the tick on an idle CPU (NOHZ idle).
 //!
 //! Linux: `drivers/clocksource/arm_arch_timer.c` (`arch_timer_set_next_event_virt`,
-//! `arch_timer_handler_virt`, `arch_timer_select_ppi`) with `kernel/time/tick-common.c`
-//! (`tick_periodic`, `tick_handle_periodic`: the next event is the previous one plus a period,
-//! so the tick does not drift with interrupt latency).
+//! `arch_timer_handler_virt`, `arch_timer_select_ppi`), `kernel/time/hrtimer.c` (a per-CPU
+//! queue of one-shot timers; the hardware is programmed with the earliest:
+//! `hrtimer_interrupt` → `__hrtimer_run_queues` → `tick_program_event`), `tick-sched.c` (the
+//! tick is an hrtimer, `tick_sched_timer`; `tick_nohz_idle_stop_tick` /
+//! `tick_nohz_idle_restart_tick`) and `tick-common.c` (the next tick is the previous one plus a
+//! period, so the tick does not drift with interrupt latency).
 //!
 //! Which timer: the EL1 *virtual* timer (`CNTV_*`, PPI 27 on QEMU virt), as Linux uses when it
 //! runs at EL1 (`ARCH_TIMER_VIRT_PPI`). It needs no `CNTHCTL_EL2` permission (the EL1 physical
@@ -11,10 +15,14 @@
 //! `CNTVOFF_EL2` is 0 (QEMU's reset value; the EL2→EL1 drop writes 0), so tick times and the
 //! counter timestamps of the console agree.
 //!
-//! Deliberate differences: no clockevents layer and no oneshot/NOHZ mode (yet); deadlines are
-//! `base + n × freq / HZ` exactly (integer, no accumulated rounding), and when interrupts were
-//! held off past whole periods those periods are skipped and counted in [`missed`] rather than
-//! replayed, so [`ticks`] counts tick interrupts actually taken.
+//! Each CPU's queue ([`TimerQueue`]) holds one sleep timer per thread (key = thread slot) and the
+//! tick (key [`TICK_KEY`]); `CNTV_CVAL` always holds the earliest. Tick deadlines are
+//! `base + n × freq / HZ` exactly (integer, no accumulated rounding); when interrupts were held
+//! off past whole periods those periods are skipped and counted in [`missed`] rather than
+//! replayed, so [`ticks`] counts tick interrupts actually taken. An idle CPU with nothing due
+//! before its next tick (and nothing for the tick to do: `sched::cpu_quiet`) takes the tick out
+//! of its queue ([`nohz_stop_tick`]); leaving idle puts it back on the next deadline of the same
+//! grid ([`nohz_restart_tick`]), without counting the periods it slept through as missed.
 
 use core::fmt;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -25,6 +33,9 @@ use crate::arch::aarch64::cpu_regs;
 use crate::dt::Platform;
 use crate::gic::{self, GicError, IntId};
 use crate::percpu::{current_cpu, PerCpu, MAX_CPUS};
+use crate::sync::{InitOnce, IrqSpinLock, LockRank};
+use crate::task::MAX_THREADS;
+use crate::time::timerqueue::TimerQueue;
 
 /// What went wrong setting up the tick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +97,40 @@ static MISSED: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX
 static LAST_TICK_AT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
 /// Counter value when the CPU took its first tick; 0 = not yet.
 static FIRST_TICK_AT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+/// Times the CPU stopped its tick going idle.
+static NOHZ_STOPS: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+
+/// The tick's key in a CPU's timer queue (thread sleep timers use their slot).
+pub const TICK_KEY: usize = MAX_THREADS;
+
+/// One CPU's timers.
+struct CpuTimers {
+    queue: TimerQueue<{ MAX_THREADS + 1 }>,
+    /// The tick is out of the queue (NOHZ idle).
+    tick_stopped: bool,
+}
+
+/// Every CPU's timers, on the heap (a queue is 4.6 KiB; as a static with its lock's rank it
+/// would be initialised data in the Image). Built by [`init`] before any CPU's tick starts.
+static TIMERS: InitOnce<&'static [IrqSpinLock<CpuTimers>]> = InitOnce::new();
+
+/// CPU `cpu`'s timers.
+fn timers(cpu: CpuId) -> &'static IrqSpinLock<CpuTimers> {
+    let all = TIMERS.get().copied().unwrap_or(&[]);
+    &all[cpu.index() % all.len().max(1)]
+}
+
+/// Fixes guest time's counter frequency (`CNTFRQ_EL0`, else the DT's `clock-frequency`) as
+/// early as possible, so `time::now()` counts from boot; [`init`] does it too if this found none.
+pub fn init_clock(plat: &Platform) {
+    let freq_hz = match cpu_regs::cntfrq() {
+        0 => u64::from(plat.timer.freq_hz.unwrap_or(0)),
+        f => f,
+    };
+    if let Ok(f) = u32::try_from(freq_hz) {
+        let _ = crate::time::init(f);
+    }
+}
 
 /// Sets the tick rate and starts the boot CPU's tick (Linux `arch_timer_of_init` +
 /// `arch_timer_starting_cpu` on the boot CPU). Call after [`gic::init`], with IRQs masked.
@@ -100,22 +145,141 @@ pub fn init(plat: &'static Platform, hz: u32) -> Result<(), TimerError> {
     if hz == 0 || u64::from(hz) > freq_hz {
         return Err(TimerError::BadHz { hz, freq_hz });
     }
+    if crate::time::init(u32::try_from(freq_hz).unwrap_or(u32::MAX)).is_err() {
+        return Err(TimerError::NoFrequency);
+    }
     FREQ_HZ.store(freq_hz, Ordering::Relaxed);
     HZ.store(hz, Ordering::Relaxed);
     INTID.store(plat.timer.el1_virt_intid, Ordering::Relaxed);
-    gic::register_handler(IntId(plat.timer.el1_virt_intid), handle_tick)?;
+    let mut v = alloc::vec::Vec::with_capacity(MAX_CPUS);
+    for _ in 0..MAX_CPUS {
+        v.push(IrqSpinLock::with_rank(
+            CpuTimers {
+                queue: TimerQueue::new(),
+                tick_stopped: false,
+            },
+            LockRank::TIMERS,
+        ));
+    }
+    let _ = TIMERS.set(alloc::vec::Vec::leak(v));
+    gic::register_handler(IntId(plat.timer.el1_virt_intid), handle_timer)?;
     init_cpu()
 }
 
-/// Starts the calling CPU's tick: first deadline one period from now, PPI enabled.
+/// Starts the calling CPU's tick: first deadline one period from now, PPI enabled. Call with
+/// IRQs masked (boot).
 pub fn init_cpu() -> Result<(), TimerError> {
     let cpu = current_cpu();
     let base = cpu_regs::cntvct();
     BASE.of(cpu).store(base, Ordering::Relaxed);
     NEXT.of(cpu).store(1, Ordering::Relaxed);
-    cpu_regs::cntv_arm(deadline(base, 1));
+    {
+        let mut t = timers(cpu).lock();
+        t.tick_stopped = false;
+        t.queue.insert(TICK_KEY, deadline(base, 1));
+        program(&t);
+    }
     gic::enable_irq(IntId(INTID.load(Ordering::Relaxed)))?;
     Ok(())
+}
+
+/// Arms thread slot `slot`'s sleep timer on the calling CPU at counter value `at_cyc` (re-arms
+/// it if armed here; cancels it elsewhere first). The thread is woken through
+/// `sched::wake_timer` when it expires.
+pub fn arm_sleep(slot: usize, at_cyc: u64) {
+    cancel_sleep(slot);
+    let irq = crate::arch::irq_save_disable();
+    let cpu = current_cpu();
+    {
+        let mut t = timers(cpu).lock();
+        t.queue.insert(slot, at_cyc);
+        crate::task::slot(slot)
+            .timer_cpu
+            .store(cpu.0 + 1, Ordering::Release);
+        program(&t);
+    }
+    crate::arch::irq_restore(irq);
+}
+
+/// Cancels thread slot `slot`'s sleep timer wherever it is armed (a CPU whose hardware timer is
+/// left programmed for it takes one interrupt with nothing due).
+pub fn cancel_sleep(slot: usize) {
+    let th = crate::task::slot(slot);
+    let c = th.timer_cpu.swap(0, Ordering::AcqRel);
+    if c != 0 {
+        timers(CpuId(c - 1)).lock().queue.remove(slot);
+    }
+}
+
+/// Going idle on `cpu` (the calling CPU, IRQs masked) with nothing for the tick to do: takes
+/// the tick out of the queue unless another timer is due before it anyway (Linux
+/// `tick_nohz_idle_stop_tick`).
+pub fn nohz_stop_tick(cpu: CpuId) {
+    let mut t = timers(cpu).lock();
+    if t.tick_stopped {
+        return;
+    }
+    let Some(next_tick) = t.queue.remove(TICK_KEY) else {
+        return;
+    };
+    if t.queue.peek().is_some_and(|(at, _)| at <= next_tick) {
+        t.queue.insert(TICK_KEY, next_tick);
+        return;
+    }
+    t.tick_stopped = true;
+    NOHZ_STOPS.of(cpu).fetch_add(1, Ordering::Relaxed);
+    program(&t);
+}
+
+/// Leaving idle on `cpu` (the calling CPU, IRQs masked): puts a stopped tick back, on the first
+/// deadline of its grid after now (Linux `tick_nohz_restart_sched_tick`).
+pub fn nohz_restart_tick(cpu: CpuId) {
+    let mut t = timers(cpu).lock();
+    if !t.tick_stopped {
+        return;
+    }
+    let now = cpu_regs::cntvct();
+    let base = BASE.of(cpu).load(Ordering::Relaxed);
+    let n = next_after(base, now);
+    NEXT.of(cpu).store(n, Ordering::Relaxed);
+    t.tick_stopped = false;
+    t.queue.insert(TICK_KEY, deadline(base, n));
+    program(&t);
+}
+
+/// Whether `cpu`'s tick is stopped (NOHZ idle).
+pub fn tick_stopped(cpu: CpuId) -> bool {
+    timers(cpu).lock().tick_stopped
+}
+
+/// Times `cpu` stopped its tick going idle.
+pub fn nohz_stops(cpu: CpuId) -> u64 {
+    NOHZ_STOPS.of(cpu).load(Ordering::Relaxed)
+}
+
+/// Programs the calling CPU's timer for the queue's earliest expiry, or stops it.
+fn program(t: &CpuTimers) {
+    match t.queue.peek() {
+        Some((at, _)) => cpu_regs::cntv_arm(at),
+        None => cpu_regs::cntv_disable(),
+    }
+}
+
+/// The first tick number whose deadline lies after `now`.
+fn next_after(base: u64, now: u64) -> u64 {
+    let freq = FREQ_HZ.load(Ordering::Relaxed).max(1);
+    let hz = u64::from(HZ.load(Ordering::Relaxed).max(1));
+    let elapsed = now.wrapping_sub(base);
+    // elapsed × hz / freq, without 128-bit division while it fits.
+    let n0 = match elapsed.checked_mul(hz) {
+        Some(x) => x / freq,
+        None => (u128::from(elapsed) * u128::from(hz) / u128::from(freq)) as u64,
+    };
+    let mut n = n0.max(1);
+    while deadline(base, n) <= now {
+        n += 1;
+    }
+    n
 }
 
 /// The scheduler tick hook (Linux `scheduler_tick` is called from `update_process_times` here).
@@ -141,6 +305,13 @@ pub fn this_cpu_tick_snapshot() -> TickSnapshot {
     };
     crate::arch::irq_restore(irq);
     snap
+}
+
+/// Counter value at `cpu`'s latest tick (0 before its first).
+pub fn last_tick_at(cpu: CpuId) -> u64 {
+    LAST_TICK_AT
+        .get(cpu)
+        .map_or(0, |t| t.load(Ordering::Relaxed))
 }
 
 /// Whole tick periods `cpu` skipped because its tick interrupt was held off longer than a period.
@@ -176,12 +347,12 @@ pub fn counter() -> u64 {
 
 /// Counter ticks converted to microseconds (0 before [`init`]).
 pub fn counter_to_us(count: u64) -> u64 {
-    crate::clock::counter_to_us(count, counter_freq_hz())
+    crate::time::clock::counter_to_us(count, counter_freq_hz())
 }
 
 /// Microseconds converted to counter ticks.
 pub fn us_to_counter(us: u64) -> u64 {
-    crate::clock::us_to_counter(us, counter_freq_hz())
+    crate::time::clock::us_to_counter(us, counter_freq_hz())
 }
 
 /// Busy-waits until the counter has advanced by `us` microseconds.
@@ -194,7 +365,7 @@ pub fn udelay(us: u64) {
 
 /// Deadline number `n` of a sequence starting at `base`: exact, no accumulated rounding.
 fn deadline(base: u64, n: u64) -> u64 {
-    crate::clock::tick_deadline(
+    crate::time::clock::tick_deadline(
         base,
         n,
         FREQ_HZ.load(Ordering::Relaxed),
@@ -202,34 +373,58 @@ fn deadline(base: u64, n: u64) -> u64 {
     )
 }
 
-/// The timer PPI handler (Linux `arch_timer_handler_virt` → `tick_handle_periodic`).
-fn handle_tick(_intid: IntId) {
+/// The timer PPI handler (Linux `arch_timer_handler_virt` → `hrtimer_interrupt`): runs every
+/// expired timer of this CPU's queue — the tick (re-armed a period on, Linux
+/// `tick_handle_periodic`), sleeping threads (woken) — and programs the next.
+fn handle_timer(_intid: IntId) {
     let cpu = current_cpu();
     let now = cpu_regs::cntvct();
-    let base = BASE.of(cpu).load(Ordering::Relaxed);
-    let due = NEXT.of(cpu).load(Ordering::Relaxed);
-    if now < deadline(base, due) {
-        // Not our deadline yet (a stale level from before the last re-arm): re-arm, no tick.
-        cpu_regs::cntv_arm(deadline(base, due));
-        return;
-    }
-    let mut n = due + 1;
-    if deadline(base, n) <= now {
-        // Held off past whole periods: jump near the first future deadline, then step onto it.
-        let freq = u128::from(FREQ_HZ.load(Ordering::Relaxed));
-        let hz = u128::from(HZ.load(Ordering::Relaxed).max(1));
-        let elapsed = u128::from(now.wrapping_sub(base));
-        n = n.max((elapsed * hz / freq.max(1)) as u64);
-        while deadline(base, n) <= now {
-            n += 1;
+    let mut woken: heapless::Vec<u16, 16> = heapless::Vec::new();
+    let mut tick = false;
+    {
+        let mut t = timers(cpu).lock();
+        while let Some((at, key)) = t.queue.peek() {
+            if at > now {
+                break;
+            }
+            if key == TICK_KEY {
+                t.queue.remove(key);
+                tick = true;
+                let base = BASE.of(cpu).load(Ordering::Relaxed);
+                let due = NEXT.of(cpu).load(Ordering::Relaxed);
+                let mut n = due + 1;
+                if deadline(base, n) <= now {
+                    // Held off past whole periods: skip to the first future deadline.
+                    n = next_after(base, now).max(n);
+                    MISSED.of(cpu).fetch_add(n - due - 1, Ordering::Relaxed);
+                }
+                NEXT.of(cpu).store(n, Ordering::Relaxed);
+                t.queue.insert(TICK_KEY, deadline(base, n));
+            } else if woken.push(key as u16).is_ok() {
+                t.queue.remove(key);
+                let _ = crate::task::slot(key).timer_cpu.compare_exchange(
+                    cpu.0 + 1,
+                    0,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+            } else {
+                // More expired than one pass wakes: the timer fires again at once for the rest.
+                break;
+            }
         }
-        MISSED.of(cpu).fetch_add(n - due - 1, Ordering::Relaxed);
+        program(&t);
     }
-    NEXT.of(cpu).store(n, Ordering::Relaxed);
-    cpu_regs::cntv_arm(deadline(base, n));
-    LAST_TICK_AT.of(cpu).store(now, Ordering::Relaxed);
-    if TICKS.of(cpu).fetch_add(1, Ordering::Relaxed) == 0 {
-        FIRST_TICK_AT.of(cpu).store(now.max(1), Ordering::Release);
+    // Sleepers first: a wake-up due with the tick does not wait for the tick's work (the
+    // tick's deadlines stay on their grid; its work runs a wake-up later).
+    for s in woken {
+        crate::sched::wake_timer(usize::from(s));
     }
-    on_tick(cpu);
+    if tick {
+        LAST_TICK_AT.of(cpu).store(now, Ordering::Relaxed);
+        if TICKS.of(cpu).fetch_add(1, Ordering::Relaxed) == 0 {
+            FIRST_TICK_AT.of(cpu).store(now.max(1), Ordering::Release);
+        }
+        on_tick(cpu);
+    }
 }

@@ -1,4 +1,5 @@
-//! `cargo xtask bench`: boot timing in guest time, and the policy/simulator benchmarks.
+//! `cargo xtask bench`: boot timing and the scheduler's switch costs in guest time, and the
+//! policy/simulator benchmarks.
 //!
 //! Boot bench lines (kernel/CONTRACTS.md, printed when the command line has `bench`):
 //! `bench boot cpu=<n> online_us=<u64> first_tick_us=<u64>` per CPU and
@@ -187,6 +188,195 @@ pub fn boot(
     Ok(ExitCode::SUCCESS)
 }
 
+/// One `bench switch <name> n=<ops> total_ns=<ns> per_op_ns=<ns>` line (kernel/src/bench.rs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchLine {
+    pub name: String,
+    pub n: u64,
+    pub total_ns: u64,
+    pub per_op_ns: u64,
+}
+
+/// The `bench switch` lines of a run.
+pub fn parse_switch<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<SwitchLine> {
+    let mut out = Vec::new();
+    for line in lines {
+        let Some((_, rest)) = line.split_once("bench switch ") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let Some(name) = words.next() else { continue };
+        let fields: BTreeMap<&str, u64> = words
+            .filter_map(|f| f.split_once('='))
+            .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
+            .collect();
+        if let (Some(&n), Some(&total_ns), Some(&per_op_ns)) = (
+            fields.get("n"),
+            fields.get("total_ns"),
+            fields.get("per_op_ns"),
+        ) {
+            out.push(SwitchLine {
+                name: name.to_string(),
+                n,
+                total_ns,
+                per_op_ns,
+            });
+        }
+    }
+    out
+}
+
+/// What each benchmark measures, its goal in instructions (from the threads issue) and, for
+/// scale, Linux 6.1 on the same QEMU virt (pipe round trips).
+const SWITCH_ROWS: &[(&str, &str, Option<u64>)] = &[
+    ("yield_same_cpu", "same-CPU yield round trip", Some(2_000)),
+    (
+        "wait_wake_same_cpu",
+        "same-CPU wait/wake round trip",
+        Some(2_000),
+    ),
+    (
+        "wait_wake_cross_cpu",
+        "cross-CPU wait/wake round trip (IPI)",
+        Some(4_000),
+    ),
+    ("tick", "tick handler (sched + cpufreq)", None),
+    ("wakeup_6cpu", "wake-up path, 6 CPUs (try_to_wake_up)", None),
+];
+
+/// `cargo xtask bench switch`: the kernel's `bench=switch` under `-icount shift=0`, where one
+/// guest instruction is one guest ns, so the per-operation times are instruction counts (all
+/// CPUs together).
+pub fn switch(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<ExitCode> {
+    let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
+    let defmt = crate::load_defmt(&a.elf)?;
+    let mut machine = machine.clone();
+    if let Some(n) = board.nr_cpus() {
+        if machine.smp == 6 || machine.smp > n {
+            machine.smp = n;
+        }
+    }
+    let mut m = machine.machine(
+        Boot::Direct {
+            image: a.image.clone(),
+        },
+        "bench=switch",
+        false,
+        false,
+    );
+    m.icount = Some("shift=0,sleep=off".into());
+    let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
+    if let Some(path) = dtb::board_dtb(board, &mut m, dir)? {
+        m.extra.push("-dtb".into());
+        m.extra.push(path.display().to_string());
+    }
+    let o = qemu::run(
+        m.command(),
+        defmt.as_ref(),
+        &RunOpts {
+            timeout: Some(timeout),
+            echo: true,
+            ..Default::default()
+        },
+    )?;
+    let got = parse_switch(o.lines.iter().map(String::as_str));
+    println!();
+    println!(
+        "switch bench: QEMU virt as {}, {} vCPUs, GICv{}, -icount shift=0 (1 instruction = 1 ns; counts are for all CPUs together)",
+        board.name(),
+        machine.smp,
+        machine.gic
+    );
+    println!(
+        "{:<42} {:>8} {:>14} {:>8}",
+        "operation", "n", "instructions", "goal"
+    );
+    let mut complete = true;
+    for (key, what, goal) in SWITCH_ROWS {
+        match got.iter().find(|l| l.name == *key) {
+            Some(l) => println!(
+                "{:<42} {:>8} {:>14} {:>8}",
+                what,
+                l.n,
+                l.per_op_ns,
+                goal.map_or("-".to_string(), |g| format!("<= {g}"))
+            ),
+            None => {
+                complete = false;
+                println!("{what:<42} {:>8} {:>14}", "-", "missing");
+            }
+        }
+    }
+    println!(
+        "for scale: Linux 6.1 (Debian arm64) on QEMU virt with 6 vCPUs: ~16,000 instructions per \
+         same-CPU pipe round trip, ~20,000 cross-CPU"
+    );
+    let code = o.status.and_then(|s| s.code());
+    if !complete || code != Some(0) {
+        println!(
+            "xtask: incomplete run (exit {code:?}{})",
+            if o.timed_out { ", timed out" } else { "" }
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cargo xtask soak`: the kernel's `soak=<seconds>` long run (not part of `cargo xtask test`),
+/// under `-icount`; passes when the kernel prints `soak: ok` and exits 0.
+pub fn soak(
+    machine: &MachineArgs,
+    board: Board,
+    seconds: u32,
+    shift: u32,
+    append: &str,
+) -> Result<ExitCode> {
+    let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
+    let defmt = crate::load_defmt(&a.elf)?;
+    let mut machine = machine.clone();
+    if let Some(n) = board.nr_cpus() {
+        if machine.smp == 6 || machine.smp > n {
+            machine.smp = n;
+        }
+    }
+    let cmdline = format!("soak={seconds} {append}").trim().to_string();
+    let mut m = machine.machine(
+        Boot::Direct {
+            image: a.image.clone(),
+        },
+        &cmdline,
+        false,
+        false,
+    );
+    m.icount = Some(format!("shift={shift},sleep=off"));
+    let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
+    if let Some(path) = dtb::board_dtb(board, &mut m, dir)? {
+        m.extra.push("-dtb".into());
+        m.extra.push(path.display().to_string());
+    }
+    // Guest time runs at roughly host speed under -icount: allow three times as much, plus boot.
+    let timeout = Duration::from_secs(u64::from(seconds) * 3 + 120);
+    let o = qemu::run(
+        m.command(),
+        defmt.as_ref(),
+        &RunOpts {
+            timeout: Some(timeout),
+            echo: true,
+            ..Default::default()
+        },
+    )?;
+    let ok = o.lines.iter().any(|l| l.contains("soak: ok"));
+    let code = o.status.and_then(|s| s.code());
+    if ok && code == Some(0) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "xtask: soak failed (exit {code:?}{})",
+        if o.timed_out { ", timed out" } else { "" }
+    );
+    Ok(ExitCode::FAILURE)
+}
+
 pub fn sched(args: &[String]) -> Result<ExitCode> {
     let dir = cmd::workspace_root().join("kernel/sched");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
@@ -234,6 +424,21 @@ pub fn run_sim(fixed: &[&str], args: &[String]) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switch_bench_lines_are_parsed_and_bad_ones_skipped() {
+        let lines = [
+            "bench switch: 6 CPUs, HZ=250, lock-order checker off",
+            "bench switch yield_same_cpu n=20000 total_ns=63286576 per_op_ns=3164",
+            "0.1 INFO bench switch tick n=251 total_ns=424944 per_op_ns=1693",
+            "bench switch wakeup_6cpu n=x total_ns=1 per_op_ns=1",
+        ];
+        let got = parse_switch(lines);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].name, "yield_same_cpu");
+        assert_eq!((got[0].n, got[0].per_op_ns), (20000, 3164));
+        assert_eq!(got[1].name, "tick");
+    }
 
     #[test]
     fn boot_bench_lines_are_parsed_with_or_without_a_prefix() {

@@ -136,6 +136,20 @@ pub fn injections(last: u32) -> Vec<Injection> {
             check: None,
             timeout: TIMEOUT,
         },
+        // The lock-order checker: an inversion panics on the spot, naming both locks.
+        Injection {
+            name: "a lock taken against the lock order",
+            append: "semihosting lockdep crash=lockorder",
+            semihosting: true,
+            expect: vec![
+                once(&format!("panic on cpu {last}")),
+                once(&format!("lock order: cpu {last} takes lock")),
+                once("(rank 10) while holding lock"),
+            ],
+            end: End::Status(101),
+            check: None,
+            timeout: TIMEOUT,
+        },
         Injection {
             name: "panic on a secondary, panic=-1",
             append: "crash=panic panic=-1",

@@ -113,6 +113,9 @@ enum Cmd {
         #[arg(long)]
         only: Option<String>,
     },
+    /// The long stress run: threads sleeping, waking and migrating on every CPU for SECONDS of
+    /// guest time (not part of `test`).
+    Soak(SoakArgs),
     /// Check the simulator's traces with ARM's LISA (venv under the target directory; the
     /// arguments go to tests/lisa/check.py, e.g. `--only jank --boards juno-r2`).
     #[command(disable_help_flag = true)]
@@ -213,6 +216,24 @@ pub struct TestArgs {
     pub board: dtb::Board,
 }
 
+#[derive(Args, Debug)]
+struct SoakArgs {
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Guest seconds to run.
+    #[arg(long, default_value_t = 600)]
+    seconds: u32,
+    /// `-icount shift`: guest ns per instruction as a power of two.
+    #[arg(long, default_value_t = 4)]
+    shift: u32,
+    /// Extra kernel command-line options (e.g. "maxcpus=4").
+    #[arg(long, default_value = "")]
+    append: String,
+    /// Emulated board whose device tree the kernel gets (see `qemu`).
+    #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+    board: dtb::Board,
+}
+
 /// `cargo xtask bench --vs-linux`: Debian's arm64 Linux on the same QEMU machine as asym, one
 /// table of ratios (docs/experiments.md, "Linux side by side").
 #[derive(Args, Debug)]
@@ -246,6 +267,18 @@ enum BenchCmd {
         /// Extra kernel command-line options besides `bench`.
         #[arg(long, default_value = "")]
         append: String,
+        /// Emulated board whose device tree the kernel gets (see `qemu`).
+        #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+        board: dtb::Board,
+    },
+    /// Guest instructions per context switch, wait/wake round trip, tick and wake-up, under
+    /// `-icount shift=0`.
+    Switch {
+        #[command(flatten)]
+        machine: MachineArgs,
+        /// Timeout in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
         /// Emulated board whose device tree the kernel gets (see `qemu`).
         #[arg(long, value_enum, default_value = "qemu-juno-r2")]
         board: dtb::Board,
@@ -329,8 +362,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 timeout: vs.timeout.map(Duration::from_secs),
             }),
             None => bail!(
-                "`cargo xtask bench` needs a benchmark: --vs-linux, or one of boot, sched, sim \
-                 (see --help)"
+                "`cargo xtask bench` needs a benchmark: --vs-linux, or one of boot, switch, \
+                 sched, sim (see --help)"
             ),
             Some(BenchCmd::Boot {
                 machine,
@@ -338,6 +371,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 append,
                 board,
             }) => bench::boot(&machine, board, Duration::from_secs(timeout), &append),
+            Some(BenchCmd::Switch {
+                machine,
+                timeout,
+                board,
+            }) => bench::switch(&machine, board, Duration::from_secs(timeout)),
             Some(BenchCmd::Sched { args }) => bench::sched(&args),
             Some(BenchCmd::Sim { args }) => bench::sim(&args),
         },
@@ -352,6 +390,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             jobs,
             only,
         }),
+        Cmd::Soak(a) => bench::soak(&a.machine, a.board, a.seconds, a.shift, &a.append),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
         Cmd::Lisa { args } => {
             let (python, _) = lisa::ensure_venv()?;

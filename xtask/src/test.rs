@@ -3,7 +3,8 @@
 //! Stages: fmt; clippy (host crates, then kernel crates for the bare-metal target); host tests
 //! (policy, board data, simulator scenarios, xtask, the kernel's host-testable parts); the
 //! kernel build; the QEMU self-test matrix {GICv2, GICv3} × {EL1, EL2} with `-kernel` under
-//! `-icount`; the failure paths (`crash=panic|fault` must exit 101/1 with their reports); and
+//! `-icount`, plus a second board's shape (HiKey960: 8 CPUs in two clusters) at GICv3 EL1 and
+//! GICv2 EL2; the failure paths (`crash=panic|fault` must exit 101/1 with their reports); and
 //! the boot through Debian's u-boot from a FAT disk, as on a board. A failing stage does not
 //! stop the others (except that QEMU stages need the build).
 
@@ -35,6 +36,8 @@ const JUNO_MPIDRS: [u64; 6] = [0x0, 0x1, 0x100, 0x101, 0x102, 0x103];
 /// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
 const HOST_CRATES: &[&str] = &[
     "asym-sched",
+    "asym-rtapp",
+    "asym-trace",
     "asym-dvfs",
     "asym-boards",
     "asym-juno-r2",
@@ -291,8 +294,8 @@ fn board_stages(results: &mut Vec<StageResult>) {
 #[derive(Debug, Clone)]
 struct QemuRun {
     name: String,
-    /// The emulated board (`None`: the one `--board` names).
-    board: Option<dtb::Board>,
+    /// The emulated board whose device tree the run gets.
+    board: crate::dtb::Board,
     machine: Machine,
     /// Lines (substrings) the console must show besides the self-test summary.
     expect: Vec<String>,
@@ -367,12 +370,12 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     for gic in [2u8, 3] {
         for el2 in [false, true] {
             planned.push(QemuRun {
-                board: None,
                 name: format!(
                     "selftest {} gicv{gic} {}",
                     args.board.name(),
                     if el2 { "el2" } else { "el1" }
                 ),
+                board: args.board,
                 machine: Machine {
                     gic,
                     el2,
@@ -388,9 +391,33 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     // test (fault report, `cpu N halted`, status 1). The runner must see both as failures
     // with the report, not as a pass or a hang.
     let last = smp.saturating_sub(1);
+    // A second emulated board, with eight CPUs in two clusters of four (HiKey960), so the
+    // thread tests also run on a different shape: GICv3 at EL1 and GICv2 at EL2.
+    let second = crate::dtb::Board::QemuHikey960;
+    if args.board != second {
+        let n = second.nr_cpus().unwrap_or(8);
+        for (gic, el2) in [(3u8, false), (2, true)] {
+            planned.push(QemuRun {
+                name: format!(
+                    "selftest {} gicv{gic} {}",
+                    second.name(),
+                    if el2 { "el2" } else { "el1" }
+                ),
+                board: second,
+                machine: Machine {
+                    smp: n,
+                    gic,
+                    el2,
+                    ..base.clone()
+                },
+                expect: Vec::new(),
+                expect_exit: None,
+            });
+        }
+    }
     planned.push(QemuRun {
-        board: None,
         name: format!("crash=panic reported {}", args.board.name()),
+        board: args.board,
         machine: Machine {
             append: "semihosting crash=panic".into(),
             ..base.clone()
@@ -399,8 +426,8 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         expect_exit: Some(101),
     });
     planned.push(QemuRun {
-        board: None,
         name: format!("crash=fault reported {}", args.board.name()),
+        board: args.board,
         machine: Machine {
             append: "semihosting crash=fault".into(),
             ..base.clone()
@@ -415,8 +442,8 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     let uboot = Path::new(qemu::UBOOT_BIN);
     if uboot.exists() {
         planned.push(QemuRun {
-            board: None,
             name: format!("selftest u-boot booti {} gicv3 el2", args.board.name()),
+            board: args.board,
             machine: Machine {
                 gic: 3,
                 el2: true,
@@ -443,42 +470,33 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         });
     }
 
-    // The other emulated boards, each with its DVFS firmware stand-in (GICv3: an 8-CPU board
-    // has no room for the firmware's vCPU under GICv2), once entered at EL1 and once at EL2.
+    // HiKey (the third emulated board) with its DVFS firmware stand-in, entered at EL2; HiKey960
+    // runs above. GICv3 only: an 8-CPU board has no room for the firmware's vCPU under GICv2.
     if args.board == dtb::Board::QemuJunoR2 {
-        for (board, el2, driver) in [
-            (dtb::Board::QemuHikey960, false, "hi3660-stub-clk"),
-            (dtb::Board::QemuHikey, true, "hi6220-stub-clk"),
-        ] {
-            planned.push(QemuRun {
-                name: format!(
-                    "selftest {} gicv3 {} firmware stand-in",
-                    board.name(),
-                    if el2 { "el2" } else { "el1" }
-                ),
-                board: Some(board),
-                machine: Machine {
-                    smp: board.nr_cpus().unwrap_or(smp),
-                    el2,
-                    ..base.clone()
-                },
-                expect: vec![
-                    "dvfs: firmware stand-in running".into(),
-                    format!("cpufreq: driver {driver}"),
-                ],
-                expect_exit: None,
-            });
-        }
+        let board = dtb::Board::QemuHikey;
+        planned.push(QemuRun {
+            name: format!("selftest {} gicv3 el2 firmware stand-in", board.name()),
+            board,
+            machine: Machine {
+                smp: board.nr_cpus().unwrap_or(smp),
+                el2: true,
+                ..base.clone()
+            },
+            expect: vec!["dvfs: firmware stand-in running".into()],
+            expect_exit: None,
+        });
     }
     // With the stand-in the board's real driver must run: a stand-in that failed to start
     // (cpufreq off, or the emulated driver) is a failure, not a quieter pass.
     for run in planned.iter_mut() {
-        let board = run.board.unwrap_or(args.board);
-        if run.expect_exit.is_none()
-            && board == dtb::Board::QemuJunoR2
-            && dtb::standin_fits(&run.machine)
-        {
-            run.expect.push("cpufreq: driver scmi-perf".into());
+        let driver = match run.board {
+            dtb::Board::QemuJunoR2 => "scmi-perf",
+            dtb::Board::QemuHikey960 => "hi3660-stub-clk",
+            dtb::Board::QemuHikey => "hi6220-stub-clk",
+            _ => continue,
+        };
+        if run.expect_exit.is_none() && dtb::standin_fits(&run.machine) {
+            run.expect.push(format!("cpufreq: driver {driver}"));
         }
     }
 
@@ -491,7 +509,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         .to_path_buf();
     let mut runs = Vec::new();
     for mut run in planned {
-        match dtb::board_dtb(run.board.unwrap_or(args.board), &mut run.machine, &dir) {
+        match dtb::board_dtb(run.board, &mut run.machine, &dir) {
             Ok(Some(path)) => {
                 run.machine.extra.push("-dtb".into());
                 run.machine.extra.push(path.display().to_string());
@@ -526,7 +544,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
                 }
                 runs.push(QemuRun {
                     name: name.into(),
-                    board: None,
+                    board: args.board,
                     machine,
                     expect: JUNO_MPIDRS
                         .iter()
@@ -757,7 +775,7 @@ fn juno_image_run(base: &Machine, dir: &Path, firmware: bool) -> Result<(QemuRun
             } else {
                 format!("{JUNO_IMAGE_RUN}, no DVFS firmware in the DT")
             },
-            board: None,
+            board: dtb::Board::QemuJunoR2,
             machine: m,
             expect,
             expect_exit: None,
@@ -871,7 +889,7 @@ mod tests {
     fn run(expect: &[&str], expect_exit: Option<i32>) -> QemuRun {
         QemuRun {
             name: "t".into(),
-            board: None,
+            board: crate::dtb::Board::Virt,
             machine: Machine {
                 smp: 1,
                 gic: 3,

@@ -1,10 +1,13 @@
-//! AArch64: boot entry, EL2→EL1 drop, exception vectors, MMU and small register helpers.
+//! AArch64: boot entry, EL2→EL1 drop, exception vectors, MMU, context switch and small register
+//! helpers.
 
+pub mod context;
 pub mod cpu_regs;
 pub mod entry;
 pub mod exceptions;
 pub mod fw_cpu;
 pub mod gicv3_icc;
+mod mem;
 pub mod mmu;
 
 use core::arch::asm;
@@ -42,6 +45,15 @@ pub fn mask_all_exceptions() {
     // SAFETY: masking exceptions only delays their delivery on this CPU. Not `nomem`: a
     // compiler barrier, so no memory access moves before it.
     unsafe { asm!("msr daifset, #0xf", options(nostack, preserves_flags)) };
+}
+
+/// Whether IRQs are masked on this CPU (DAIF.I).
+#[inline]
+pub fn irqs_masked() -> bool {
+    let daif: u64;
+    // SAFETY: reading DAIF has no side effects.
+    unsafe { asm!("mrs {}, daif", out(reg) daif, options(nomem, nostack, preserves_flags)) };
+    daif & (1 << 7) != 0
 }
 
 /// Unmasks IRQs on this CPU.
@@ -91,6 +103,25 @@ pub fn wait_until_eq(word: &core::sync::atomic::AtomicU32, value: u32) {
 pub fn wfi() {
     // SAFETY: wfi has no memory effects.
     unsafe { asm!("wfi", options(nomem, nostack, preserves_flags)) };
+}
+
+/// The stack pointer now.
+#[inline]
+pub fn current_sp() -> usize {
+    let sp: usize;
+    // SAFETY: reading SP has no effect.
+    unsafe { asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+    sp
+}
+
+/// Puts DAIF back to the interrupted context's `spsr` mask bits with IRQs masked (the state to
+/// run kernel code in after leaving an exception other than by `eret`: SErrors and debug as
+/// the interrupted code had them).
+#[inline]
+pub fn daif_from_spsr_irq_masked(spsr: u64) {
+    let daif = (spsr & 0x3c0) | (1 << 7);
+    // SAFETY: writes an exception-mask state with IRQs masked; it only affects delivery.
+    unsafe { asm!("msr daif, {}", in(reg) daif, options(nostack, preserves_flags)) };
 }
 
 /// This CPU's logical index, written to TPIDR_EL1 by the entry code before Rust runs.

@@ -519,7 +519,7 @@ fn gic_ack_all(cfg: &Config) {
 
 /// The counter as nanoseconds.
 fn now(freq: u64) -> Nanos {
-    Nanos(crate::clock::counter_to_ns(cpu_regs::cntvct(), freq))
+    Nanos(crate::time::clock::counter_to_ns(cpu_regs::cntvct(), freq))
 }
 
 /// The firmware, with its regions as the firmware side sees them. One value, on the firmware

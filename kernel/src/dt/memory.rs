@@ -13,7 +13,7 @@ use core::fmt::Write as _;
 
 use flat_device_tree::Fdt;
 
-use super::{reg_entries, DtError, FoundNode, MemRange, Notes, PA_LIMIT};
+use super::{reg_entries, DtError, FoundNode, MemRange, Notes, MAP_LIMIT};
 
 /// Most RAM banks kept (Juno r2 has two, in one node).
 pub const MAX_MEM_BANKS: usize = 8;
@@ -59,18 +59,18 @@ pub(super) fn parse_memory(
                 ));
                 continue;
             };
-            if base >= PA_LIMIT as u64 {
+            if base >= MAP_LIMIT as u64 {
                 ignore(format_args!(
                     "bank {i} at {base:#x} is beyond the 39-bit range the kernel maps: ignored"
                 ));
                 continue;
             }
-            let end = if end > PA_LIMIT as u64 {
+            let end = if end > MAP_LIMIT as u64 {
                 ignore(format_args!(
-                    "bank {i} {base:#x}..{end:#x} ends beyond the 39-bit range: clipped to \
-                     {PA_LIMIT:#x}"
+                    "bank {i} {base:#x}..{end:#x} ends beyond the 39-bit range less its last \
+                     GiB (thread stacks): clipped to {MAP_LIMIT:#x}"
                 ));
-                PA_LIMIT as u64
+                MAP_LIMIT as u64
             } else {
                 end
             };

@@ -328,13 +328,13 @@ fn memory_bank_that_wraps_or_lies_beyond_the_map_is_not_used() {
     let wrap = [0xffff_ffff, 0xffe0_0000, 0, 0x4000_0000];
     let e = err_at(&edit(&qemu_v2(), &[set(MEM, "reg", &wrap)]), MEM, "reg");
     assert!(e.problem.contains("wraps"), "{e}");
-    // 1 TiB from 0x4000_0000: clipped at 2^39, with a note.
+    // 1 TiB from 0x4000_0000: clipped below the thread-stack window's GiB, with a note.
     let p = parse(&edit(
         &qemu_v2(),
         &[set(MEM, "reg", &[0, 0x4000_0000, 0x100, 0])],
     ))
     .unwrap();
-    assert_eq!(p.memory[0].end(), PA_LIMIT);
+    assert_eq!(p.memory[0].end(), MAP_LIMIT);
     assert!(p.notes.list[0].problem.contains("clipped"), "{:?}", p.notes);
     // Wholly beyond 2^39: nothing usable.
     let e = err_at(

@@ -88,7 +88,12 @@ pub(super) fn init_cpu() -> Result<(), GicError> {
 
 /// `GICC_PMR` = 0 on this CPU's (banked) interface, once it is set up.
 pub(super) fn mask_this_cpu() {
-    if CPU_IF_MASK.this().load(Ordering::Acquire) != 0 {
+    // Called with IRQs masked (park, stop) or from a cross-call handler: no migration.
+    if CPU_IF_MASK
+        .of(crate::percpu::current_cpu())
+        .load(Ordering::Acquire)
+        != 0
+    {
         gicc().pmr.set(0);
     }
 }
@@ -100,7 +105,8 @@ pub(super) fn set_enabled(intid: IntId, enable: bool) -> Result<(), GicError> {
     }
     let d = gicd();
     if !intid.is_private() && enable {
-        let mask = CPU_IF_MASK.this().load(Ordering::Relaxed);
+        let guard = crate::percpu::PreemptGuard::new();
+        let mask = CPU_IF_MASK.this(&guard).load(Ordering::Relaxed);
         d.itargetsr[n].set(mask);
     }
     let bit = 1u32 << (n % 32);

@@ -135,7 +135,12 @@ pub(super) fn init_cpu() -> Result<(), GicError> {
 /// `ICC_PMR_EL1` = 0, once this CPU's system-register interface is enabled (before, the
 /// register may not even be accessible).
 pub(super) fn mask_this_cpu() {
-    if RD_BASE.this().load(Ordering::Acquire) != 0 {
+    // Called with IRQs masked (park, stop) or from a cross-call handler: no migration.
+    if RD_BASE
+        .of(crate::percpu::current_cpu())
+        .load(Ordering::Acquire)
+        != 0
+    {
         icc::write_icc_pmr_el1(0);
         cpu_regs::isb();
     }
@@ -145,7 +150,9 @@ pub(super) fn set_enabled(intid: IntId, enable: bool) -> Result<(), GicError> {
     let n = intid.0 as usize;
     let bit = 1u32 << (n % 32);
     if intid.is_private() {
-        let rd = RD_BASE.this().load(Ordering::Acquire);
+        // Banked per CPU: the caller's CPU's redistributor, which it must not leave meanwhile.
+        let guard = crate::percpu::PreemptGuard::new();
+        let rd = RD_BASE.this(&guard).load(Ordering::Acquire);
         if rd == 0 {
             return Err(GicError::TargetNotReady {
                 cpu: current_cpu().0,

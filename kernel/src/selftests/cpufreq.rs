@@ -11,7 +11,8 @@
 use asym_sched::cpufreq::Governor;
 use asym_sched::types::{CpuId, Khz};
 
-use super::sched::{set_governor_and_wait, wait_until};
+use super::sched::set_governor_and_wait;
+use super::threads::Job;
 use crate::selftest::{TestError, TestResult};
 use crate::{cpufreq, sched, test_assert};
 
@@ -38,16 +39,12 @@ fn little_cpu() -> CpuId {
     best.map_or(me, |(c, _)| c)
 }
 
-/// Runs `WORK_NS` of work on `cpu` and returns how long it took (guest ns).
+/// Runs `WORK_NS` of work in a thread on `cpu` and returns how long it took (guest ns).
 fn run_work(cpu: CpuId) -> Result<u64, TestError> {
-    let id = sched::start_busy(cpu, Some(WORK_NS)).map_err(err)?;
-    let done = wait_until(500_000_000, || {
-        sched::busy_status(cpu).is_ok_and(|(d, running)| !running && d.is_some_and(|d| d.id == id))
-    });
-    test_assert!(done, "work on cpu {} did not complete within 500 ms", cpu.0);
-    let (d, _) = sched::busy_status(cpu).map_err(err)?;
-    let d = d.ok_or(err("no completion record"))?;
-    Ok(d.done_ns - d.started_ns)
+    let j = Job::work(cpu, WORK_NS)?;
+    let took = j.join()?;
+    test_assert!(took > 0, "work on cpu {} did not complete", cpu.0);
+    Ok(took)
 }
 
 /// (c) 4 ms of work on a LITTLE CPU with its domain fixed at the top OPP (performance) and
@@ -176,13 +173,15 @@ fn bad_requests_refused() -> TestResult {
     cpufreq::apply_option("cpufreq.0.min_khz", &fmax_str(fmax)).map_err(err)?;
     test_assert!(cpufreq::policy(pd).is_some_and(|p| p.min().0 == fmax));
     cpufreq::set_limits(pd, Khz(fmin), Khz(fmax)).map_err(err)?;
-    let t = crate::timer::ticks(crate::percpu::current_cpu());
-    test_assert!(
-        wait_until(100_000_000, || crate::timer::ticks(
-            crate::percpu::current_cpu()
-        ) > t + 2),
-        "the tick stopped"
-    );
+    // The test's own thread stays on this CPU (pinned) and keeps it busy in `wfi`, so its
+    // tick keeps coming.
+    let me = crate::percpu::current_cpu();
+    let t = crate::timer::ticks(me);
+    let end = sched::now().0 + 100_000_000;
+    while crate::timer::ticks(me) <= t + 2 && sched::now().0 < end {
+        crate::arch::wfi();
+    }
+    test_assert!(crate::timer::ticks(me) > t + 2, "the tick stopped");
     Ok(())
 }
 

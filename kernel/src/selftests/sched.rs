@@ -1,5 +1,6 @@
-//! Self tests of the tick-driven scheduler: PELT ramp of a run queue, schedutil's frequency
-//! ramp and fall on the big domain, and the run queues' invariants afterwards.
+//! Self tests of the scheduler with real busy threads: PELT ramp of a run queue, schedutil's
+//! frequency ramp and fall on the big domain, a periodic thread's duty cycle, and the run
+//! queues' invariants afterwards.
 //!
 //! Oracles: PELT's integer recurrence `u ← u·y + 1024·(1 − y)` per 1024 µs period with
 //! `y = 2^(−1/32)` (the geometric series of seed 001's table: 256 / 486 / 972 at 13 / 30 /
@@ -13,12 +14,15 @@
 
 #![allow(clippy::result_large_err)] // `TestError` carries its message by design.
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use asym_sched::cpufreq::Governor;
 use asym_sched::features::Feature;
 use asym_sched::types::{CpuId, Khz};
 
+use super::threads::{spawn_on, Busy, Job};
 use crate::selftest::{TestError, TestResult};
-use crate::{cpufreq, sched, test_assert};
+use crate::{cpufreq, sched, task, test_assert};
 
 crate::selftest!(name = "sched_pelt_ramp_big_cpu", pelt_ramp);
 crate::selftest!(
@@ -79,7 +83,7 @@ fn err(e: impl core::fmt::Display) -> TestError {
     TestError::new(format_args!("{e}"))
 }
 
-/// Waits (in `wfi`, the tick wakes us) until `cond` holds or `timeout_ns` of guest time
+/// Waits (sleeping a tick between checks) until `cond` holds or `timeout_ns` of guest time
 /// passed; returns whether it held.
 pub(super) fn wait_until(timeout_ns: u64, mut cond: impl FnMut() -> bool) -> bool {
     let end = sched::now().0 + timeout_ns;
@@ -90,7 +94,7 @@ pub(super) fn wait_until(timeout_ns: u64, mut cond: impl FnMut() -> bool) -> boo
         if sched::now().0 >= end {
             return false;
         }
-        crate::arch::wfi();
+        sched::sleep_ns(tick_ns());
     }
 }
 
@@ -151,10 +155,11 @@ pub(super) fn set_governor_and_wait(pd: usize, gov: Governor, cpu: CpuId, want: 
     cpufreq::set_governor(pd, gov).map_err(err)?;
     let fmax = cpufreq::policy(pd).map_or(1, |p| p.table().last().map_or(1, |e| e.frequency.0));
     let scale = want.0 * 1024 / fmax.max(1);
+    // The run queue takes the new scale at its next clock update (a switch, wake-up or tick),
+    // which an idle CPU with its tick stopped may not have for a while.
     let ok = wait_until(200_000_000, || {
         cpufreq::policy(pd).is_some_and(|p| p.cur() == want)
             && cpufreq::arch_freq_scale(cpu) == scale
-            && sched::rq_lock(cpu).is_ok_and(|g| g.rq.freq_scale().0 == scale)
     });
     test_assert!(
         ok,
@@ -167,7 +172,7 @@ pub(super) fn set_governor_and_wait(pd: usize, gov: Governor, cpu: CpuId, want: 
     Ok(())
 }
 
-/// (a) An always-running pseudo-task on a big CPU at its top OPP ramps the rq's `util_avg`
+/// (a) An always-running thread on a big CPU at its top OPP ramps the rq's `util_avg`
 /// past 256, 486 and 972 when the PELT recurrence says, within a period's rounding and the
 /// tick granularity of the observation.
 fn pelt_ramp_big_cpu() -> TestResult {
@@ -191,9 +196,11 @@ fn pelt_ramp_big_cpu() -> TestResult {
         "cpu {} util did not decay below 8",
         cpu.0
     );
-    let u0 = rq_util(cpu)?;
-    let t0 = sched::now().0;
-    sched::start_busy(cpu, None).map_err(err)?;
+    let busy = Busy::start_cold(cpu)?;
+    // As it started spinning (read by the thread itself: a read here, after start_cold's
+    // wait, can come a tick later, with util already grown and the oracle started late).
+    let u0 = busy.start_util();
+    let t0 = busy.started_ns();
     let tick = tick_ns();
     let mut result = Ok(());
     for thr in [256u32, 486, 972] {
@@ -237,7 +244,7 @@ fn pelt_ramp_big_cpu() -> TestResult {
             break;
         }
     }
-    sched::stop_busy(cpu).map_err(err)?;
+    busy.stop()?;
     if let Some(pd) = cpufreq::domain_of(cpu) {
         cpufreq::set_governor(pd, Governor::Schedutil).map_err(err)?;
     }
@@ -280,9 +287,11 @@ fn schedutil_ramp_and_fall() -> TestResult {
         cpufreq::policy(pd).map(|p| p.cur().0),
         rq_util(cpu).ok()
     );
-    let u0 = rq_util(cpu)?;
-    let t0 = sched::now().0;
-    sched::start_busy(cpu, None).map_err(err)?;
+    let busy = Busy::start_cold(cpu)?;
+    // As it started spinning (read by the thread itself: a read here, after start_cold's
+    // wait, can come a tick later, with util already grown and the oracle started late).
+    let u0 = busy.start_util();
+    let t0 = busy.started_ns();
     // Util grows in PELT time, which runs at f/fmax of real time (frequency invariance).
     // Fastest: the whole ramp at fmax (PELT time = real time). Slowest: the whole ramp at
     // the lowest OPP, real time = PELT time × fmax / fmin; plus per OPP step one tick to
@@ -298,8 +307,7 @@ fn schedutil_ramp_and_fall() -> TestResult {
     });
     let up_at = effective_time(pd, fmax, t0);
     let u_sleep = rq_util(cpu)?;
-    let t1 = sched::now().0;
-    sched::stop_busy(cpu).map_err(err)?;
+    let t1 = busy.stop()?;
     test_assert!(ok, "big domain never reached {} kHz", fmax);
     let up = up_at.ok_or(err("no driver request for fmax"))? - t0;
     crate::println!(
@@ -391,39 +399,34 @@ fn effective_time(pd: usize, khz: u32, since: u64) -> Option<u64> {
     .flatten()
 }
 
-/// (e) Short pseudo-tasks on every other online CPU at once (the self tests' order is the
-/// linker's, so this one makes its own traffic too): once they are done, every run queue
-/// passes the policy crate's invariant check, holds no task, and every pseudo-task ever
-/// started here has finished (none lost).
+/// (e) Short work threads on every other online CPU at once (the self tests' order is the
+/// linker's, so this one makes its own traffic too): once they are joined, every run queue
+/// passes the policy crate's invariant check and holds no task, and every thread started here
+/// has ended (none lost: each returned its own index).
 fn rq_invariants() -> TestResult {
     let me = crate::percpu::current_cpu();
+    let mut jobs: heapless::Vec<Job, 8> = heapless::Vec::new();
     for cpu in crate::smp::online_cpus().filter(|&c| c != me) {
-        sched::start_busy(cpu, Some(1_000_000 + u64::from(cpu.0) * 500_000)).map_err(err)?;
+        let w = 1_000_000 + u64::from(cpu.0) * 500_000;
+        let _ = jobs.push(Job::work(cpu, w)?);
     }
-    let all_done = wait_until(500_000_000, || {
-        crate::smp::online_cpus().all(|c| sched::busy_status(c).is_ok_and(|(_, running)| !running))
-    });
-    test_assert!(all_done, "pseudo-tasks still running after 500 ms");
+    for j in jobs {
+        j.join()?;
+    }
     for cpu in crate::smp::online_cpus() {
         let g = sched::rq_lock(cpu).map_err(err)?;
         g.rq.check_invariants()
             .map_err(|e| TestError::new(format_args!("cpu {}: {}", cpu.0, e)))?;
+        let want = u32::from(cpu == me);
         test_assert!(
-            g.rq.nr_running() == 0,
-            "cpu {}: {} tasks still queued",
+            g.rq.nr_running() == want,
+            "cpu {}: {} tasks queued, want {} (the test's own thread on its CPU)",
             cpu.0,
-            g.rq.nr_running()
-        );
-        drop(g);
-        let (started, finished) = sched::task_counts(cpu).map_err(err)?;
-        test_assert!(
-            started == finished,
-            "cpu {}: {} pseudo-tasks started, {} finished",
-            cpu.0,
-            started,
-            finished
+            g.rq.nr_running(),
+            want
         );
     }
+    sched::check_invariants().map_err(err)?;
     Ok(())
 }
 
@@ -450,8 +453,8 @@ fn features_switch() -> TestResult {
     Ok(())
 }
 
-/// A periodic pseudo-task (run W of work, sleep until the next period) on a big CPU at its
-/// top OPP: each job takes W of guest time (capacity 1024 at fmax: work = time) and the rq's
+/// A periodic thread (run W of work, sleep until the next period) on a big CPU at its top
+/// OPP: each job takes W of guest time (capacity 1024 at fmax: work = time) and the rq's
 /// util settles at the duty cycle's steady state. Oracle: the geometric series for a 25 %
 /// duty cycle of period P = 16 ms (4 ticks at HZ=250): at the end of a job
 /// `u_max = 1024 (1 − y^4) / (1 − y^16) ≈ 290`, at the end of the sleep `u_max · y^12 ≈ 224`;
@@ -466,35 +469,19 @@ fn periodic_duty_cycle() -> TestResult {
         set_governor_and_wait(pd, Governor::Performance, cpu, fmax)?;
     }
     let period = 4 * tick_ns();
-    let work = period / 4;
-    let t0 = sched::now().0;
-    let mut last = None;
-    let mut worst = 0u64;
-    // 20 periods: the distance to steady state shrinks by y^16 ≈ 0.71 per period (to 0.1 %).
-    for k in 0..20u64 {
-        let id = sched::start_busy(cpu, Some(work)).map_err(err)?;
-        let ok = wait_until(period * 4, || {
-            sched::busy_status(cpu).is_ok_and(|(d, r)| !r && d.is_some_and(|d| d.id == id))
-        });
-        test_assert!(ok, "job {} did not complete", k);
-        let d = sched::busy_status(cpu)
-            .map_err(err)?
-            .0
-            .ok_or(err("no record"))?;
-        worst = worst.max((d.done_ns - d.started_ns).abs_diff(work));
-        last = Some(rq_util(cpu)?);
-        let next = t0 + (k + 1) * period;
-        wait_until(next.saturating_sub(sched::now().0), || {
-            sched::now().0 >= next
-        });
-    }
+    PERIODIC.period.store(period, Ordering::Relaxed);
+    PERIODIC.worst.store(0, Ordering::Relaxed);
+    PERIODIC.util.store(0, Ordering::Relaxed);
+    let t = spawn_on(cpu, "periodic", periodic_thread, cpu.index())?;
+    task::join(t).map_err(err)?;
     if let Some(pd) = pd {
         cpufreq::set_governor(pd, Governor::Schedutil).map_err(err)?;
     }
-    let util = last.unwrap_or(0);
+    let worst = PERIODIC.worst.load(Ordering::Relaxed);
+    let util = PERIODIC.util.load(Ordering::Relaxed) as u32;
     crate::println!(
         "sched: periodic {} us every {} us on cpu {}: util {} after 20 periods, job time off by at most {} ns",
-        work / 1000,
+        period / 4000,
         period / 1000,
         cpu.0,
         util,
@@ -512,4 +499,33 @@ fn periodic_duty_cycle() -> TestResult {
         util
     );
     Ok(())
+}
+
+struct Periodic {
+    period: AtomicU64,
+    worst: AtomicU64,
+    util: AtomicU64,
+}
+
+static PERIODIC: Periodic = Periodic {
+    period: AtomicU64::new(0),
+    worst: AtomicU64::new(0),
+    util: AtomicU64::new(0),
+};
+
+/// 20 jobs of a quarter period each, one per period.
+fn periodic_thread(cpu: usize) {
+    let period = PERIODIC.period.load(Ordering::Relaxed);
+    let work = period / 4;
+    let t0 = sched::now().0;
+    // 20 periods: the distance to steady state shrinks by y^16 ≈ 0.71 per period (to 0.1 %).
+    for k in 0..20u64 {
+        let span = sched::work(work);
+        let off = (span.completed.0 - span.started.0).abs_diff(work);
+        PERIODIC.worst.fetch_max(off, Ordering::Relaxed);
+        if let Ok(u) = rq_util(CpuId(cpu as u16)) {
+            PERIODIC.util.store(u64::from(u), Ordering::Relaxed);
+        }
+        sched::sleep_until(asym_sched::types::Nanos(t0 + (k + 1) * period));
+    }
 }

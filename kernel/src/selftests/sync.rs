@@ -39,8 +39,9 @@ fn lock_masks_and_restores_irqs() -> TestResult {
             "IRQs not masked while the lock is held"
         );
         {
-            // Nested locks of different data restore the outer (masked) state.
-            let inner = IrqSpinLock::new(());
+            // Nested locks of different data restore the outer (masked) state (the inner one
+            // ranks after the outer in the lock order).
+            let inner = IrqSpinLock::with_rank((), crate::sync::LockRank::CONSOLE);
             let _h = inner.lock();
         }
         test_assert!(

@@ -51,17 +51,22 @@ unsafe impl Sync for BootStacks {}
 #[unsafe(link_section = ".stacks.boot")]
 pub static BOOT_STACKS: BootStacks = BootStacks(UnsafeCell::new([0; STACKS_LEN]));
 
-/// Bytes of each per-CPU overflow stack, its own guard page included: the stack the exception
-/// vectors switch to when a CPU's stack overflowed (enough for the fatal report's formatting,
-/// which [`crate::panic`] bounds: a fault while reporting prints one line and stops).
-pub const OVERFLOW_STACK_SIZE: usize = 16 * 1024;
+/// Bytes of each per-CPU overflow stack slot: the stack the exception vectors switch to when a
+/// CPU's stack overflowed (enough for the fatal report's formatting, which [`crate::panic`]
+/// bounds: a fault while reporting prints one line and stops). Laid out like a thread stack
+/// slot (`context::STACK_SLOT_SIZE`): the stack is the upper `THREAD_SIZE`, the lower half
+/// ([`OVERFLOW_GUARD_SIZE`]) is unmapped, so the thread vectors' alignment check covers it too.
+pub const OVERFLOW_STACK_SIZE: usize = super::context::STACK_SLOT_SIZE;
+
+/// The unmapped lower part of each overflow stack slot.
+pub const OVERFLOW_GUARD_SIZE: usize = super::context::THREAD_SIZE;
 
 /// Per-CPU emergency stacks for reporting a stack overflow (Linux `overflow_stack`). Slot `i`
-/// (indexed by TPIDR_EL1) starts with a guard page like every other stack; the vectors treat a
-/// frame that would land there as the end of the line (`__asym_overflow_stack_overflow`).
-/// They lie right after BSS (linker/kernel.ld), so slot 0's guard page also separates BSS,
-/// which holds the page tables, from every stack.
-#[repr(C, align(4096))]
+/// (indexed by TPIDR_EL1) starts with its unmapped guard half; the vectors treat a frame that
+/// would land there as the end of the line (`__asym_overflow_stack_overflow`). They lie right
+/// after BSS (linker/kernel.ld), so slot 0's guard also separates BSS, which holds the page
+/// tables, from every stack.
+#[repr(C, align(32768))]
 pub struct OverflowStacks(UnsafeCell<[[u8; OVERFLOW_STACK_SIZE]; MAX_CPUS]>);
 
 // SAFETY: slot `i` is used only by CPU `i` (indexed by TPIDR_EL1), and only on its way to halt.
@@ -76,11 +81,49 @@ pub static OVERFLOW_STACKS: OverflowStacks =
 const _: () = assert!(STACK_SIZE.is_power_of_two() && STACK_GUARD_SIZE < STACK_SIZE);
 const _: () = assert!(BOOT_STACK_SIZE.is_multiple_of(1 << 16) && STACKS_LEN >> 16 <= 0xffff);
 const _: () = assert!(MAX_CPUS.is_power_of_two() && OVERFLOW_STACK_SIZE.is_power_of_two());
-const _: () = assert!(OVERFLOW_STACK_SIZE > STACK_GUARD_SIZE);
+const _: () = assert!(OVERFLOW_STACK_SIZE == 2 * OVERFLOW_GUARD_SIZE);
+const _: () = assert!(core::mem::align_of::<OverflowStacks>() == OVERFLOW_STACK_SIZE);
 
-/// The base of CPU `cpu`'s overflow stack guard page.
+/// Per-CPU stacks that IRQ handlers run on (Linux `irq_stack`), so an interrupt arriving when
+/// a thread's stack is nearly full does not overflow it. Laid out like the overflow stacks: a
+/// `THREAD_SIZE` stack in the upper half of each `2 × THREAD_SIZE` slot, the lower half
+/// unmapped (so the thread vectors' alignment check covers them).
+#[repr(C, align(32768))]
+pub struct IrqStacks(UnsafeCell<[[u8; OVERFLOW_STACK_SIZE]; MAX_CPUS]>);
+
+// SAFETY: slot `i` is used only by CPU `i` (indexed by TPIDR_EL1), while it runs an IRQ
+// handler (IRQs do not nest).
+unsafe impl Sync for IrqStacks {}
+
+/// The IRQ stacks (NOLOAD, after the boot stacks).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".stacks.irq")]
+pub static IRQ_STACKS: IrqStacks = IrqStacks(UnsafeCell::new([[0; OVERFLOW_STACK_SIZE]; MAX_CPUS]));
+
+/// The base of CPU `cpu`'s IRQ stack guard (its slot's unmapped lower half).
+pub fn irq_guard_page(cpu: usize) -> usize {
+    IRQ_STACKS.0.get() as usize + (cpu % MAX_CPUS) * OVERFLOW_STACK_SIZE
+}
+
+/// One past the top of CPU `cpu`'s IRQ stack: its initial SP.
+pub fn irq_stack_top(cpu: usize) -> usize {
+    irq_guard_page(cpu) + OVERFLOW_STACK_SIZE
+}
+
+/// The CPU whose IRQ stack slot (guard included) holds `addr`.
+pub fn irq_stack_cpu_of(addr: usize) -> Option<usize> {
+    let off = addr.checked_sub(IRQ_STACKS.0.get() as usize)?;
+    (off < OVERFLOW_STACK_SIZE * MAX_CPUS).then_some(off / OVERFLOW_STACK_SIZE)
+}
+
+/// The base of CPU `cpu`'s overflow stack guard (its slot's unmapped lower half).
 pub fn overflow_guard_page(cpu: usize) -> usize {
     OVERFLOW_STACKS.0.get() as usize + (cpu % MAX_CPUS) * OVERFLOW_STACK_SIZE
+}
+
+/// The lowest usable address of CPU `cpu`'s overflow stack.
+pub fn overflow_stack_base(cpu: usize) -> usize {
+    overflow_guard_page(cpu) + OVERFLOW_GUARD_SIZE
 }
 
 /// The base of stack slot `slot`'s guard page (slot `MAX_CPUS` is the boot CPU's).

@@ -12,12 +12,33 @@
 //! other; the trap frame holds the faulting context, the interrupted one stays on the stack
 //! below. [`expect_fault`] only catches a fault at the interrupt depth it was called at, so an
 //! IRQ handler's bug taken while a test waits for its own fault is still reported as fatal.
+//!
+//! Two vector tables, one check each (Linux has one, because its boot task runs on an aligned
+//! `THREAD_SIZE` stack from the start; ours boots on larger stacks):
+//! - `__asym_vectors`, while a CPU runs on its boot stack: the frame is checked against the
+//!   boot-stack slots and overflow stacks by address, with `TPIDR_EL0`/`TPIDRRO_EL0` as scratch.
+//!   No thread, so no EL0 TLS value, exists on a CPU before it leaves its boot stack.
+//! - `__asym_thread_vectors`, from a CPU's first thread on (`context::start_first`): every
+//!   stack (thread stacks and overflow stacks) is the upper half of a `2 × THREAD_SIZE`-aligned
+//!   slot whose lower half is unmapped, so the frame is in bounds exactly when bit
+//!   `THREAD_SHIFT` of its address is set (Linux `kernel_ventry` tests the same bit, with its
+//!   stacks in the lower half of their alignment). The test needs no scratch register; only the overflow path, which
+//!   is fatal or kills the thread, uses the TPIDRs.
+//!
+//! Kernel preemption: after an IRQ handler, if the CPU's need-resched flag is set and the
+//! interrupted thread allows it, the thread is preempted on its way out
+//! (`crate::sched::preempt_schedule_irq`, Linux `arm64_preempt_schedule_irq`). A thread whose
+//! stack overflowed with IRQs unmasked (so holding no spin lock) is reported and killed; the
+//! rest of the system goes on.
 
 use core::arch::{asm, global_asm};
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use super::entry::{BOOT_STACK_SIZE, OVERFLOW_STACK_SIZE, STACK_GUARD_SIZE, STACK_SIZE};
+use super::context::{THREAD_SHIFT, THREAD_SIZE};
+use super::entry::{
+    BOOT_STACK_SIZE, OVERFLOW_GUARD_SIZE, OVERFLOW_STACK_SIZE, STACK_GUARD_SIZE, STACK_SIZE,
+};
 use crate::dt::MAX_CPUS;
 
 /// Registers saved on exception entry.
@@ -197,8 +218,12 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64, above: *const u
         1 | 5 | 9 | 13 => {
             let cpu = super::cpu_index() % MAX_CPUS;
             IRQ_DEPTH[cpu].fetch_add(1, Ordering::Relaxed);
-            crate::boot::irq_entry();
+            // SAFETY: IRQs do not nest, so this CPU's IRQ stack is unused; the handler returns
+            // before this frame goes on.
+            unsafe { __asym_call_on_irq_stack(irq_entry_c, super::entry::irq_stack_top(cpu)) };
             IRQ_DEPTH[cpu].fetch_sub(1, Ordering::Relaxed);
+            // Back on the interrupted thread's stack, which preemption switches away from.
+            crate::sched::preempt_schedule_irq(frame.spsr);
         }
         0 | 4 | 8 | 12 => handle_sync(frame, kind as usize, above as u64),
         KIND_STACK_OVERFLOW => {
@@ -227,9 +252,70 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64, above: *const u
     }
 }
 
-/// A CPU ran off the bottom of its stack: report where, then halt it like any fatal fault.
+extern "C" fn irq_entry_c() {
+    crate::boot::irq_entry();
+}
+
+unsafe extern "C" {
+    /// Calls `f` with SP at `stack_top`, then restores SP (Linux `call_on_irq_stack`).
+    fn __asym_call_on_irq_stack(f: extern "C" fn(), stack_top: usize);
+}
+
+global_asm!(
+    r#"
+    .text
+    .global __asym_call_on_irq_stack
+__asym_call_on_irq_stack:
+    stp     x29, x30, [sp, #-16]!
+    mov     x29, sp
+    mov     sp, x1
+    blr     x0
+    mov     sp, x29
+    ldp     x29, x30, [sp], #16
+    ret
+"#
+);
+
+/// A CPU ran off the bottom of its stack: report where; a thread that may be killed is
+/// killed, anything else halts the system like any fatal fault.
 fn stack_overflow(frame: &TrapFrame, report: FaultReport) -> ! {
     let sp = report.overflow_sp.unwrap_or(0);
+    if let Some(slot) = super::context::stack_slot_of(sp as usize) {
+        let killable = crate::sched::overflow_killable(slot, frame.spsr);
+        crate::console::write_fmt_force(format_args!(
+            "kernel stack overflow on cpu {}: SP {:#x} is in the guard below thread stack {} \
+             ({} KiB){}\n",
+            super::cpu_index(),
+            sp,
+            slot,
+            THREAD_SIZE / 1024,
+            if killable {
+                "; the thread is killed"
+            } else {
+                ""
+            }
+        ));
+        if killable {
+            crate::console::write_fmt_force(format_args!("{}\n", report));
+            print_registers(frame, sp);
+            // The exception is abandoned: back to the interrupted context's SError/debug
+            // masks, IRQs still masked, then off this (overflow) stack for good.
+            super::daif_from_spsr_irq_masked(frame.spsr);
+            crate::sched::kill_overflowed(slot);
+        }
+        fatal(frame, KIND_STACK_OVERFLOW as usize, sp, Some(report))
+    }
+    if let Some(c) = super::entry::irq_stack_cpu_of(sp as usize) {
+        crate::console::write_fmt_force(format_args!(
+            "kernel stack overflow on cpu {}: SP {:#x} is in the guard below cpu {}'s IRQ stack \
+             ({} KiB)\n",
+            super::cpu_index(),
+            sp,
+            c,
+            THREAD_SIZE / 1024
+        ));
+        fatal(frame, KIND_STACK_OVERFLOW as usize, sp, Some(report))
+    }
     let slot = super::entry::stack_slot_of(sp as usize).unwrap_or(usize::MAX);
     let usable = if slot == MAX_CPUS {
         BOOT_STACK_SIZE
@@ -372,6 +458,15 @@ fn fatal(frame: &TrapFrame, kind: usize, sp: u64, report: Option<FaultReport>) -
         // the nested fault ends the run; it never returns here.
         let _ = unsafe { core::ptr::read_volatile(0x40_0000_0000 as *const u64) };
     }
+    print_registers(frame, sp);
+    out(format_args!("cpu {} halted\n", cpu));
+    drop(report_lock);
+    crate::panic::end_fatal(1)
+}
+
+/// Prints SP and x0–x30 of a trap frame.
+fn print_registers(frame: &TrapFrame, sp: u64) {
+    use crate::console::write_fmt_force as out;
     out(format_args!("  sp  {:#018x}\n", sp));
     for (i, pair) in frame.x.chunks(2).enumerate() {
         match pair {
@@ -386,11 +481,9 @@ fn fatal(frame: &TrapFrame, kind: usize, sp: u64, report: Option<FaultReport>) -
             _ => {}
         }
     }
-    out(format_args!("cpu {} halted\n", cpu));
-    drop(report_lock);
-    crate::panic::end_fatal(1)
 }
 
+// The boot vectors (`__asym_vectors`, see the module docs).
 // 16 entries of 0x80 bytes; each reserves the frame, checks that it does not lie in a stack
 // guard page, saves x0/x1, puts its index in x0 and joins the common path, which saves the
 // rest, calls `handle_exception(frame, kind, above)`, restores and returns with eret.
@@ -436,7 +529,7 @@ global_asm!(
     cmp     x0, #{overflow_len}
     b.hs    1f
     and     x0, x0, #({overflow_size} - 1)
-    cmp     x0, #{guard_size}
+    cmp     x0, #{overflow_guard}
     b.lo    __asym_overflow_stack_overflow
 1:
     mrs     x0, tpidrro_el0
@@ -491,6 +584,66 @@ __asym_vectors:
     ASYM_VENTRY 13
     ASYM_VENTRY 14
     ASYM_VENTRY 15
+
+// The thread vectors (see the module docs): the frame's address must have bit THREAD_SHIFT
+// set (every stack is the upper half of its 2 × THREAD_SIZE-aligned slot). The check swaps x0 and SP by arithmetic (Linux `kernel_ventry`), so it needs no
+// scratch register: sp' = sp + x0, x0' = sp' - x0 = sp, then back.
+    .macro ASYM_THREAD_VENTRY kind
+    .balign 0x80
+9:
+    sub     sp, sp, #(34 * 8)
+    add     sp, sp, x0
+    sub     x0, sp, x0
+    tbz     x0, #{thread_shift}, 8f
+    sub     x0, sp, x0
+    sub     sp, sp, x0
+    stp     x0, x1, [sp, #(0 * 8)]
+    mov     x0, #\kind
+    b       __asym_exception_common
+8:
+    sub     x0, sp, x0
+    sub     sp, sp, x0
+    b       __asym_thread_bad_stack
+    .org    9b + 0x80
+    .endm
+
+    .balign 0x800
+    .global __asym_thread_vectors
+__asym_thread_vectors:
+    ASYM_THREAD_VENTRY 0
+    ASYM_THREAD_VENTRY 1
+    ASYM_THREAD_VENTRY 2
+    ASYM_THREAD_VENTRY 3
+    ASYM_THREAD_VENTRY 4
+    ASYM_THREAD_VENTRY 5
+    ASYM_THREAD_VENTRY 6
+    ASYM_THREAD_VENTRY 7
+    ASYM_THREAD_VENTRY 8
+    ASYM_THREAD_VENTRY 9
+    ASYM_THREAD_VENTRY 10
+    ASYM_THREAD_VENTRY 11
+    ASYM_THREAD_VENTRY 12
+    ASYM_THREAD_VENTRY 13
+    ASYM_THREAD_VENTRY 14
+    ASYM_THREAD_VENTRY 15
+
+// The frame would land below a stack (SP = frame, x0/x1 as interrupted). In the guard half of
+// this CPU's own overflow stack slot: a report used up the overflow stack (nested, fatal).
+// Anywhere else: a thread stack overflowed. Either way, report on a fresh overflow stack.
+__asym_thread_bad_stack:
+    msr     tpidrro_el0, x0
+    msr     tpidr_el0, x1
+    mrs     x0, tpidr_el1
+    and     x0, x0, #({max_cpus} - 1)
+    lsl     x0, x0, #{overflow_shift}
+    adrp    x1, {overflow_stacks}
+    add     x1, x1, :lo12:{overflow_stacks}
+    add     x0, x1, x0
+    mov     x1, sp
+    sub     x0, x1, x0
+    cmp     x0, #{overflow_size}
+    b.lo    __asym_overflow_stack_overflow
+    b       __asym_stack_overflow
 
 // The frame would land in a boot stack's guard page: report on the overflow stack (kind
 // {overflow_kind}, fatal).
@@ -560,6 +713,8 @@ __asym_exception_common:
     overflow_len = const OVERFLOW_STACK_SIZE * MAX_CPUS,
     overflow_kind = const KIND_STACK_OVERFLOW,
     overflow_overflow_kind = const KIND_OVERFLOW_STACK_OVERFLOW,
+    overflow_guard = const OVERFLOW_GUARD_SIZE,
+    thread_shift = const THREAD_SHIFT,
 );
 
 const _: () = assert!((STACK_SIZE * MAX_CPUS).is_multiple_of(1 << 16) && STACK_SIZE >= 1 << 16);
@@ -567,3 +722,4 @@ const _: () = assert!((STACK_SIZE * MAX_CPUS).is_multiple_of(1 << 16) && STACK_S
 const _: () = assert!((OVERFLOW_STACK_SIZE * MAX_CPUS).is_multiple_of(1 << 12));
 const _: () = assert!(STACK_GUARD_SIZE.is_multiple_of(1 << 12));
 const _: () = assert!(OVERFLOW_STACK_SIZE * MAX_CPUS < 1 << 24 && STACK_GUARD_SIZE < 1 << 24);
+const _: () = assert!(OVERFLOW_GUARD_SIZE.is_multiple_of(1 << 12) && OVERFLOW_STACK_SIZE < 1 << 24);

@@ -29,12 +29,17 @@
 //! The boot CPU first runs on an early map ([`init_early`]: kernel image, DTB, early UART) to
 //! parse the DT with the MMU on, then switches to the final map ([`init_boot_cpu`]), whose
 //! kernel-image entries are identical, so the switch needs no break-before-make. Deliberate
-//! differences from Linux: no linear map / KASLR, the final tables built once and never
-//! changed.
+//! differences from Linux: no linear map / KASLR; the identity map is built once and never
+//! changed. The one part that changes at run time is the thread-stack window
+//! ([`STACK_WINDOW_VA`], Linux's vmalloc area for `VMAP_STACK`): the last GiB of the address
+//! space, with its own preallocated level-2/3 tables, where thread stacks are mapped page by
+//! page ([`map_stack_page`], [`unmap_stack_page`]) and everything else stays unmapped, so each
+//! stack has unmapped guard space below it.
 
 use core::arch::asm;
 use core::cell::UnsafeCell;
 use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dt::{GicDesc, MemRange, Platform, PA_LIMIT};
 
@@ -87,6 +92,8 @@ pub enum MapError {
     OutOfTables,
     /// An address at or above 2^39, beyond what the map translates.
     OutOfRange { addr: u64 },
+    /// RAM or a device lies in the thread-stack window's GiB.
+    StackWindowInUse,
 }
 
 impl fmt::Display for MapError {
@@ -98,6 +105,10 @@ impl fmt::Display for MapError {
             MapError::OutOfRange { addr } => write!(
                 f,
                 "mmu: address {addr:#x} is beyond the 39-bit identity map"
+            ),
+            MapError::StackWindowInUse => write!(
+                f,
+                "mmu: RAM or a device lies in the thread-stack window at {STACK_WINDOW_VA:#x}"
             ),
         }
     }
@@ -400,6 +411,7 @@ pub unsafe fn init_boot_cpu(
         }
     }
     map_kernel_image(&mut b)?;
+    install_stack_window(&mut b)?;
     let tables_end = b.base() + (b.used as u64) * 4096;
     let ttbr0 = POOL.0.get() as u64;
     if mmu_enabled() {
@@ -447,13 +459,20 @@ fn map_kernel_image(b: &mut Builder<'_>) -> Result<(), MapError> {
         b.set(page, 3, attrs, false)?;
         page += 1 << L3_SHIFT;
     }
-    // Guard pages below every boot stack and every overflow stack
-    // (arch::aarch64::entry::STACK_GUARD_SIZE, OVERFLOW_STACK_SIZE).
+    // Guard pages below every boot stack, and the guard halves of every overflow and IRQ stack
+    // slot (arch::aarch64::entry::STACK_GUARD_SIZE, OVERFLOW_GUARD_SIZE).
     for slot in 0..=crate::dt::MAX_CPUS {
         b.unmap_page(super::entry::stack_guard_page(slot) as u64)?;
     }
     for cpu in 0..crate::dt::MAX_CPUS {
-        b.unmap_page(super::entry::overflow_guard_page(cpu) as u64)?;
+        for guard in [
+            super::entry::overflow_guard_page(cpu),
+            super::entry::irq_guard_page(cpu),
+        ] {
+            for page in (0..super::entry::OVERFLOW_GUARD_SIZE as u64).step_by(1 << L3_SHIFT) {
+                b.unmap_page(guard as u64 + page)?;
+            }
+        }
     }
     Ok(())
 }
@@ -666,4 +685,124 @@ fn invalidate_dcache(start: u64, end: u64) {
     }
     // SAFETY: a barrier has no memory-safety effect.
     unsafe { asm!("dsb sy", options(nostack)) };
+}
+
+/// Base of the thread-stack window: level-1 entry 511, the last GiB of the 39-bit address space,
+/// which no RAM or device of a supported board reaches (checked when it is installed).
+pub const STACK_WINDOW_VA: usize = 0x7f_c000_0000;
+/// Bytes of the window: one [`super::context::STACK_SLOT_SIZE`] slot per thread.
+pub const STACK_WINDOW_SIZE: usize = crate::task::MAX_THREADS * super::context::STACK_SLOT_SIZE;
+/// Level-3 tables the window needs (each maps 2 MiB).
+const WINDOW_L3: usize = STACK_WINDOW_SIZE.div_ceil(1 << L2_SHIFT);
+
+/// A translation table the MMU walks while the kernel edits it: atomics, so the edits are plain
+/// safe stores (a table entry is written with one 64-bit single-copy-atomic store, as Linux's
+/// `WRITE_ONCE` of a PTE).
+#[repr(C, align(4096))]
+struct LiveTable([AtomicU64; ENTRIES]);
+
+static WINDOW_L2: LiveTable = LiveTable([const { AtomicU64::new(0) }; ENTRIES]);
+static WINDOW_L3S: [LiveTable; WINDOW_L3] =
+    [const { LiveTable([const { AtomicU64::new(0) }; ENTRIES]) }; WINDOW_L3];
+
+const _: () = assert!(STACK_WINDOW_VA.is_multiple_of(1 << L1_SHIFT));
+// The DT keeps RAM, devices and the DTB below MAP_LIMIT: the window's GiB is free on every DT.
+const _: () = assert!(STACK_WINDOW_VA == crate::dt::MAP_LIMIT);
+const _: () = assert!(STACK_WINDOW_SIZE <= 1 << L1_SHIFT && WINDOW_L3 <= ENTRIES);
+
+/// Links the window's (empty) tables into the level-1 table being built; refused if that GiB
+/// is already used by the identity map.
+fn install_stack_window(b: &mut Builder<'_>) -> Result<(), MapError> {
+    let idx = (STACK_WINDOW_VA >> L1_SHIFT) % ENTRIES;
+    if b.pool[0][idx] != 0 {
+        return Err(MapError::StackWindowInUse);
+    }
+    for (i, l3) in WINDOW_L3S.iter().enumerate() {
+        let pa = l3.0.as_ptr() as u64;
+        WINDOW_L2.0[i].store(pa | DESC_TABLE, Ordering::Relaxed);
+    }
+    b.pool[0][idx] = WINDOW_L2.0.as_ptr() as u64 | DESC_TABLE;
+    // The table walker reads the window tables once TTBR0 points at them (its `dsb ishst`
+    // orders these stores first) or, on a secondary, after it enabled its MMU.
+    Ok(())
+}
+
+/// Why a window page could not be mapped or unmapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowError {
+    /// The address is outside the window or not page aligned.
+    BadAddress(usize),
+    /// Mapping a page that is mapped, or unmapping one that is not.
+    State(usize),
+}
+
+fn window_entry(va: usize) -> Result<&'static AtomicU64, WindowError> {
+    let off = va.wrapping_sub(STACK_WINDOW_VA);
+    if off >= STACK_WINDOW_SIZE || !va.is_multiple_of(1 << L3_SHIFT) {
+        return Err(WindowError::BadAddress(va));
+    }
+    let page = off >> L3_SHIFT;
+    Ok(&WINDOW_L3S[page / ENTRIES].0[page % ENTRIES])
+}
+
+/// Maps the 4 KiB page at `va` in the stack window to physical page `pa`: normal memory,
+/// read/write, never executable (the identity map's RAM attributes, so the two aliases agree).
+///
+/// # Safety
+/// `pa` must be a page of RAM that the caller owns until it unmaps `va` again (nothing else may
+/// use it meanwhile except through the caller).
+pub(super) unsafe fn map_stack_page(va: usize, pa: usize) -> Result<(), WindowError> {
+    let e = window_entry(va)?;
+    if !pa.is_multiple_of(1 << L3_SHIFT) {
+        return Err(WindowError::BadAddress(pa));
+    }
+    if e.load(Ordering::Relaxed) & 1 != 0 {
+        return Err(WindowError::State(va));
+    }
+    e.store(pa as u64 | RAM_RW | DESC_PAGE, Ordering::Relaxed);
+    // An invalid entry is never held in a TLB, so a new one needs no invalidation: the DSB
+    // makes the store visible to the table walkers of every CPU, the ISB orders it before this
+    // CPU's next access (Linux `__set_pte` for kernel mappings).
+    // SAFETY: barriers only.
+    unsafe { asm!("dsb ishst", "isb", options(nostack, preserves_flags)) };
+    Ok(())
+}
+
+/// Unmaps the page at `va` in the stack window and invalidates its translation on every CPU
+/// (Linux `flush_tlb_kernel_range`): after this returns no CPU can reach the old page through
+/// `va`.
+pub(super) fn unmap_stack_page(va: usize) -> Result<(), WindowError> {
+    let e = window_entry(va)?;
+    if e.load(Ordering::Relaxed) & 1 == 0 {
+        return Err(WindowError::State(va));
+    }
+    e.store(0, Ordering::Relaxed);
+    // SAFETY: the entry is invalid now; the DSB publishes that before the broadcast TLBI (by
+    // VA, all ASIDs, last level: only the level-3 entry changed), the second DSB waits for every
+    // CPU to complete it, and the ISB resynchronises this CPU.
+    unsafe {
+        asm!(
+            "dsb ishst",
+            "tlbi vaale1is, {page}",
+            "dsb ish",
+            "isb",
+            page = in(reg) (va >> L3_SHIFT) as u64,
+            options(nostack, preserves_flags),
+        )
+    };
+    Ok(())
+}
+
+/// Whether the page at `va` in the stack window is mapped now.
+pub fn stack_page_mapped(va: usize) -> bool {
+    window_entry(va).is_ok_and(|e| e.load(Ordering::Relaxed) & 1 != 0)
+}
+
+/// Pages mapped in the stack window now (the leak check's count).
+pub fn stack_pages_mapped() -> usize {
+    WINDOW_L3S
+        .iter()
+        .flat_map(|t| t.0.iter())
+        .filter(|e| e.load(Ordering::Relaxed) & 1 != 0)
+        .count()
 }

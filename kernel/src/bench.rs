@@ -1,0 +1,155 @@
+//! `bench=switch`: the scheduler's cost in guest time, run by `cargo xtask bench switch` under
+//! `-icount shift=0`, where one guest instruction takes one guest nanosecond, so every time
+//! printed is a count of instructions executed (by all CPUs together: QEMU's icount clock
+//! advances with the instructions of whichever vCPU runs, and an idle CPU in `wfi` executes
+//! none).
+//!
+//! Lines: `bench switch <name> n=<ops> total_ns=<ns> per_op_ns=<ns>` for
+//! - `yield_same_cpu`: two threads on one CPU yielding to each other (a round trip is two
+//!   switches);
+//! - `wait_wake_same_cpu`, `wait_wake_cross_cpu`: two threads completing each other's
+//!   completion (a round trip is two wake-ups and two switches; across CPUs each wake-up is a
+//!   remote enqueue and a reschedule IPI);
+//! - `tick`: the scheduler tick's work (`sched::tick`, cpufreq included) on a CPU running a
+//!   thread, per tick (the vector entry and exit around it are not counted);
+//! - `wakeup_6cpu`: one `try_to_wake_up` of an unpinned thread (placement over every CPU's
+//!   view, remote enqueue), measured in the waker.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use asym_sched::types::{CpuId, CpuMask};
+
+use crate::task::{self, ThreadId, ThreadParams};
+use crate::wait::Completion;
+use crate::{sched, smp};
+
+const ROUND_TRIPS: u64 = 20_000;
+
+static A: Completion = Completion::new();
+static B: Completion = Completion::new();
+static N: AtomicU64 = AtomicU64::new(0);
+static STOP: AtomicBool = AtomicBool::new(false);
+
+fn spawn_pinned(name: &str, cpu: Option<CpuId>, f: fn(usize)) -> Option<ThreadId> {
+    let params = ThreadParams {
+        affinity: cpu.map_or(CpuMask(u64::MAX), CpuMask::of),
+        ..ThreadParams::default()
+    };
+    match task::spawn(name, params, f, 0) {
+        Ok(id) => Some(id),
+        Err(e) => {
+            crate::println!("bench switch: {}", e);
+            None
+        }
+    }
+}
+
+fn report(name: &str, n: u64, total_ns: u64) {
+    crate::println!(
+        "bench switch {} n={} total_ns={} per_op_ns={}",
+        name,
+        n,
+        total_ns,
+        total_ns / n.max(1)
+    );
+}
+
+fn yielder(_: usize) {
+    for _ in 0..N.load(Ordering::Relaxed) {
+        sched::yield_now();
+    }
+}
+
+fn pinger(_: usize) {
+    for _ in 0..N.load(Ordering::Relaxed) {
+        A.complete();
+        B.wait();
+    }
+}
+
+fn ponger(_: usize) {
+    for _ in 0..N.load(Ordering::Relaxed) {
+        A.wait();
+        B.complete();
+    }
+}
+
+fn spinner(_: usize) {
+    while !STOP.load(Ordering::Acquire) {
+        core::hint::spin_loop();
+    }
+}
+
+/// Runs `a` and `b` (pinned as given) to completion; returns the guest ns from the first
+/// spawn to the second join.
+fn pair(fa: fn(usize), ca: Option<CpuId>, fb: fn(usize), cb: Option<CpuId>) -> Option<u64> {
+    let t0 = sched::now().0;
+    let b = spawn_pinned("bench-b", cb, fb)?;
+    let a = spawn_pinned("bench-a", ca, fa)?;
+    task::join(a).ok()?;
+    task::join(b).ok()?;
+    Some(sched::now().0 - t0)
+}
+
+/// Runs every benchmark and prints its line; false if one could not run.
+pub fn run_switch() -> bool {
+    let me = crate::percpu::current_cpu();
+    let others: heapless::Vec<CpuId, 8> = smp::online_cpus().filter(|&c| c != me).collect();
+    let (Some(&x), Some(&y)) = (others.last(), others.get(others.len().wrapping_sub(2))) else {
+        crate::println!("bench switch: needs 3 online CPUs");
+        return false;
+    };
+    crate::println!(
+        "bench switch: {} CPUs, HZ={}, lock-order checker {}",
+        smp::online_count(),
+        crate::timer::hz(),
+        if crate::sync::lockdep_enabled() {
+            "on"
+        } else {
+            "off"
+        }
+    );
+    // Let the boot's blocked signals decay and the idle CPUs stop their ticks.
+    sched::sleep_ns(500_000_000);
+    let mut ok = true;
+
+    N.store(ROUND_TRIPS, Ordering::Relaxed);
+    match pair(yielder, Some(x), yielder, Some(x)) {
+        Some(t) => report("yield_same_cpu", ROUND_TRIPS, t),
+        None => ok = false,
+    }
+    match pair(pinger, Some(x), ponger, Some(x)) {
+        Some(t) => report("wait_wake_same_cpu", ROUND_TRIPS, t),
+        None => ok = false,
+    }
+    match pair(pinger, Some(x), ponger, Some(y)) {
+        Some(t) => report("wait_wake_cross_cpu", ROUND_TRIPS, t),
+        None => ok = false,
+    }
+
+    // The tick on a CPU running one thread, over 1 s.
+    STOP.store(false, Ordering::Relaxed);
+    let (n0, ns0) = sched::tick_cost(x);
+    match spawn_pinned("bench-spin", Some(x), spinner) {
+        Some(id) => {
+            sched::sleep_ns(1_000_000_000);
+            STOP.store(true, Ordering::Release);
+            let _ = task::join(id);
+            let (n1, ns1) = sched::tick_cost(x);
+            report("tick", n1 - n0, ns1 - ns0);
+        }
+        None => ok = false,
+    }
+
+    // try_to_wake_up of a thread that may go to any CPU, from this one.
+    sched::ttwu_cost_reset();
+    N.store(ROUND_TRIPS / 4, Ordering::Relaxed);
+    match pair(pinger, Some(me), ponger, None) {
+        Some(_) => {
+            let (n, ns) = sched::ttwu_cost(me);
+            report("wakeup_6cpu", n, ns);
+        }
+        None => ok = false,
+    }
+    ok
+}

@@ -1,0 +1,196 @@
+//! Every call the kernel makes into the policy crate (`asym-sched`), in one place: the core's
+//! steps (`asym_sched::sched_core`) and the few `Rq` operations no step covers, in Linux's
+//! vocabulary. The mechanism around them (locks, threads, context switch, IPIs, timers) is
+//! `crate::sched`'s; the lock each function needs is named in its doc.
+//!
+//! Load balancing and EAS are not wired in yet: [`CoreCtx::load_balance`] is false (so no
+//! step asks for a newidle balance and misfit is not tracked) and the wake-up path has no
+//! energy model (`select_task_rq_fair`'s capacity-aware `select_idle_sibling`).
+
+use asym_sched::pelt::RemovedLoad;
+use asym_sched::root_domain::RootDomain;
+use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, EnqueueError, RqError, RqSnapshot, Task};
+use asym_sched::sched_core::{self, CoreCtx, Pick, Placement, Resched, WakeCtx, WakeOutcome};
+use asym_sched::topology::Topology;
+use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
+use asym_sched::uclamp::{TaskUclamp, UclampSysctl};
+use asym_sched::wakeup::{select_task_rq_interim, WakeKind};
+
+use super::CpuSched;
+use crate::task::{ThreadId, ThreadParams};
+
+/// The root domain: one spanning every CPU, its overutilized flag not tracked until EAS is
+/// wired in (`RootDomain::tracked` false: the steps never change it).
+const RD: RootDomain = RootDomain {
+    overutilized: false,
+    tracked: false,
+    eas: false,
+};
+
+fn core_ctx(topology: &Topology) -> CoreCtx<'_> {
+    CoreCtx {
+        topology,
+        features: super::features(),
+        uclamp_used: super::uclamp_used(),
+        load_balance: false,
+    }
+}
+
+/// `sched_fork` + `__sched_setscheduler`'s nice and clamps: a new thread's policy task.
+pub fn new_task(id: ThreadId, p: &ThreadParams) -> Result<Task, RqError> {
+    let mut uclamp = TaskUclamp::default();
+    if p.uclamp != (0, 1024) {
+        // Validated at spawn.
+        let _ = uclamp.set_request(p.uclamp.0, p.uclamp.1);
+    }
+    Task::new(id.task_id(), p.nice, uclamp, p.affinity)
+}
+
+/// Whether a wake-up of a task allowed on `allowed` needs every CPU's snapshot: for a choice
+/// of CPU (`select_task_rq_fair`), or for the root domain's overutilized check once it is
+/// tracked. A task allowed on one online CPU needs none ([`select_cpu`] and [`activate`] then
+/// take an empty slice): reading every CPU's snapshot is most of a wake-up's cost.
+pub fn needs_snapshots(allowed: CpuMask, online: CpuMask) -> bool {
+    allowed.and(online).weight() > 1 || RD.tracked
+}
+
+/// `select_task_rq` (no lock but the task's own): a task allowed on one online CPU goes
+/// there (Linux skips `select_task_rq_fair` then); otherwise `sched_core::ttwu_select` over
+/// every CPU's published snapshot. Always an allowed online CPU.
+pub fn select_cpu(
+    topology: &Topology,
+    task: &Task,
+    prev: CpuId,
+    this: CpuId,
+    kind: WakeKind,
+    online: CpuMask,
+    snaps: &[RqSnapshot],
+) -> CpuId {
+    let allowed = task.cpus_allowed.and(online);
+    if allowed.weight() <= 1 {
+        return allowed.first().unwrap_or(prev);
+    }
+    let ctx = WakeCtx {
+        core: core_ctx(topology),
+        cpus: snaps,
+        em: None,
+        rd: RD,
+        uclamp_sysctl: sysctl(),
+        placement: Placement::Linux,
+    };
+    let chosen = sched_core::ttwu_select(task, prev, this, kind, &ctx);
+    if allowed.contains(chosen) {
+        chosen
+    } else {
+        // ttwu_select's answer is allowed; an offline one falls back as Linux's
+        // `select_fallback_rq` does.
+        select_task_rq_interim(prev, allowed, snaps)
+    }
+}
+
+/// `set_task_cpu` → `migrate_task_rq_fair` for a sleeping task leaving `prev` (no run-queue
+/// lock): pure over `prev`'s published PELT clocks; the caller queues the result on `prev`.
+pub fn migrate(prev: &RqSnapshot, task: &mut Task, now: Nanos) -> Result<RemovedLoad, RqError> {
+    migrate_task_rq_fair(&prev.pelt, task, now)
+}
+
+/// `ttwu_do_activate` / `wake_up_new_task`'s activation under the target's run-queue lock,
+/// after its clock update: `sched_core::ttwu_activate` (enqueue, `wakeup_preempt`, the
+/// `avg_idle` update). `snaps`: every CPU's, or empty when [`needs_snapshots`] says so.
+#[allow(clippy::result_large_err)] // the refused task is handed back
+pub fn activate(
+    topology: &Topology,
+    cs: &mut CpuSched,
+    task: Task,
+    kind: WakeKind,
+    migrated: bool,
+    snaps: &[RqSnapshot],
+) -> Result<WakeOutcome, EnqueueError> {
+    sched_core::ttwu_activate(
+        &mut cs.rq,
+        task,
+        kind,
+        migrated,
+        snaps,
+        &RD,
+        &core_ctx(topology),
+    )
+}
+
+/// `ttwu_runnable`'s `wakeup_preempt` for a task still queued (woken before it got round to
+/// sleeping), under its run-queue lock.
+pub fn check_preempt(cs: &mut CpuSched, id: TaskId) -> Resched {
+    Resched::from_bool(cs.rq.check_preempt_wakeup(id).unwrap_or(false))
+}
+
+/// `deactivate_task(DEQUEUE_SLEEP)` of the running task in `__schedule`, under the rq lock.
+pub fn deactivate(cs: &mut CpuSched, id: TaskId) -> Result<Task, RqError> {
+    cs.rq.dequeue_task(id, DequeueFlags::SLEEP)
+}
+
+/// `task_dead_fair` → `remove_entity_load_avg` (under the rq lock, after [`deactivate`]): the
+/// dead task's signals leave this cfs_rq at its next update instead of decaying there.
+pub fn task_dead(cs: &mut CpuSched, mut task: Task, now: Nanos) -> Result<(), RqError> {
+    let removed = sched_core::task_dead_fair(&cs.rq.pelt_remote(), &mut task, now)?;
+    cs.rq.apply_removed(removed);
+    Ok(())
+}
+
+/// `yield_task_fair`, under the rq lock.
+pub fn yield_curr(cs: &mut CpuSched) {
+    cs.rq.yield_task();
+}
+
+/// `__schedule`'s `pick_next_task` and `set_next_task` under the rq lock:
+/// `sched_core::schedule_pick` then `schedule_finish` (never a newidle balance: load
+/// balancing is off). `None`: go idle.
+pub fn pick_next(topology: &Topology, cs: &mut CpuSched) -> Option<TaskId> {
+    let ctx = core_ctx(topology);
+    let next = match sched_core::schedule_pick(&mut cs.rq, &ctx) {
+        Pick::Next(id) => Some(id),
+        Pick::Idle => None,
+        // load_balance is false, so this does not happen; the repick is what it would do.
+        Pick::Newidle => match sched_core::schedule_repick(&mut cs.rq) {
+            Pick::Next(id) => Some(id),
+            _ => None,
+        },
+    };
+    sched_core::schedule_finish(&mut cs.rq, &ctx);
+    next
+}
+
+/// The CPU switched to its idle thread (`do_idle` → `tick_nohz_idle_enter`), under its rq
+/// lock.
+pub fn idle_enter(cs: &mut CpuSched) {
+    sched_core::idle_enter(&mut cs.rq);
+}
+
+/// `sched_tick` for the fair class under the rq lock after the clock update: with a task
+/// running, `sched_core::sched_tick`; idle, the blocked averages' decay (Linux decays them
+/// from the NOHZ idle balancer; see `crate::sched`).
+pub fn tick(topology: &Topology, cs: &mut CpuSched, running: bool) -> Resched {
+    if running {
+        sched_core::sched_tick(&mut cs.rq, &core_ctx(topology))
+    } else {
+        cs.rq.update_blocked_averages();
+        Resched::No
+    }
+}
+
+/// `set_user_nice` of a queued task, under its rq lock.
+pub fn set_nice_queued(cs: &mut CpuSched, id: TaskId, nice: i32) -> Result<(), RqError> {
+    cs.rq.set_nice(id, nice)
+}
+
+/// `set_user_nice` of a task sleeping with its signals on this CPU, under its rq lock.
+pub fn set_nice_parked(cs: &mut CpuSched, task: &mut Task, nice: i32) -> Result<(), RqError> {
+    cs.rq.set_nice_blocked(task, nice)
+}
+
+/// The uclamp sysctls (defaults; `sched_uclamp_used` as the kernel tracks it).
+fn sysctl() -> UclampSysctl {
+    UclampSysctl {
+        used: super::uclamp_used(),
+        ..UclampSysctl::default()
+    }
+}

@@ -1,0 +1,106 @@
+//! What other CPUs read and write about a run queue without its lock: the published
+//! [`RqSnapshot`] and the removed load (Linux's `READ_ONCE`s of remote `struct rq` fields and
+//! `cfs_rq->removed` under `removed.lock`).
+//!
+//! - **Snapshots**: the owner builds one with [`Rq::snapshot`] at the end of every section
+//!   that holds its run-queue lock and changed the queue ([`publish`]); the wake-up path,
+//!   schedutil, the NOHZ decision (and later load balancing) read every CPU's with
+//!   [`read_all`] / [`read`], never another CPU's [`Rq`].
+//! - **Removed load**: a remote waker that moves a sleeping task away from its old CPU, and an
+//!   exiting task, add the signals the pure `migrate_task_rq_fair` / `task_dead_fair` returned
+//!   to that CPU's [`RemovedLoad`] ([`add_removed`]); the owner takes them in right after each
+//!   clock update ([`take_removed`] → [`Rq::apply_removed`]).
+//!
+//! Both are behind a leaf [`IrqSpinLock`] per CPU, not a seqlock. A seqlock reader copies the
+//! record while the writer may be storing it; in Rust that copy is a data race unless every
+//! word is an atomic, and [`RqSnapshot`] (with its padding and `bool`s) cannot be copied word by
+//! word without reading uninitialised bytes, so no true `// SAFETY:` comment could be written
+//! for it. The leaf lock is held only for a copy of ~200 bytes, is never held while taking
+//! another lock, and a reader never waits for a run-queue lock; `cargo xtask bench switch`
+//! measures what it costs the wake-up path.
+
+use asym_sched::pelt::RemovedLoad;
+use asym_sched::rq::{Rq, RqSnapshot};
+use asym_sched::types::{CpuId, CpuMask};
+
+use crate::dt::MAX_CPUS;
+use crate::percpu::PerCpu;
+use crate::sync::IrqSpinLock;
+
+/// Each CPU's latest snapshot (`None` before its first).
+static SNAPSHOTS: PerCpu<IrqSpinLock<Option<RqSnapshot>>> =
+    PerCpu::new([const { IrqSpinLock::new(None) }; MAX_CPUS]);
+
+/// Each CPU's removed load not yet taken in by its owner.
+static REMOVED: PerCpu<IrqSpinLock<RemovedLoad>> = PerCpu::new(
+    [const {
+        IrqSpinLock::new(RemovedLoad {
+            nr: 0,
+            load_avg: 0,
+            util_avg: 0,
+            runnable_avg: 0,
+        })
+    }; MAX_CPUS],
+);
+
+/// Publishes `rq`'s state (call with its run-queue lock held, at the end of a section that
+/// changed it).
+pub fn publish(rq: &Rq) {
+    let s = rq.snapshot();
+    *SNAPSHOTS.of(rq.cpu()).lock() = Some(s);
+}
+
+/// `cpu`'s latest snapshot, `online` as the CPU is now (`None` before it published one).
+pub fn read(cpu: CpuId) -> Option<RqSnapshot> {
+    let mut s = (*SNAPSHOTS.get(cpu)?.lock())?;
+    s.online = crate::smp::is_online(cpu);
+    Some(s)
+}
+
+/// Every CPU's snapshot, indexed by [`CpuId`] (the wake-up path's `cpus`).
+pub type Snapshots = heapless::Vec<RqSnapshot, MAX_CPUS>;
+
+/// Every CPU's snapshot into `out` (cleared first; a CPU that has not published yet reads as
+/// idle and empty), `online` as now. Each is copied once, under its leaf lock: on the wake-up
+/// path this is most of what placement costs (`cargo xtask bench switch`).
+pub fn read_all(out: &mut Snapshots, nr: usize) {
+    out.clear();
+    let online = CpuMask(crate::smp::online_mask());
+    for (i, lock) in SNAPSHOTS.iter().take(nr.min(MAX_CPUS)) {
+        let g = lock.lock();
+        let s = match &*g {
+            Some(s) => *s,
+            None => RqSnapshot::idle(i, super::capacity_orig(i)),
+        };
+        drop(g);
+        // `nr` <= MAX_CPUS: there is room.
+        let _ = out.push(s);
+        if let Some(last) = out.last_mut() {
+            last.online = online.contains(i);
+        }
+    }
+}
+
+/// Queues `r` for removal from `cpu`'s cfs_rq (any CPU, any lock but `cpu`'s removed-load
+/// lock held).
+pub fn add_removed(cpu: CpuId, r: RemovedLoad) {
+    if r.nr == 0 {
+        return;
+    }
+    if let Some(l) = REMOVED.get(cpu) {
+        l.lock().add(r);
+    }
+}
+
+/// What waits for removal from `cpu`'s cfs_rq, handed out (the owner, under its run-queue
+/// lock, right after the clock update).
+pub fn take_removed(cpu: CpuId) -> RemovedLoad {
+    REMOVED
+        .get(cpu)
+        .map_or_else(RemovedLoad::default, |l| l.lock().take())
+}
+
+/// Whether removals wait for `cpu`'s owner.
+pub fn removed_pending(cpu: CpuId) -> bool {
+    REMOVED.get(cpu).is_some_and(|l| l.lock().nr != 0)
+}
