@@ -163,6 +163,79 @@ pub enum DvfsTransport {
 }
 
 impl DvfsTransport {
+    /// Whether the device tree's transport `dt` is this one: the same protocol at the same
+    /// registers and shared memory with the same `mboxes` cells. (The DT does not give SCPI's
+    /// MHU channel in a form the kernel keeps, so SCPI compares its regions only.)
+    pub fn matches(&self, dt: &crate::dt::dvfs::Transport) -> bool {
+        use crate::dt::dvfs::Transport as Dt;
+        match (*self, *dt) {
+            (
+                DvfsTransport::Scmi {
+                    mhu,
+                    base_doorbell,
+                    base_shmem,
+                    perf_doorbell,
+                    perf_shmem,
+                },
+                Dt::Scmi { base, perf },
+            ) => {
+                let (perf_db, perf_sh) = (
+                    perf_doorbell.unwrap_or(base_doorbell),
+                    perf_shmem.unwrap_or(base_shmem),
+                );
+                base.doorbell.regs == mhu
+                    && perf.doorbell.regs == mhu
+                    && (base.doorbell.channel, base.doorbell.doorbell) == base_doorbell
+                    && base.shmem == base_shmem
+                    && (perf.doorbell.channel, perf.doorbell.doorbell) == perf_db
+                    && perf.shmem == perf_sh
+            }
+            (DvfsTransport::Scpi { mhu, shmem, .. }, Dt::Scpi { sram, mhu: dt_mhu }) => {
+                mhu == dt_mhu && shmem == sram
+            }
+            (
+                DvfsTransport::Hi3660Stub {
+                    mailbox,
+                    channel,
+                    dst_irq,
+                    ack_irq,
+                    stub_clk,
+                },
+                Dt::Hi3660 {
+                    mbox,
+                    stub,
+                    channel: c,
+                    dst_irq: d,
+                    ack_irq: a,
+                },
+            ) => mailbox == mbox && stub_clk == stub && (channel, dst_irq, ack_irq) == (c, d, a),
+            (
+                DvfsTransport::Hi6220Stub {
+                    mailbox,
+                    mailbox_buffer,
+                    channel,
+                    dst_irq,
+                    ack_irq,
+                    sram,
+                },
+                Dt::Hi6220 {
+                    sram: s,
+                    ipc,
+                    buf,
+                    slot,
+                    dst_irq: d,
+                    ack_irq: a,
+                },
+            ) => {
+                mailbox == ipc
+                    && mailbox_buffer == buf
+                    && sram == s
+                    && (channel, dst_irq, ack_irq) == (slot, d, a)
+            }
+            _ => false,
+        }
+    }
+
     /// A short name for reports.
     pub const fn name(&self) -> &'static str {
         match self {
@@ -366,6 +439,73 @@ mod tests {
             booti_placement(0x8008_0000, 0x8000_0000, 0, true),
             0x8020_0000
         );
+    }
+
+    /// Juno r2's SCMI channels as `juno-scmi.dtsi` gives them (MHU 0x2b1f0000, base channel
+    /// 0/0 at 0x2e000000, perf channel 1/0 at 0x2e000100) and each way a DT can differ.
+    #[test]
+    fn dvfs_transport_matches_the_dt_field_by_field() {
+        use crate::dt::dvfs::{MhuDoorbellDt, ScmiChannelDt, Transport};
+        let mhu = r(0x2b1f_0000, 0x1000);
+        let board = DvfsTransport::Scmi {
+            mhu,
+            base_doorbell: (0, 0),
+            base_shmem: r(0x2e00_0000, 0x80),
+            perf_doorbell: Some((1, 0)),
+            perf_shmem: Some(r(0x2e00_0100, 0x80)),
+        };
+        let ch = |shmem, channel| ScmiChannelDt {
+            shmem,
+            doorbell: MhuDoorbellDt {
+                regs: mhu,
+                channel,
+                doorbell: 0,
+            },
+        };
+        let dt = Transport::Scmi {
+            base: ch(r(0x2e00_0000, 0x80), 0),
+            perf: ch(r(0x2e00_0100, 0x80), 1),
+        };
+        assert!(board.matches(&dt));
+        // The perf protocol on the base channel: a different DT.
+        let shared = Transport::Scmi {
+            base: ch(r(0x2e00_0000, 0x80), 0),
+            perf: ch(r(0x2e00_0000, 0x80), 0),
+        };
+        assert!(!board.matches(&shared));
+        // Shared memory moved (the QEMU stand-in's carve-out), or another protocol.
+        let moved = Transport::Scmi {
+            base: ch(r(0x5fe0_0000, 0x80), 0),
+            perf: ch(r(0x2e00_0100, 0x80), 1),
+        };
+        assert!(!board.matches(&moved));
+        let scpi = Transport::Scpi {
+            sram: r(0x2e00_0200, 0x200),
+            mhu,
+        };
+        assert!(!board.matches(&scpi));
+        let board_scpi = DvfsTransport::Scpi {
+            mhu,
+            channel: 1,
+            shmem: r(0x2e00_0200, 0x200),
+        };
+        assert!(board_scpi.matches(&scpi));
+        let hi3660 = DvfsTransport::Hi3660Stub {
+            mailbox: r(0xe896_b000, 0x1000),
+            channel: 13,
+            dst_irq: 3,
+            ack_irq: 0,
+            stub_clk: r(0xe896_b500, 0x100),
+        };
+        let dt3660 = |channel| Transport::Hi3660 {
+            mbox: r(0xe896_b000, 0x1000),
+            stub: r(0xe896_b500, 0x100),
+            channel,
+            dst_irq: 3,
+            ack_irq: 0,
+        };
+        assert!(hi3660.matches(&dt3660(13)));
+        assert!(!hi3660.matches(&dt3660(12)));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use asym_sched::types::CpuId;
 
-use crate::board::{BoardConfig, EndPolicy, Region};
+use crate::board::{BoardConfig, DvfsTransport, EndPolicy, Region};
 use crate::cmdline::{Cmdline, SelfTestMode};
 use crate::dt::Platform;
 use crate::sync::InitOnce;
@@ -31,6 +31,11 @@ pub struct Board {
     pub end: EndPolicy,
     /// Firmware memory the DT does not describe: the heap never covers it.
     pub carve_outs: &'static [Region],
+    /// The DVFS transports the board's firmware may speak (its crate's list). Non-empty on a
+    /// real board, where frequencies are the firmware's: cpufreq then runs the driver the DT
+    /// selects, or stays off, never the emulated driver. Empty for QEMU `virt`, where a DT
+    /// without DVFS firmware gets the emulated driver.
+    pub dvfs: &'static [DvfsTransport],
 }
 
 impl Board {
@@ -42,6 +47,7 @@ impl Board {
             early_uart: Some(c.console.uart_base),
             end: c.end,
             carve_outs: c.carve_outs,
+            dvfs: c.dvfs,
         }
     }
 }
@@ -125,9 +131,10 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
     if let Err(e) = plat.bank_holding(image) {
         cannot_boot(e);
     }
+    let no_map = no_map_carve_outs();
     // SAFETY: boot CPU only, on the early map, no other CPU running; the final map covers RAM
     // and the devices, and the kernel image as the early map does; on error nothing changed.
-    if let Err(e) = unsafe { arch::aarch64::mmu::init_boot_cpu(&plat, board.early_uart) } {
+    if let Err(e) = unsafe { arch::aarch64::mmu::init_boot_cpu(&plat, board.early_uart, &no_map) } {
         cannot_boot(format_args!(
             "{e} (final map of {} RAM banks and the devices)",
             plat.memory.len()
@@ -250,6 +257,13 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
         crate::smp::set_maxcpus(usize::from(n));
     }
     crate::smp::start_secondaries(plat);
+    if let Some(mpidr) = crate::drivers::fw_standin::missing_gic() {
+        crate::println!(
+            "dvfs: firmware stand-in: vCPU MPIDR {:#x} has no GIC interface in the regions the \
+             device tree's GIC node gives; it stopped, so every firmware request will time out",
+            mpidr
+        );
+    }
     let params = crate::task::ThreadParams {
         affinity: asym_sched::types::CpuMask::of(boot_cpu),
         detached: true,
@@ -339,6 +353,18 @@ fn wait_first_tick(plat: &Platform) {
             me.0, FIRST_TICK_TIMEOUT_US, plat.timer.el1_virt_intid, plat.gic_node, plat.gic
         ));
     }
+}
+
+/// The board's carve-outs that must not even be mapped (secure DRAM, firmware the CPU must not
+/// fetch from speculatively).
+pub fn no_map_carve_outs() -> heapless::Vec<crate::dt::MemRange, 16> {
+    board()
+        .carve_outs
+        .iter()
+        .filter(|r| r.no_map)
+        .map(|r| r.range)
+        .take(16)
+        .collect()
 }
 
 /// The kernel image, BSS and stacks in memory.

@@ -1,15 +1,18 @@
-//! The kernel's cpufreq: one [`CpufreqCore`] (policies, schedutil state, the emulated
-//! driver) behind a lock, the per-CPU `arch_freq_scale`, and the schedutil trigger called from
-//! the tick.
+//! The kernel's cpufreq: one [`CpufreqCore`] (policies, schedutil state, the driver) behind a
+//! lock, the per-CPU `arch_freq_scale`, and the schedutil trigger called from the tick. The
+//! driver is the board's DVFS firmware driver when the DT describes one (`crate::dvfs`: Juno's
+//! SCMI, the HiKey stub clocks, or the emulated boards' firmware stand-in), else the emulated
+//! driver.
 //!
 //! Re-derives the mechanism half of Linux's `drivers/cpufreq/cpufreq.c` (policy limits,
 //! governor switch), `kernel/sched/cpufreq.c` (`cpufreq_update_util`) and
 //! `drivers/base/arch_topology.c` (`arch_freq_scale`, a per-CPU value the cpufreq side writes
 //! and the scheduler reads at each clock update). The decisions are the policy crate's.
 //!
-//! Deliberate differences: there is no hardware clock. The emulated driver applies a request
-//! after the domain's transition latency; the kernel notices at the next tick of any CPU
-//! ([`tick`] polls it), so a transition lands up to one tick late. Schedutil reads the other
+//! Deliberate differences: the driver is polled from the tick of any CPU ([`tick`]), not from a
+//! timer at [`CpufreqCore::next_poll`] or the firmware's interrupt, so a transition is seen up
+//! to one tick late (the emulated driver applies a request after the domain's transition
+//! latency; a firmware driver when the firmware reports it). Schedutil reads the other
 //! CPUs of a domain from the snapshots each CPU publishes after every change of its run queue
 //! (`sched::snapshot`) instead of their run queues: Linux reads remote `cpu_util` without the
 //! remote rq lock too, and taking remote rq locks from the tick would add a lock order.
@@ -20,7 +23,10 @@
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use asym_sched::cpufreq::driver::EmulatedDriver;
+use alloc::boxed::Box;
+use asym_sched::cpufreq::driver::{
+    Completion, CpufreqDriver, EmulatedDriver, Request, REQUEST_LOG_LEN,
+};
 use asym_sched::cpufreq::policies::CpufreqCore;
 use asym_sched::cpufreq::{CpufreqError, CpufreqPolicy, Governor};
 use asym_sched::features::SchedFeatures;
@@ -34,8 +40,207 @@ use crate::dt::MAX_CPUS;
 use crate::percpu::PerCpu;
 use crate::sync::{InitOnce, IrqSpinLock, LockRank};
 
-/// The board's cpufreq: every domain's policy, governor and the emulated driver.
-pub type Core = CpufreqCore<EmulatedDriver>;
+/// The board's cpufreq: every domain's policy, governor and the driver.
+pub type Core = CpufreqCore<Driver>;
+
+/// The cpufreq driver: the board's firmware, or the emulated one.
+#[derive(Debug)]
+pub enum Driver {
+    Emulated(EmulatedDriver),
+    /// The firmware driver and a log of its requests like the emulated driver's (each entry's
+    /// `effective` filled in when its completion arrives).
+    Firmware(Box<crate::dvfs::FirmwareDriver>, Box<RequestLog>),
+}
+
+/// The most recent requests to a firmware driver.
+#[derive(Debug)]
+pub struct RequestLog {
+    log: [Request; REQUEST_LOG_LEN],
+    n: u64,
+}
+
+impl RequestLog {
+    fn new() -> Self {
+        RequestLog {
+            log: [Request::default(); REQUEST_LOG_LEN],
+            n: 0,
+        }
+    }
+
+    fn push(&mut self, r: Request) {
+        self.log[(self.n % REQUEST_LOG_LEN as u64) as usize] = r;
+        self.n += 1;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Request> {
+        let n = self.n.min(REQUEST_LOG_LEN as u64) as usize;
+        let start = (self.n as usize + REQUEST_LOG_LEN - n) % REQUEST_LOG_LEN;
+        (0..n).map(move |i| &self.log[(start + i) % REQUEST_LOG_LEN])
+    }
+
+    /// Records `c`'s outcome on the requests it completes: every open request for its
+    /// frequency made before it (a repeated request joins the one in progress).
+    fn complete<E>(&mut self, c: &Completion<E>) {
+        if c.result.is_err() {
+            return;
+        }
+        for r in self.log.iter_mut() {
+            if r.pd == c.pd && r.freq == c.requested && r.effective.is_none() && r.at <= c.at {
+                r.effective = Some(c.at);
+            }
+        }
+    }
+}
+
+impl Driver {
+    /// The most recent requests, oldest first: when each was made and, once it completed,
+    /// when it took effect (`None`: failed, superseded or still pending).
+    pub fn requests(&self) -> impl Iterator<Item = &Request> {
+        let (a, b) = match self {
+            Driver::Emulated(d) => (Some(d.requests()), None),
+            Driver::Firmware(_, log) => (None, Some(log.iter())),
+        };
+        a.into_iter().flatten().chain(b.into_iter().flatten())
+    }
+
+    /// The firmware driver, if this is one.
+    pub fn firmware(&self) -> Option<&crate::dvfs::FirmwareDriver> {
+        match self {
+            Driver::Firmware(d, _) => Some(d),
+            Driver::Emulated(_) => None,
+        }
+    }
+}
+
+/// A driver's error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverError {
+    Emulated(CpufreqError),
+    Firmware(asym_dvfs::Error),
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::Emulated(e) => write!(f, "{e}"),
+            DriverError::Firmware(e) => write!(f, "dvfs: {e}"),
+        }
+    }
+}
+
+impl CpufreqDriver for Driver {
+    type Error = DriverError;
+
+    fn name(&self) -> &'static str {
+        match self {
+            Driver::Emulated(d) => d.name(),
+            Driver::Firmware(d, _) => d.name(),
+        }
+    }
+
+    fn target(
+        &mut self,
+        policy: &CpufreqPolicy,
+        freq: Khz,
+        now: Nanos,
+    ) -> Result<Nanos, DriverError> {
+        match self {
+            Driver::Emulated(d) => d.target(policy, freq, now).map_err(DriverError::Emulated),
+            Driver::Firmware(d, log) => {
+                let r = d.target(policy, freq, now).map_err(DriverError::Firmware);
+                log.push(Request {
+                    pd: policy.pd,
+                    freq,
+                    at: now,
+                    effective: None,
+                });
+                r
+            }
+        }
+    }
+
+    fn get(&self, pd: usize) -> Khz {
+        match self {
+            Driver::Emulated(d) => d.get(pd),
+            Driver::Firmware(d, _) => d.get(pd),
+        }
+    }
+
+    fn fast_switch_possible(&self) -> bool {
+        match self {
+            Driver::Emulated(d) => d.fast_switch_possible(),
+            Driver::Firmware(d, _) => d.fast_switch_possible(),
+        }
+    }
+
+    fn transition_latency_ns(&self, pd: usize) -> u64 {
+        match self {
+            Driver::Emulated(d) => d.transition_latency_ns(pd),
+            Driver::Firmware(d, _) => d.transition_latency_ns(pd),
+        }
+    }
+
+    fn poll(&mut self, now: Nanos) -> Option<Completion<DriverError>> {
+        fn map<E>(c: Completion<E>, f: fn(E) -> DriverError) -> Completion<DriverError> {
+            Completion {
+                pd: c.pd,
+                requested: c.requested,
+                requested_at: c.requested_at,
+                result: c.result.map_err(f),
+                at: c.at,
+            }
+        }
+        match self {
+            Driver::Emulated(d) => d.poll(now).map(|c| map(c, DriverError::Emulated)),
+            Driver::Firmware(d, log) => {
+                let c = d.poll(now)?;
+                log.complete(&c);
+                Some(map(c, DriverError::Firmware))
+            }
+        }
+    }
+
+    fn next_poll(&self) -> Option<Nanos> {
+        match self {
+            Driver::Emulated(d) => d.next_poll(),
+            Driver::Firmware(d, _) => d.next_poll(),
+        }
+    }
+}
+
+/// Why cpufreq could not start.
+#[derive(Debug)]
+pub enum InitError {
+    /// The policies could not be built.
+    Policy(CpufreqError),
+    /// The DT describes DVFS firmware the kernel could not drive.
+    Firmware(crate::dvfs::ProbeError),
+    /// A real board whose DT describes no DVFS firmware: its frequencies are the firmware's,
+    /// and an emulated driver would only pretend to change them.
+    NoFirmware {
+        board: &'static str,
+        expected: &'static [crate::board::DvfsTransport],
+    },
+}
+
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::Policy(e) => write!(f, "{e}"),
+            InitError::Firmware(e) => write!(f, "dvfs: {e}"),
+            InitError::NoFirmware { board, expected } => {
+                write!(f, "the device tree describes no DVFS firmware, and {board} changes frequencies only through its firmware (")?;
+                for (i, t) in expected.iter().enumerate() {
+                    write!(f, "{}{}", if i == 0 { "" } else { " or " }, t.name())?;
+                }
+                write!(
+                    f,
+                    "): boot with the board's mainline DTB (docs/boards/{board}.md); frequencies stay where the firmware left them"
+                )
+            }
+        }
+    }
+}
 
 struct State {
     /// A `CpufreqCore` keeps its policies, governor state and driver tables on the heap
@@ -88,10 +293,23 @@ impl fmt::Display for Error {
 
 /// Builds the cpufreq core for `board` (every domain on schedutil) at `now`. Errors are
 /// returned for the caller to report; cpufreq then stays off.
-pub fn init(board: &'static BoardDesc, topo: &Topology, now: Nanos) -> Result<(), CpufreqError> {
+pub fn init(
+    plat: &crate::dt::Platform,
+    board: &'static BoardDesc,
+    topo: &Topology,
+    now: Nanos,
+) -> Result<(), InitError> {
     let mut caps = [Capacity(SCHED_CAPACITY_SCALE); MAX_CPUS];
     for c in topo.cpus() {
         caps[c.id.index()] = c.capacity_orig;
+    }
+    let firmware = crate::dvfs::probe(plat, board).map_err(InitError::Firmware)?;
+    let real_board = crate::boot::board();
+    if firmware.is_none() && !real_board.dvfs.is_empty() {
+        return Err(InitError::NoFirmware {
+            board: real_board.name,
+            expected: real_board.dvfs,
+        });
     }
     let core = IrqSpinLock::with_rank(
         CpufreqCore::new(
@@ -99,8 +317,12 @@ pub fn init(board: &'static BoardDesc, topo: &Topology, now: Nanos) -> Result<()
             &caps[..topo.nr_cpus()],
             Governor::Schedutil,
             now,
-            |p| EmulatedDriver::new(p, true),
-        )?,
+            |p| match firmware {
+                Some(d) => Driver::Firmware(Box::new(d), Box::new(RequestLog::new())),
+                None => Driver::Emulated(EmulatedDriver::new(p, true)),
+            },
+        )
+        .map_err(InitError::Policy)?,
         LockRank::CPUFREQ,
     );
     for c in topo.cpus() {
@@ -157,7 +379,7 @@ pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
     let now = crate::sched::now();
     let mut core = st.core.lock();
     let r = core.set_governor(pd, gov, now).map_err(Error::Policy);
-    IN_FLIGHT.store(core.driver.next_event().is_some(), Ordering::Release);
+    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
     r
 }
 
@@ -184,7 +406,7 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
         }
     }
     let r = core.set_limits(pd, min, max, now).map_err(Error::Policy);
-    IN_FLIGHT.store(core.driver.next_event().is_some(), Ordering::Release);
+    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
     r
 }
 
@@ -208,6 +430,25 @@ pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: Sch
             crate::sched::snapshot(c).unwrap_or_else(|| RqSnapshot::idle(c, caps(c)))
         });
     }
+    // Not the tick's `now`: completions are stamped with the time they are seen, and the
+    // tick's was read before the lock wait and schedutil's update.
+    apply_completions(&mut core, crate::sched::now());
+}
+
+/// Polls the driver (outside the tick: a self test waiting for a transition) and applies
+/// what completed, as the tick does. The time is read with the lock held: one read before
+/// could be older than the read-back it stamps by a whole lock wait (under QEMU's round-robin
+/// vCPUs, a time slice), and a transition would look quicker than it was.
+pub fn poll() {
+    if let Some(st) = STATE.get() {
+        let mut core = st.core.lock();
+        apply_completions(&mut core, crate::sched::now());
+    }
+}
+
+/// Applies every transition the driver completed by `now` and updates `arch_freq_scale` of
+/// their CPUs.
+fn apply_completions(core: &mut Core, now: Nanos) {
     while let Some((pd, _)) = core.poll(now) {
         if let Some(p) = core.policy(pd) {
             let scale = p.arch_scale_freq_capacity();
@@ -219,7 +460,7 @@ pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: Sch
             }
         }
     }
-    IN_FLIGHT.store(core.driver.next_event().is_some(), Ordering::Release);
+    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
 }
 
 /// Whether a frequency transition is in flight (see [`IN_FLIGHT`]).
@@ -234,6 +475,7 @@ pub fn print_domains() {
         return;
     };
     let core = st.core.lock();
+    crate::println!("cpufreq: driver {}", core.driver.name());
     for (pd, d) in st.board.perf_domains.iter().enumerate() {
         let Some(p) = core.policy(pd) else { continue };
         let mut line: heapless::String<160> = heapless::String::new();

@@ -33,6 +33,7 @@ use flat_device_tree::Fdt;
 
 use crate::board_dt::SchedDt;
 
+pub mod dvfs;
 mod memory;
 mod validate;
 pub use memory::{Reserved, MAX_MEM_BANKS, MAX_RESERVED};
@@ -291,6 +292,9 @@ pub struct Platform {
     /// when no CPU has an `operating-points-v2` table; `Err` when it is there but unusable
     /// (the kernel then falls back to symmetric CPUs without cpufreq).
     pub sched: Result<Option<SchedDt>, DtError>,
+    /// The DVFS firmware transport (`crate::dt::dvfs`): `Ok(None)` when the DT describes
+    /// none; `Err` when it is there but unusable (cpufreq then uses no firmware driver).
+    pub dvfs: Result<Option<dvfs::DvfsDt>, DtError>,
     /// What was clipped, ignored or skipped, with where.
     pub notes: Notes,
 }
@@ -322,6 +326,7 @@ impl Platform {
         let psci = parse_psci(found.psci.as_ref())?;
         let cpus = parse_cpus(found.cpus.as_ref(), &mut notes)?;
         let sched = crate::board_dt::parse_sched(&fdt, &cpus.nodes, &cpus.list);
+        let dvfs = dvfs::parse(&fdt, &cpus.nodes, &memory, &reserved);
         let (bootargs, bootargs_truncated_from) = parse_bootargs(found.chosen, &mut notes);
         Ok(Platform {
             memory,
@@ -337,6 +342,7 @@ impl Platform {
             bootargs,
             bootargs_truncated_from,
             sched,
+            dvfs,
             notes,
         })
     }

@@ -82,7 +82,12 @@ impl fmt::Display for GicError {
             GicError::NotInitialised => write!(f, "gic: not initialised"),
             GicError::InvalidIntId(id) => write!(f, "gic: INTID {id} is not a valid SGI/PPI/SPI"),
             GicError::NoRedistributor { mpidr } => {
-                write!(f, "gic: no GICv3 redistributor for MPIDR {mpidr:#x}")
+                write!(
+                    f,
+                    "gic: no GICv3 redistributor for MPIDR {mpidr:#x} in the regions the device \
+                     tree's GIC node gives (`reg`, `#redistributor-regions`, \
+                     `redistributor-stride`)"
+                )
             }
             GicError::RedistributorAsleep { mpidr } => {
                 write!(f, "gic: redistributor of MPIDR {mpidr:#x} did not wake up")

@@ -38,6 +38,7 @@ mod selftests;
 #[cfg(target_os = "none")]
 pub mod semihosting;
 
+/// Counter ↔ time conversions, exact at the boards' slow counters (host-tested).
 // Interrupts, timer, SMP.
 #[cfg(target_os = "none")]
 pub mod gic;
@@ -58,6 +59,9 @@ pub mod timer;
 // Run queues, tick-driven PELT and schedutil, emulated cpufreq.
 #[cfg(target_os = "none")]
 pub mod cpufreq;
+// The board's DVFS firmware driver (SCMI, HiSilicon stub clocks) and the QEMU stand-in.
+#[cfg(target_os = "none")]
+pub mod dvfs;
 #[cfg(target_os = "none")]
 pub mod sched;
 // Threads, blocking, and what runs on them.

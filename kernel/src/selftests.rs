@@ -6,6 +6,7 @@ mod fault;
 mod gic;
 mod heap;
 mod ipi;
+mod mmu;
 mod smp;
 mod stack;
 mod sync;
@@ -14,6 +15,7 @@ mod timer;
 mod rtapp;
 // Scheduler and cpufreq (cpufreq before sched: sched's last test checks the run queues after both).
 mod cpufreq;
+mod dvfs;
 mod sched;
 // Threads: spawn/exit, context switch, sleep, wait/wake, preemption, overflow.
 mod threads;

@@ -66,6 +66,10 @@ static ONLINE: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) 
 static ONLINE_MASK: AtomicU64 = AtomicU64::new(0);
 /// Counter value when the CPU came online.
 static ONLINE_AT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+/// Set by a secondary that started but gave up (no GIC interface, no tick) after printing why,
+/// so [`start_secondaries`] stops waiting for it at once: waiting out the timeout would spin the
+/// boot CPU for a second of guest time, which costs seconds of real time under `-icount`.
+static GAVE_UP: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
 /// `MPIDR_EL1` affinity as the CPU itself read it.
 static HW_MPIDR: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(u64::MAX) }; MAX_CPUS]);
 
@@ -123,10 +127,12 @@ pub fn start_secondaries(plat: &'static Platform) -> usize {
             continue;
         }
         let cpu = CpuId(i as u16);
-        while !is_online(cpu) && timer::counter() < deadline {
+        while !is_online(cpu) && !gave_up(cpu) && timer::counter() < deadline {
             cpu_regs::cpu_yield();
         }
-        if !is_online(cpu) {
+        if gave_up(cpu) {
+            // It printed why before giving up.
+        } else if !is_online(cpu) {
             crate::println!(
                 "smp: cpu {} (MPIDR {:#x}) did not come online within {} us",
                 i,
@@ -161,12 +167,12 @@ pub fn secondary_init(cpu: CpuId) -> ! {
         crate::arch::park();
     }
     if let Err(e) = crate::gic::init_cpu() {
-        crate::println!("smp: cpu {}: {}", cpu.0, e);
-        park_this_cpu(cpu);
+        crate::println!("smp: cpu {}: {}; left offline", cpu.0, e);
+        give_up(cpu);
     }
     if let Err(e) = timer::init_cpu() {
-        crate::println!("smp: cpu {}: {}", cpu.0, e);
-        park_this_cpu(cpu);
+        crate::println!("smp: cpu {}: {}; left offline", cpu.0, e);
+        give_up(cpu);
     }
     mark_online(cpu);
     // Off the boot stack for good: this CPU's idle thread takes over (IRQs on from there).
@@ -347,6 +353,18 @@ pub fn park_this_cpu(cpu: CpuId) -> ! {
     mark_offline(cpu);
     crate::gic::mask_this_cpu();
     crate::arch::park()
+}
+
+/// Parks `cpu`, a secondary that could not come online, and tells [`start_secondaries`] so.
+fn give_up(cpu: CpuId) -> ! {
+    if let Some(g) = GAVE_UP.get(cpu) {
+        g.store(true, Ordering::Release);
+    }
+    park_this_cpu(cpu)
+}
+
+fn gave_up(cpu: CpuId) -> bool {
+    GAVE_UP.get(cpu).is_some_and(|g| g.load(Ordering::Acquire))
 }
 
 /// Queues `f` in `cpu`'s call slot and sends the call-function IPI; returns the call's sequence.

@@ -347,15 +347,12 @@ pub fn counter() -> u64 {
 
 /// Counter ticks converted to microseconds (0 before [`init`]).
 pub fn counter_to_us(count: u64) -> u64 {
-    match counter_freq_hz() {
-        0 => 0,
-        f => (u128::from(count) * 1_000_000 / u128::from(f)) as u64,
-    }
+    crate::time::clock::counter_to_us(count, counter_freq_hz())
 }
 
 /// Microseconds converted to counter ticks.
 pub fn us_to_counter(us: u64) -> u64 {
-    (u128::from(us) * u128::from(counter_freq_hz()) / 1_000_000) as u64
+    crate::time::clock::us_to_counter(us, counter_freq_hz())
 }
 
 /// Busy-waits until the counter has advanced by `us` microseconds.
@@ -368,17 +365,12 @@ pub fn udelay(us: u64) {
 
 /// Deadline number `n` of a sequence starting at `base`: exact, no accumulated rounding.
 fn deadline(base: u64, n: u64) -> u64 {
-    let freq = FREQ_HZ.load(Ordering::Relaxed);
-    let hz = u64::from(HZ.load(Ordering::Relaxed).max(1));
-    // A whole number of counter cycles per tick (every board's counter at every HZ we allow,
-    // but not in general): no 128-bit division on the tick path.
-    let exact = if freq.is_multiple_of(hz) {
-        n.checked_mul(freq / hz)
-    } else {
-        None
-    };
-    let off = exact.unwrap_or_else(|| (u128::from(n) * u128::from(freq) / u128::from(hz)) as u64);
-    base.wrapping_add(off)
+    crate::time::clock::tick_deadline(
+        base,
+        n,
+        FREQ_HZ.load(Ordering::Relaxed),
+        HZ.load(Ordering::Relaxed),
+    )
 }
 
 /// The timer PPI handler (Linux `arch_timer_handler_virt` → `hrtimer_interrupt`): runs every

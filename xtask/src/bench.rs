@@ -103,7 +103,7 @@ pub fn boot_measure(
     );
     m.icount = Some(icount.to_string());
     let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
-    if let Some(path) = dtb::board_dtb(board, &m, dir)? {
+    if let Some(path) = dtb::board_dtb(board, &mut m, dir)? {
         m.extra.push("-dtb".into());
         m.extra.push(path.display().to_string());
     }
@@ -266,7 +266,7 @@ pub fn switch(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<
     );
     m.icount = Some("shift=0,sleep=off".into());
     let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
-    if let Some(path) = dtb::board_dtb(board, &m, dir)? {
+    if let Some(path) = dtb::board_dtb(board, &mut m, dir)? {
         m.extra.push("-dtb".into());
         m.extra.push(path.display().to_string());
     }
@@ -350,7 +350,7 @@ pub fn soak(
     );
     m.icount = Some(format!("shift={shift},sleep=off"));
     let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
-    if let Some(path) = dtb::board_dtb(board, &m, dir)? {
+    if let Some(path) = dtb::board_dtb(board, &mut m, dir)? {
         m.extra.push("-dtb".into());
         m.extra.push(path.display().to_string());
     }

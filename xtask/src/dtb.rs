@@ -15,6 +15,20 @@
 //! n of the emulated board is `board.cpus[n]` (Juno r2: CPUs 0–1 big, 2–5 LITTLE). With fewer
 //! vCPUs than the board has, the first `smp` CPUs of the board are described.
 //!
+//! The DVFS firmware stand-in (`--board qemu-*`): QEMU gets one vCPU more than the board has
+//! CPUs; its node is left out of `/cpus` and named instead by an `asym,fw-standin` node
+//! (`cpu` = its MPIDR, `doorbell-sgi`), on which the kernel runs the board's firmware model
+//! (`kernel/src/drivers/fw_standin.rs`). The top 2 MiB of RAM become the firmware's carve-out
+//! (a `/reserved-memory` `no-map` region: QEMU's `-kernel` loader and u-boot both rewrite
+//! `/memory`, so a hole there would not survive), holding the board's DVFS transport at its
+//! real layout: Juno r2's MHU (`arm,mhu-doorbell`) and SRAM with the four
+//! `arm,scmi-shmem` channels and `/firmware/scmi` with `protocol@13` (mainline
+//! `juno-scmi.dtsi`); HiKey960's `hisilicon,hi3660-mbox` and `hi3660-stub-clk` at `+0x500` of
+//! the same page (`hi3660.dtsi`); HiKey's SRAM, IPC registers, DRAM mailbox buffer and
+//! `hi6220-stub-clk` (`hi6220.dtsi`). Each CPU gets `clocks = <&provider domain>`. GICv2
+//! addresses at most 8 CPU interfaces, so an 8-CPU board under GICv2 gets no stand-in (and
+//! runs the emulated driver).
+//!
 //! Reading uses `flat_device_tree` (the kernel's DT crate), writing `vm-fdt`.
 
 use std::path::{Path, PathBuf};
@@ -65,12 +79,44 @@ impl Board {
             Board::Virt => "virt",
         }
     }
+
+    /// The DVFS firmware the board's stand-in runs (`None` for plain `virt`).
+    pub fn firmware(self) -> Option<Firmware> {
+        match self {
+            Board::QemuJunoR2 => Some(Firmware::JunoScmi),
+            Board::QemuHikey960 => Some(Firmware::Hi3660),
+            Board::QemuHikey => Some(Firmware::Hi6220),
+            Board::Virt => None,
+        }
+    }
+}
+
+/// The DVFS firmware a stand-in runs, and the transport its DT nodes describe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Firmware {
+    /// Juno r2's SCP: SCMI over the MHU and shared SRAM.
+    JunoScmi,
+    /// HiKey960's LPM3: the Hi3660 stub clock over the Hi3660 mailbox.
+    Hi3660,
+    /// HiKey's MCU: the Hi6220 stub clock over SRAM and the Hi6220 mailbox.
+    Hi6220,
+}
+
+/// The SGI the stand-in's doorbell raises (SGIs 0–3 are the kernel's IPIs).
+pub const STANDIN_DOORBELL_SGI: u32 = 15;
+/// The firmware carve-out at the top of RAM.
+pub const STANDIN_CARVE_OUT: u64 = 2 << 20;
+
+/// Whether machine `m` has room for the stand-in's vCPU (GICv2: at most 8 CPU interfaces).
+pub fn standin_fits(m: &Machine) -> bool {
+    m.gic == 3 || m.smp < 8
 }
 
 /// Writes the board's DTB for machine `m` into `dir` and returns its path; `None` for `virt`
 /// (QEMU's own DT is used). Passed with `-dtb`, it reaches the kernel directly (`-kernel`) or
 /// through u-boot (`-bios`: u-boot's control DT, handed on by `booti ... ${fdtcontroladdr}`).
-pub fn board_dtb(board: Board, m: &Machine, dir: &Path) -> Result<Option<PathBuf>> {
+/// When the board's firmware stand-in fits ([`standin_fits`]), `m` gets its extra vCPU.
+pub fn board_dtb(board: Board, m: &mut Machine, dir: &Path) -> Result<Option<PathBuf>> {
     board_dtb_of_cpus(board, m, dir, None)
 }
 
@@ -78,25 +124,33 @@ pub fn board_dtb(board: Board, m: &Machine, dir: &Path) -> Result<Option<PathBuf
 /// machine with more vCPUs than the board can present the board's CPUs at chosen MPIDRs: QEMU
 /// `virt` numbers GICv3 vCPUs 16 to an Aff1 cluster, so `-smp 20` keeping 0x0, 0x1 and
 /// 0x100..=0x103 gives Juno r2's MPIDRs (`juno-r2.dts`). The other vCPUs stay powered off
-/// (nothing calls PSCI `CPU_ON` for them).
+/// (nothing calls PSCI `CPU_ON` for them). No firmware stand-in then (its vCPU would be one of
+/// those left out): the emulated driver runs.
 pub fn board_dtb_of_cpus(
     board: Board,
-    m: &Machine,
+    m: &mut Machine,
     dir: &Path,
     mpidrs: Option<&[u64]>,
 ) -> Result<Option<PathBuf>> {
     let Some(desc) = board.desc() else {
         return Ok(None);
     };
+    let fw = board
+        .firmware()
+        .filter(|_| mpidrs.is_none() && standin_fits(m));
+    if fw.is_some() {
+        m.smp += 1;
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let tag = format!(
-        "{}-gic{}{}-smp{}-{}M{}",
+        "{}-gic{}{}-smp{}-{}M{}{}",
         board.name(),
         m.gic,
         if m.el2 { "-el2" } else { "" },
         m.smp,
         m.memory_mib,
-        if mpidrs.is_some() { "-mpidrs" } else { "" }
+        if mpidrs.is_some() { "-mpidrs" } else { "" },
+        if fw.is_some() { "-fw" } else { "" }
     );
     let raw = dir.join(format!("qemu-{tag}.dtb"));
     let out = dir.join(format!("{tag}.dtb"));
@@ -138,7 +192,7 @@ pub fn board_dtb_of_cpus(
     if let Some(keep) = mpidrs {
         bytes = keep_cpus(&bytes, keep)?;
     }
-    let patched = patch(&bytes, desc).with_context(|| format!("patching {}", raw.display()))?;
+    let patched = patch(&bytes, desc, fw).with_context(|| format!("patching {}", raw.display()))?;
     std::fs::write(&out, patched).with_context(|| format!("writing {}", out.display()))?;
     Ok(Some(out))
 }
@@ -169,8 +223,9 @@ fn keep_cpus(dtb: &[u8], keep: &[u64]) -> Result<Vec<u8>> {
     edit(dtb, &edits)
 }
 
-/// QEMU's DTB `dtb` with `board`'s scheduling properties added (see the module docs).
-pub fn patch(dtb: &[u8], board: &BoardDesc) -> Result<Vec<u8>> {
+/// QEMU's DTB `dtb` with `board`'s scheduling properties added and, with `fw`, the firmware
+/// stand-in on QEMU's last vCPU (see the module docs).
+pub fn patch(dtb: &[u8], board: &BoardDesc, fw: Option<Firmware>) -> Result<Vec<u8>> {
     let fdt = Fdt::new(dtb).map_err(|e| anyhow::anyhow!("not a DTB: {e:?}"))?;
     let root = fdt.find_node("/").context("no root node")?;
     let mut max_phandle = 0u32;
@@ -185,12 +240,19 @@ pub fn patch(dtb: &[u8], board: &BoardDesc) -> Result<Vec<u8>> {
         cpu_phandles: Vec::new(),
         next_phandle: max_phandle + 1,
         opp_phandles: Vec::new(),
+        standin: None,
     };
+    if let Some(fw) = fw {
+        ctx.standin = Some(standin_of(&fdt, fw, &mut ctx)?);
+    }
     ctx.opp_phandles = (0..board.perf_domains.len())
         .map(|_| ctx.alloc_phandle())
         .collect();
     let mut w = FdtWriter::new().map_err(|e| anyhow::anyhow!("{e}"))?;
     copy_node(&mut w, root, "", &mut ctx)?;
+    if ctx.standin.is_some() && ctx.cpus_seen == 0 {
+        bail!("QEMU has no vCPU left for the board's CPUs besides the firmware stand-in's");
+    }
     if ctx.cpus_seen > board.cpus.len() {
         bail!(
             "QEMU has {} vCPUs but board {} has {} CPUs",
@@ -209,6 +271,245 @@ struct Ctx<'b> {
     cpu_phandles: Vec<u32>,
     next_phandle: u32,
     opp_phandles: Vec<u32>,
+    standin: Option<Standin>,
+}
+
+/// Where the stand-in's firmware lives in the patched DT.
+#[derive(Clone, Debug)]
+struct Standin {
+    fw: Firmware,
+    /// The QEMU `/cpus` child left out (the firmware's vCPU) and its MPIDR.
+    cpu_node: String,
+    mpidr: u64,
+    /// The carve-out's base (the top of the first `/memory` bank).
+    base: u64,
+    /// The clock provider CPUs name (`protocol@13`, the stub clock).
+    provider: u32,
+    /// Other phandles the nodes need.
+    phandles: [u32; 6],
+}
+
+/// Picks the stand-in's vCPU (QEMU's last) and carve-out (the top of the first `/memory`).
+fn standin_of(fdt: &Fdt<'_>, fw: Firmware, ctx: &mut Ctx<'_>) -> Result<Standin> {
+    let root = fdt.find_node("/").context("no root node")?;
+    let cpus = root
+        .children()
+        .find(|c| c.name == "cpus")
+        .context("no /cpus")?;
+    let last = cpus
+        .children()
+        .filter(|c| is_cpu(*c))
+        .last()
+        .context("no CPU in /cpus")?;
+    let mpidr = reg_words(last, "reg")?
+        .into_iter()
+        .fold(0u64, |a, w| (a << 32) | u64::from(w));
+    let mem = root
+        .children()
+        .find(|c| c.name.starts_with("memory@"))
+        .context("no /memory")?;
+    let m = reg_words(mem, "reg")?;
+    if m.len() < 4 {
+        bail!(
+            "/{}: reg is not <base-hi base-lo size-hi size-lo>",
+            mem.name
+        );
+    }
+    let base = (u64::from(m[0]) << 32) | u64::from(m[1]);
+    let size = (u64::from(m[2]) << 32) | u64::from(m[3]);
+    if size < 4 * STANDIN_CARVE_OUT || !size.is_multiple_of(STANDIN_CARVE_OUT) {
+        bail!(
+            "/{}: {size:#x} bytes of RAM leave no 2 MiB carve-out for the firmware",
+            mem.name
+        );
+    }
+    if root.children().any(|c| c.name == "reserved-memory") {
+        bail!(
+            "QEMU's DT already has /reserved-memory: the stand-in's carve-out would need merging"
+        );
+    }
+    let provider = ctx.alloc_phandle();
+    let phandles = [0; 6].map(|_| ctx.alloc_phandle());
+    Ok(Standin {
+        fw,
+        cpu_node: last.name.to_string(),
+        mpidr,
+        base: base + size - STANDIN_CARVE_OUT,
+        provider,
+        phandles,
+    })
+}
+
+fn reg_words(n: FdtNode<'_, '_>, prop: &str) -> Result<Vec<u32>> {
+    let v = n
+        .property(prop)
+        .with_context(|| format!("/{}: no {prop}", n.name))?
+        .value;
+    Ok(v.chunks_exact(4)
+        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+fn cells64(v: u64) -> [u32; 2] {
+    [(v >> 32) as u32, v as u32]
+}
+
+/// The stand-in's nodes at the root: the board's DVFS transport in the carve-out, and the
+/// `asym,fw-standin` node.
+fn write_standin(w: &mut FdtWriter, s: &Standin) -> Result<()> {
+    let at = |off: u64| cells64(s.base + off);
+    let reg = |off: u64, size: u64| -> Vec<u32> {
+        let mut v = at(off).to_vec();
+        v.extend(cells64(size));
+        v
+    };
+    let [p0, p1, p2, p3, p4, _] = s.phandles;
+    match s.fw {
+        Firmware::JunoScmi => {
+            // source: mainline juno-base.dtsi (mhu@2b1f0000, sram@2e000000) and
+            // juno-scmi.dtsi (the four arm,scmi-shmem channels, /firmware/scmi, protocol@13).
+            let mhu_off = 0x1_0000;
+            let n = w
+                .begin_node(&format!("mhu@{:x}", s.base + mhu_off))
+                .map_err(err)?;
+            w.property_string_list(
+                "compatible",
+                vec!["arm,mhu-doorbell".into(), "arm,primecell".into()],
+            )
+            .map_err(err)?;
+            w.property_array_u32("reg", &reg(mhu_off, 0x1000))
+                .map_err(err)?;
+            w.property_u32("#mbox-cells", 2).map_err(err)?;
+            w.property_u32("phandle", p0).map_err(err)?;
+            w.end_node(n).map_err(err)?;
+            let n = w.begin_node(&format!("sram@{:x}", s.base)).map_err(err)?;
+            w.property_string_list(
+                "compatible",
+                vec!["arm,juno-sram-ns".into(), "mmio-sram".into()],
+            )
+            .map_err(err)?;
+            w.property_array_u32("reg", &reg(0, 0x8000)).map_err(err)?;
+            w.property_u32("#address-cells", 1).map_err(err)?;
+            w.property_u32("#size-cells", 1).map_err(err)?;
+            let b = at(0);
+            w.property_array_u32("ranges", &[0, b[0], b[1], 0x8000])
+                .map_err(err)?;
+            for (i, ph) in [p1, p2, p3, p4].iter().enumerate() {
+                let c = w
+                    .begin_node(&format!("scp-sram@{:x}", i * 0x80))
+                    .map_err(err)?;
+                w.property_string("compatible", "arm,scmi-shmem")
+                    .map_err(err)?;
+                w.property_array_u32("reg", &[(i * 0x80) as u32, 0x80])
+                    .map_err(err)?;
+                w.property_u32("phandle", *ph).map_err(err)?;
+                w.end_node(c).map_err(err)?;
+            }
+            w.end_node(n).map_err(err)?;
+            let f = w.begin_node("firmware").map_err(err)?;
+            let sc = w.begin_node("scmi").map_err(err)?;
+            w.property_string("compatible", "arm,scmi").map_err(err)?;
+            w.property_string_list("mbox-names", vec!["tx".into(), "rx".into()])
+                .map_err(err)?;
+            w.property_array_u32("mboxes", &[p0, 0, 0, p0, 0, 1])
+                .map_err(err)?;
+            w.property_array_u32("shmem", &[p1, p2]).map_err(err)?;
+            w.property_u32("#address-cells", 1).map_err(err)?;
+            w.property_u32("#size-cells", 0).map_err(err)?;
+            let pr = w.begin_node("protocol@13").map_err(err)?;
+            w.property_u32("reg", 0x13).map_err(err)?;
+            w.property_u32("#clock-cells", 1).map_err(err)?;
+            w.property_string_list("mbox-names", vec!["tx".into(), "rx".into()])
+                .map_err(err)?;
+            w.property_array_u32("mboxes", &[p0, 1, 0, p0, 1, 1])
+                .map_err(err)?;
+            w.property_array_u32("shmem", &[p3, p4]).map_err(err)?;
+            w.property_u32("phandle", s.provider).map_err(err)?;
+            w.end_node(pr).map_err(err)?;
+            w.end_node(sc).map_err(err)?;
+            w.end_node(f).map_err(err)?;
+        }
+        Firmware::Hi3660 => {
+            // source: mainline hi3660.dtsi (mailbox@e896b000, stub_clock@e896b500 with
+            // `mboxes = <&mailbox 13 3 0>`).
+            let n = w
+                .begin_node(&format!("mailbox@{:x}", s.base))
+                .map_err(err)?;
+            w.property_string("compatible", "hisilicon,hi3660-mbox")
+                .map_err(err)?;
+            w.property_array_u32("reg", &reg(0, 0x1000)).map_err(err)?;
+            w.property_u32("#mbox-cells", 3).map_err(err)?;
+            w.property_u32("phandle", p0).map_err(err)?;
+            w.end_node(n).map_err(err)?;
+            let n = w
+                .begin_node(&format!("stub_clock@{:x}", s.base + 0x500))
+                .map_err(err)?;
+            w.property_string("compatible", "hisilicon,hi3660-stub-clk")
+                .map_err(err)?;
+            w.property_array_u32("reg", &reg(0x500, 0x100))
+                .map_err(err)?;
+            w.property_u32("#clock-cells", 1).map_err(err)?;
+            w.property_array_u32("mboxes", &[p0, 13, 3, 0])
+                .map_err(err)?;
+            w.property_u32("phandle", s.provider).map_err(err)?;
+            w.end_node(n).map_err(err)?;
+        }
+        Firmware::Hi6220 => {
+            // source: mainline hi6220.dtsi (sram@fff80000, mailbox@f7510000 with its IPC
+            // registers and DRAM buffer, stub_clock with `mboxes = <&mailbox 1 0 11>`).
+            let n = w.begin_node(&format!("sram@{:x}", s.base)).map_err(err)?;
+            w.property_string_list(
+                "compatible",
+                vec!["hisilicon,hi6220-sramctrl".into(), "syscon".into()],
+            )
+            .map_err(err)?;
+            w.property_array_u32("reg", &reg(0, 0x1_2000))
+                .map_err(err)?;
+            w.property_u32("phandle", p1).map_err(err)?;
+            w.end_node(n).map_err(err)?;
+            let n = w
+                .begin_node(&format!("mailbox@{:x}", s.base + 0x2_0000))
+                .map_err(err)?;
+            w.property_string("compatible", "hisilicon,hi6220-mbox")
+                .map_err(err)?;
+            let mut r = reg(0x2_0000, 0x1000);
+            r.extend(reg(0x2_1800, 0x800));
+            w.property_array_u32("reg", &r).map_err(err)?;
+            w.property_u32("#mbox-cells", 3).map_err(err)?;
+            w.property_u32("phandle", p0).map_err(err)?;
+            w.end_node(n).map_err(err)?;
+            let n = w.begin_node("stub_clock").map_err(err)?;
+            w.property_string("compatible", "hisilicon,hi6220-stub-clk")
+                .map_err(err)?;
+            w.property_u32("hisilicon,hi6220-clk-sram", p1)
+                .map_err(err)?;
+            w.property_u32("#clock-cells", 1).map_err(err)?;
+            w.property_array_u32("mboxes", &[p0, 1, 0, 11])
+                .map_err(err)?;
+            w.property_u32("phandle", s.provider).map_err(err)?;
+            w.end_node(n).map_err(err)?;
+        }
+    }
+    let rm = w.begin_node("reserved-memory").map_err(err)?;
+    w.property_u32("#address-cells", 2).map_err(err)?;
+    w.property_u32("#size-cells", 2).map_err(err)?;
+    w.property_null("ranges").map_err(err)?;
+    let n = w
+        .begin_node(&format!("asym-fw@{:x}", s.base))
+        .map_err(err)?;
+    w.property_array_u32("reg", &reg(0, STANDIN_CARVE_OUT))
+        .map_err(err)?;
+    w.property_null("no-map").map_err(err)?;
+    w.end_node(n).map_err(err)?;
+    w.end_node(rm).map_err(err)?;
+    let n = w.begin_node("asym-fw-standin").map_err(err)?;
+    w.property_string("compatible", "asym,fw-standin")
+        .map_err(err)?;
+    w.property_array_u32("cpu", &cells64(s.mpidr))
+        .map_err(err)?;
+    w.property_u32("doorbell-sgi", STANDIN_DOORBELL_SGI)
+        .map_err(err)?;
+    w.end_node(n).map_err(err)
 }
 
 impl Ctx<'_> {
@@ -249,6 +550,9 @@ fn copy_node(w: &mut FdtWriter, n: FdtNode<'_, '_>, name: &str, ctx: &mut Ctx<'_
         {
             continue;
         }
+        if ctx.standin.is_some() && cpu && p.name == "clocks" {
+            continue;
+        }
         w.property(p.name, p.value).map_err(err)?;
     }
     if cpu {
@@ -269,11 +573,20 @@ fn copy_node(w: &mut FdtWriter, n: FdtNode<'_, '_>, name: &str, ctx: &mut Ctx<'_
             }
             let opp = ctx.opp_phandles[usize::from(d.perf_domain)];
             w.property_u32("operating-points-v2", opp).map_err(err)?;
+            if let Some(st) = &ctx.standin {
+                // The firmware's domain ids follow the board's policies (Juno: SCMI 0 big,
+                // 1 LITTLE; Hi3660: stub clocks 0/1 = clusters 0/1; Hi6220: one clock).
+                w.property_array_u32("clocks", &[st.provider, u32::from(d.perf_domain)])
+                    .map_err(err)?;
+            }
         }
     }
     let children: Vec<FdtNode<'_, '_>> = n.children().collect();
     for c in &children {
         if name == "cpus" && c.name == "cpu-map" {
+            continue;
+        }
+        if name == "cpus" && ctx.standin.as_ref().is_some_and(|s| s.cpu_node == c.name) {
             continue;
         }
         copy_node(w, *c, c.name, ctx)?;
@@ -283,6 +596,9 @@ fn copy_node(w: &mut FdtWriter, n: FdtNode<'_, '_>, name: &str, ctx: &mut Ctx<'_
     }
     if name.is_empty() {
         write_opp_tables(w, ctx)?;
+        if let Some(st) = &ctx.standin {
+            write_standin(w, st)?;
+        }
     }
     w.end_node(node).map_err(err)
 }
@@ -495,12 +811,55 @@ pub fn raw_dtb_image(image: &[u8], dtb_addr: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A minimal arm64 `Image` (header, then `ldr x16, =target; br x16`) that QEMU's `-kernel`
+/// loads at RAM base + text_offset and enters as it enters Linux (x0 = the DTB, at EL2 with
+/// `virtualization=on`), and that jumps on to `target` with those registers untouched. So a
+/// board's Image linked at its own address (Juno r2: 0x8008_0000), loaded there raw with
+/// `-device loader`, starts exactly as the board's `booti` starts it.
+pub fn jump_image(target: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(0x50);
+    // code0: b +0x40 (past the header); code1.
+    out.extend(0x1400_0010u32.to_le_bytes());
+    out.extend(0u32.to_le_bytes());
+    // text_offset, image_size, flags (little-endian, 4 KiB pages, bit 3 clear), res2..res4.
+    out.extend(0x8_0000u64.to_le_bytes());
+    out.extend(0x1000u64.to_le_bytes());
+    out.extend(0b010u64.to_le_bytes());
+    out.extend([0u8; 24]);
+    // magic "ARM\x64", res5.
+    out.extend(0x644d_5241u32.to_le_bytes());
+    out.extend(0u32.to_le_bytes());
+    // 0x40: ldr x16, #8; br x16; .quad target
+    out.extend(0x5800_0050u32.to_le_bytes());
+    out.extend(0xd61f_0200u32.to_le_bytes());
+    out.extend(target.to_le_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     //! Oracle: the patched blob, read back with an independent reader (`dtc` is not assumed;
     //! we re-parse with `flat_device_tree`) has the board's numbers from `asym_boards`, and
     //! QEMU's own nodes unchanged.
     use super::*;
+
+    /// The jump Image against the arm64 boot protocol's header (Linux
+    /// `Documentation/arch/arm64/booting.rst`) and the A64 encodings it uses.
+    #[test]
+    fn jump_image_is_an_arm64_image_that_branches_to_its_target() {
+        let img = jump_image(0x8008_0000);
+        let u32_at = |o: usize| u32::from_le_bytes(img[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(img[o..o + 8].try_into().unwrap());
+        assert_eq!(&img[0x38..0x3c], b"ARM\x64");
+        assert_eq!(u64_at(0x08), 0x8_0000, "text_offset");
+        // b: imm26 in words from code0 lands on 0x40.
+        assert_eq!(u32_at(0) >> 26, 0b000101);
+        assert_eq!((u32_at(0) & 0x03ff_ffff) * 4, 0x40);
+        // ldr x16, literal 8 bytes on (imm19 = 2), br x16, the literal.
+        assert_eq!(u32_at(0x40), 0x5800_0000 | (2 << 5) | 16);
+        assert_eq!(u32_at(0x44), 0xd61f_0000 | (16 << 5));
+        assert_eq!(u64_at(0x48), 0x8008_0000);
+    }
 
     fn qemu_dtb() -> Vec<u8> {
         let p = concat!(
@@ -519,7 +878,7 @@ mod tests {
     #[test]
     fn juno_r2_properties_are_added_and_qemu_nodes_kept() {
         let orig = qemu_dtb();
-        let out = patch(&orig, &asym_boards::JUNO_R2).unwrap();
+        let out = patch(&orig, &asym_boards::JUNO_R2, None).unwrap();
         let a = Fdt::new(&orig).unwrap();
         let b = Fdt::new(&out).unwrap();
         let names = |f: &Fdt<'_>| -> Vec<String> {
@@ -674,7 +1033,100 @@ mod tests {
         let orig = qemu_dtb();
         let mut small = asym_boards::JUNO_R2;
         small.cpus = &asym_boards::JUNO_R2.cpus[..4];
-        let e = patch(&orig, &small).unwrap_err();
+        let e = patch(&orig, &small, None).unwrap_err();
         assert!(format!("{e}").contains("6 vCPUs"), "{e}");
+    }
+
+    #[test]
+    fn juno_r2_stand_in_takes_the_last_vcpu_and_describes_the_scmi_transport() {
+        let orig = qemu_dtb();
+        let out = patch(&orig, &asym_boards::JUNO_R2, Some(Firmware::JunoScmi)).unwrap();
+        let b = Fdt::new(&out).unwrap();
+        let root = b.find_node("/").unwrap();
+        let child = |name: &str| root.children().find(|c| c.name == name).unwrap();
+        let cpus: Vec<_> = child("cpus").children().filter(|n| is_cpu(*n)).collect();
+        assert_eq!(cpus.len(), 5, "QEMU's sixth vCPU is the firmware's");
+        let s = child("asym-fw-standin");
+        assert_eq!(s.property("cpu").unwrap().value, [0, 0, 0, 0, 0, 0, 0, 5]);
+        assert_eq!(u32_of(s, "doorbell-sgi"), Some(STANDIN_DOORBELL_SGI));
+        // 256 MiB of RAM from 0x4000_0000: the carve-out is its top 2 MiB, reserved no-map.
+        let rm = child("reserved-memory").children().next().unwrap();
+        assert_eq!(rm.name, "asym-fw@4fe00000");
+        assert!(rm.property("no-map").is_some());
+        let sram = child("sram@4fe00000");
+        assert_eq!(
+            sram.property("ranges").unwrap().value,
+            [0u32, 0, 0x4fe0_0000, 0x8000]
+                .map(u32::to_be_bytes)
+                .concat()
+        );
+        let shmem: Vec<_> = sram.children().map(|c| c.name.to_string()).collect();
+        assert_eq!(
+            shmem,
+            ["scp-sram@0", "scp-sram@80", "scp-sram@100", "scp-sram@180"]
+        );
+        let mhu = child("mhu@4fe10000");
+        assert_eq!(u32_of(mhu, "#mbox-cells"), Some(2));
+        let scmi = child("firmware").children().next().unwrap();
+        let perf = scmi.children().find(|c| c.name == "protocol@13").unwrap();
+        let ph = u32_of(perf, "phandle").unwrap();
+        // Big CPUs name SCMI domain 0, LITTLE ones domain 1 (SCP-firmware's ids).
+        let clocks: Vec<Vec<u8>> = cpus
+            .iter()
+            .map(|c| c.property("clocks").unwrap().value.to_vec())
+            .collect();
+        for (i, c) in clocks.iter().enumerate() {
+            let want = [ph, if i < 2 { 0 } else { 1 }]
+                .map(u32::to_be_bytes)
+                .concat();
+            assert_eq!(c, &want, "cpu {i}");
+        }
+        // GICv2 with 8 CPUs has no room for the firmware's vCPU.
+        let mut m = crate::qemu::Machine {
+            smp: 8,
+            gic: 2,
+            el2: false,
+            memory_mib: 512,
+            cpu: String::new(),
+            icount: None,
+            gdb: false,
+            append: String::new(),
+            boot: Boot::Direct {
+                image: PathBuf::new(),
+            },
+            extra: Vec::new(),
+        };
+        assert!(!standin_fits(&m));
+        m.gic = 3;
+        assert!(standin_fits(&m));
+    }
+
+    #[test]
+    fn hikey_stand_ins_describe_their_mailboxes() {
+        let orig = qemu_dtb();
+        let mut six = asym_boards::HIKEY960;
+        six.cpus = &asym_boards::HIKEY960.cpus[..6];
+        let out = patch(&orig, &six, Some(Firmware::Hi3660)).unwrap();
+        let b = Fdt::new(&out).unwrap();
+        let root = b.find_node("/").unwrap();
+        let stub = root
+            .children()
+            .find(|c| c.name == "stub_clock@4fe00500")
+            .unwrap();
+        let mb = stub.property("mboxes").unwrap().value;
+        assert_eq!(&mb[4..], [13u32, 3, 0].map(u32::to_be_bytes).concat());
+        let out = patch(&orig, &asym_boards::HIKEY, Some(Firmware::Hi6220)).unwrap();
+        let b = Fdt::new(&out).unwrap();
+        let root = b.find_node("/").unwrap();
+        let mbox = root
+            .children()
+            .find(|c| c.name == "mailbox@4fe20000")
+            .unwrap();
+        assert_eq!(
+            mbox.property("reg").unwrap().value.len(),
+            32,
+            "IPC and DRAM buffer"
+        );
+        assert!(root.children().any(|c| c.name == "stub_clock"));
     }
 }

@@ -70,22 +70,23 @@ const MEM: &str = "/memory@40000000";
 
 /// The stage's runs on `base` (the self-test machine: board DTB, `-icount`, GICv3).
 pub fn cases(board: dtb::Board, base: &Machine, dir: &Path) -> Result<Vec<Case>> {
-    let el1 = Machine {
+    let mut el1 = Machine {
         append: String::new(),
         ..base.clone()
     };
-    let el2 = Machine {
+    let mut el2 = Machine {
         el2: true,
         ..el1.clone()
     };
-    let dtb_of = |m: &Machine| -> Result<Vec<u8>> {
+    // The board's DTB (and its firmware stand-in's vCPU, added to the machine).
+    let dtb_of = |m: &mut Machine| -> Result<Vec<u8>> {
         let path = dtb::board_dtb(board, m, dir)?
             .context("the DT fuzz stage needs an emulated board's DTB (not --board virt)")?;
         let blob = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         dtb::edit(&blob, &[Edit::string("/chosen", "bootargs", BOOTARGS)])
     };
-    let base1 = dtb_of(&el1)?;
-    let base2 = dtb_of(&el2)?;
+    let base1 = dtb_of(&mut el1)?;
+    let base2 = dtb_of(&mut el2)?;
     let Boot::Direct { image } = &base.boot else {
         anyhow::bail!("the DT fuzz stage boots with -kernel");
     };
@@ -228,6 +229,24 @@ fn semantic_cases(base: &[u8], base_el2: &[u8]) -> Result<Vec<DtCase>> {
         c.extend(virt);
         c.extend([1, 0xa, 4]);
         set("/timer", "interrupts", &c)
+    };
+    // With the firmware stand-in: a redistributor region holding only the kernel's CPUs'
+    // frames (QEMU numbers them in vCPU order, the stand-in's vCPU last) leaves the firmware
+    // vCPU without a GIC interface. It must stop and the boot must say so, not hang.
+    let standin_no_gic = {
+        let fdt = flat_device_tree::Fdt::new(base).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let root = fdt.find_node("/").context("no root node")?;
+        let standin = root.children().any(|c| c.name == "asym-fw-standin");
+        let cpus = root.children().find(|c| c.name == "cpus").map_or(0, |c| {
+            c.children()
+                .filter(|n| {
+                    n.property("device_type")
+                        .and_then(|p| p.as_str())
+                        .is_some_and(|t| t.trim_end_matches('\0') == "cpu")
+                })
+                .count()
+        });
+        standin.then_some(cpus as u32)
     };
     let mut v = vec![
         // --- addresses (finding 3) --------------------------------------------------------
@@ -644,6 +663,30 @@ fn semantic_cases(base: &[u8], base_el2: &[u8]) -> Result<Vec<DtCase>> {
             Stops("method"),
         ),
     ];
+    if let Some(cpus) = standin_no_gic {
+        v.push(case(
+            "redistributor region without the firmware stand-in's frame",
+            set(
+                GIC,
+                "reg",
+                &[
+                    0,
+                    0x0800_0000,
+                    0,
+                    0x1_0000,
+                    0,
+                    0x080a_0000,
+                    0,
+                    cpus * 0x2_0000,
+                ],
+            )?,
+            q,
+            false,
+            Boots(vec![
+                "has no GIC interface in the regions the device tree's GIC node gives",
+            ]),
+        ));
+    }
     // --- the blob and x0 (raw only) ----------------------------------------------------------
     let mut truncated = base.to_vec();
     truncated.truncate(200);

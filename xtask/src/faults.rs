@@ -247,11 +247,12 @@ fn parked_cpu_idle(lines: &[String]) -> Result<(), String> {
 /// The stage's runs on `base` (the self-test machine: board DTB, `-icount`).
 pub fn cases(board: dtb::Board, base: &Machine, dir: &Path) -> Result<Vec<Case>> {
     let mut machine = base.clone();
-    if let Some(path) = dtb::board_dtb(board, &machine, dir)? {
+    // The kernel's highest CPU (a firmware stand-in's vCPU, added below, is not one).
+    let last = machine.smp.saturating_sub(1);
+    if let Some(path) = dtb::board_dtb(board, &mut machine, dir)? {
         machine.extra.push("-dtb".into());
         machine.extra.push(path.display().to_string());
     }
-    let last = machine.smp.saturating_sub(1);
     Ok(injections(last)
         .into_iter()
         .map(|inj| {

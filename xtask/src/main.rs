@@ -480,7 +480,7 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
     // With -kernel QEMU hands this DT to the kernel; with -bios it hands it to u-boot, which
     // uses it as its control DT and passes it on through booti (`${fdtcontroladdr}`), as a
     // board's firmware does.
-    if let Some(path) = dtb::board_dtb(args.board, &m, &dir)? {
+    if let Some(path) = dtb::board_dtb(args.board, &mut m, &dir)? {
         m.extra.push("-dtb".into());
         m.extra.push(path.display().to_string());
     }

@@ -470,6 +470,36 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         });
     }
 
+    // HiKey (the third emulated board) with its DVFS firmware stand-in, entered at EL2; HiKey960
+    // runs above. GICv3 only: an 8-CPU board has no room for the firmware's vCPU under GICv2.
+    if args.board == dtb::Board::QemuJunoR2 {
+        let board = dtb::Board::QemuHikey;
+        planned.push(QemuRun {
+            name: format!("selftest {} gicv3 el2 firmware stand-in", board.name()),
+            board,
+            machine: Machine {
+                smp: board.nr_cpus().unwrap_or(smp),
+                el2: true,
+                ..base.clone()
+            },
+            expect: vec!["dvfs: firmware stand-in running".into()],
+            expect_exit: None,
+        });
+    }
+    // With the stand-in the board's real driver must run: a stand-in that failed to start
+    // (cpufreq off, or the emulated driver) is a failure, not a quieter pass.
+    for run in planned.iter_mut() {
+        let driver = match run.board {
+            dtb::Board::QemuJunoR2 => "scmi-perf",
+            dtb::Board::QemuHikey960 => "hi3660-stub-clk",
+            dtb::Board::QemuHikey => "hi6220-stub-clk",
+            _ => continue,
+        };
+        if run.expect_exit.is_none() && dtb::standin_fits(&run.machine) {
+            run.expect.push(format!("cpufreq: driver {driver}"));
+        }
+    }
+
     // Every run gets the emulated board's device tree with -dtb, as `cargo xtask qemu` does:
     // QEMU hands it to the kernel (-kernel) or to u-boot, which passes it on through booti.
     let dir = artefacts
@@ -479,7 +509,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         .to_path_buf();
     let mut runs = Vec::new();
     for mut run in planned {
-        match dtb::board_dtb(run.board, &run.machine, &dir) {
+        match dtb::board_dtb(run.board, &mut run.machine, &dir) {
             Ok(Some(path)) => {
                 run.machine.extra.push("-dtb".into());
                 run.machine.extra.push(path.display().to_string());
@@ -500,12 +530,12 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     // cluster-1 MPIDR and the DT's cluster topology went unexercised in-kernel. QEMU numbers
     // GICv3 vCPUs 16 per Aff1, so -smp 20 and the DT keeps the six with Juno's MPIDRs.
     if args.board == dtb::Board::QemuJunoR2 {
-        let m = Machine {
+        let mut m = Machine {
             smp: 20,
             ..base.clone()
         };
         let name = "selftest qemu-juno-r2 gicv3 juno-mpidrs (0x0-0x1, 0x100-0x103)";
-        match dtb::board_dtb_of_cpus(args.board, &m, &dir, Some(&JUNO_MPIDRS)) {
+        match dtb::board_dtb_of_cpus(args.board, &mut m, &dir, Some(&JUNO_MPIDRS)) {
             Ok(path) => {
                 let mut machine = m;
                 if let Some(p) = path {
@@ -532,6 +562,22 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
             }),
         }
     }
+
+    // The Juno r2 board crate's own Image (not the qemu-virt binary): linked at 0x8008_0000
+    // as Juno's booti places it, entered at EL2 with GICv2 as on the board, with the board's
+    // carve-outs, DVFS transports and end policy. QEMU virt with 3 GiB has RAM there; a jump
+    // Image at QEMU's load address enters it with x0 = the emulated board's DTB.
+    // Once with the firmware stand-in, and once with a DT that describes no DVFS firmware: a
+    // real board's kernel must then leave frequencies alone (cpufreq off, said so), never run
+    // the emulated driver.
+    let juno: Vec<_> = if args.board == dtb::Board::QemuJunoR2 {
+        vec![
+            juno_image_run(&base, &dir, true),
+            juno_image_run(&base, &dir, false),
+        ]
+    } else {
+        Vec::new()
+    };
 
     let log_dir = artefacts
         .image
@@ -563,6 +609,17 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     let mut done = done.into_inner().unwrap();
     done.sort_by_key(|(i, _)| *i);
     results.extend(done.into_iter().map(|(_, r)| r));
+    for r in juno {
+        match r {
+            Ok((run, defmt)) => results.push(qemu_run(&run, defmt.as_ref(), timeout, &log_dir)),
+            Err(e) => results.push(StageResult {
+                name: JUNO_IMAGE_RUN.into(),
+                ok: false,
+                detail: format!("{e:#}"),
+                time: Duration::ZERO,
+            }),
+        }
+    }
 
     let stage = Stage {
         board: args.board,
@@ -661,6 +718,70 @@ fn batch_stage(
         t.elapsed()
     );
     results.extend(done);
+}
+
+const JUNO_IMAGE_RUN: &str = "selftest juno-r2 Image on QEMU virt gicv2 el2 3 GiB";
+
+/// The run of the Juno r2 board binary on QEMU (see `qemu_stages`), with its own defmt table;
+/// `firmware`: with the DVFS firmware stand-in, else a DT without DVFS firmware.
+fn juno_image_run(base: &Machine, dir: &Path, firmware: bool) -> Result<(QemuRun, Option<Defmt>)> {
+    let a = kernel::build(Target::JunoR2, None)?;
+    let link = a.flat.base;
+    let jump = dir.join("jump-to-juno-r2.Image");
+    std::fs::write(&jump, dtb::jump_image(link))?;
+    let mut m = Machine {
+        gic: 2,
+        el2: true,
+        memory_mib: 3072,
+        boot: Boot::Direct { image: jump },
+        ..base.clone()
+    };
+    // Keeping every vCPU by MPIDR leaves none for the stand-in.
+    let all: Vec<u64> = (0..u64::from(m.smp)).collect();
+    let keep = (!firmware).then_some(&all[..]);
+    let path = dtb::board_dtb_of_cpus(dtb::Board::QemuJunoR2, &mut m, dir, keep)?
+        .ok_or_else(|| anyhow::anyhow!("no qemu-juno-r2 DTB"))?;
+    m.extra.push("-dtb".into());
+    m.extra.push(path.display().to_string());
+    m.extra.push("-device".into());
+    m.extra.push(format!(
+        "loader,file={},addr={link:#x},force-raw=on",
+        a.image.display()
+    ));
+    let defmt = crate::load_defmt(&a.elf).unwrap_or(None);
+    let mut expect = vec!["asym 0.1.0 on juno-r2".to_string()];
+    if firmware {
+        expect.extend([
+            "cpufreq: driver scmi-perf".into(),
+            // The stand-in's SCMI channels are not at Juno's addresses: said, and the DT's
+            // driven.
+            "is not one board juno-r2 lists".into(),
+            // The stand-in's carve-out and the board's secure top 16 MiB of the first 4 GiB,
+            // which QEMU's 3 GiB of RAM covers.
+            "mmu: 2 no-map regions".into(),
+        ]);
+    } else {
+        expect.extend([
+            "cpufreq: the device tree describes no DVFS firmware, and juno-r2 changes \
+             frequencies only through its firmware"
+                .into(),
+            "mmu: 1 no-map regions".into(),
+        ]);
+    }
+    Ok((
+        QemuRun {
+            name: if firmware {
+                JUNO_IMAGE_RUN.into()
+            } else {
+                format!("{JUNO_IMAGE_RUN}, no DVFS firmware in the DT")
+            },
+            board: dtb::Board::QemuJunoR2,
+            machine: m,
+            expect,
+            expect_exit: None,
+        },
+        defmt,
+    ))
 }
 
 fn qemu_run(

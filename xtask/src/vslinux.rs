@@ -827,7 +827,7 @@ pub fn run(o: &VsLinuxOpts) -> Result<ExitCode> {
         false,
     );
     m.icount = Some(ICOUNT.into());
-    if let Some(path) = dtb::board_dtb(o.board, &m, &cache)? {
+    if let Some(path) = dtb::board_dtb(o.board, &mut m, &cache)? {
         m.extra.push("-dtb".into());
         m.extra.push(path.display().to_string());
     }

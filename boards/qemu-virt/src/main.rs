@@ -23,6 +23,9 @@ pub static ASYM_BOARD: Board = Board {
     },
     // QEMU keeps nothing in guest RAM that its DT does not reserve.
     carve_outs: &[],
+    // Whatever DVFS transport the DT describes (the emulated boards' firmware stand-in), else
+    // the emulated driver.
+    dvfs: &[],
 };
 
 /// Host builds (`cargo check --workspace`) have nothing to run.

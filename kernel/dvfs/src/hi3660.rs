@@ -243,7 +243,7 @@ impl<M: Mmio, S: Mmio> StubClock<M, S> {
             }
             let t = after_us(clock.now(), 10);
             while clock.now() < t {
-                core::hint::spin_loop();
+                clock.relax();
             }
         }
         if !unlocked {
@@ -431,6 +431,7 @@ impl<M: Mmio, S: Mmio> CpufreqDriver for StubClock<M, S> {
 
     fn target(&mut self, policy: &CpufreqPolicy, freq: Khz, now: Nanos) -> Result<Nanos, Error> {
         let pd = policy.pd;
+        let now = now.max(self.last_step);
         let d = self
             .doms
             .get_mut(pd)
@@ -439,8 +440,11 @@ impl<M: Mmio, S: Mmio> CpufreqDriver for StubClock<M, S> {
         if !d.d.opps().contains(&freq) {
             return Err(Error::NotAnOpp { pd, freq });
         }
-        // A request still queued is replaced; one already sent is superseded (its read-back
-        // is no longer awaited).
+        // The same frequency again joins the request in progress; another replaces a queued
+        // request and supersedes a sent one (its read-back is no longer awaited).
+        if let Some(r) = d.req.filter(|r| r.freq == freq) {
+            return Ok(after_us(r.requested_at, self.cfg.latency_us));
+        }
         d.req = Some(Req {
             freq,
             requested_at: now,
@@ -470,6 +474,8 @@ impl<M: Mmio, S: Mmio> CpufreqDriver for StubClock<M, S> {
     }
 
     fn poll(&mut self, now: Nanos) -> Option<Completion<Error>> {
+        // Callers on several CPUs may pass times a little out of order: never go back.
+        let now = now.max(self.last_step);
         if let Some(c) = self.done.pop() {
             return Some(c);
         }

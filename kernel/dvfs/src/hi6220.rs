@@ -359,11 +359,16 @@ impl<S: Mmio, B: Mmio, I: Mmio> CpufreqDriver for StubClock<S, B, I> {
 
     fn target(&mut self, policy: &CpufreqPolicy, freq: Khz, now: Nanos) -> Result<Nanos, Error> {
         let pd = policy.pd;
+        let now = now.max(self.last_step);
         if pd != 0 {
             return Err(Error::NoSuchDomain { pd });
         }
         if !self.opps().contains(&freq) {
             return Err(Error::NotAnOpp { pd, freq });
+        }
+        if let Some(r) = self.req.filter(|r| r.freq == freq) {
+            // The same frequency again joins the request in progress.
+            return Ok(after_us(r.requested_at, self.cfg.latency_us));
         }
         let asked = Khz(freq.0.min(self.limit().0));
         // The MCU has one request word: a new request replaces a queued one and supersedes
@@ -399,6 +404,8 @@ impl<S: Mmio, B: Mmio, I: Mmio> CpufreqDriver for StubClock<S, B, I> {
     }
 
     fn poll(&mut self, now: Nanos) -> Option<Completion<Error>> {
+        // Callers on several CPUs may pass times a little out of order: never go back.
+        let now = now.max(self.last_step);
         if let Some(c) = self.done.pop() {
             return Some(c);
         }

@@ -38,6 +38,11 @@ pub trait Mmio {
 pub trait Clock {
     /// The time now.
     fn now(&self) -> Nanos;
+    /// Called between two looks at the clock in a bounded wait: let whatever is waited for
+    /// run (a kernel yields the CPU's time slice, under QEMU the vCPU).
+    fn relax(&self) {
+        core::hint::spin_loop();
+    }
 }
 
 /// A region in ordinary memory: `N` words, for firmware models, host tests and fuzzing.

@@ -9,6 +9,7 @@
 //!   SRAM ([`hi6220::StubClock`]).
 //! - [`opp`]: firmware OPPs checked against the device tree and the board's data.
 //! - [`juno`]: which DVFS protocol a Juno DT describes against the one the firmware speaks.
+//! - [`AnyDriver`]: whichever of the three a board has, as one type.
 //! - [`model`]: the firmware (SCP, LPM3, MCU) and mailbox hardware as models, for host tests
 //!   and for the firmware stand-in of the emulated QEMU boards. Not used on a board.
 //!
@@ -25,6 +26,7 @@
 #[cfg(test)]
 extern crate std;
 
+mod any;
 mod error;
 pub mod hi3660;
 pub mod hi6220;
@@ -35,4 +37,5 @@ pub mod opp;
 mod queue;
 pub mod scmi;
 
+pub use any::AnyDriver;
 pub use error::{Error, Wait};

@@ -470,7 +470,7 @@ impl<S: Mmio, D: Doorbell> Channel<S, D> {
                             e
                         });
                     }
-                    core::hint::spin_loop();
+                    clock.relax();
                 }
                 Err(e) => return Err(e),
             }
@@ -488,7 +488,7 @@ impl<S: Mmio, D: Doorbell> Channel<S, D> {
                     waited_us,
                 });
             }
-            core::hint::spin_loop();
+            clock.relax();
         }
     }
 

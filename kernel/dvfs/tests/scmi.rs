@@ -827,3 +827,22 @@ fn malformed_attributes_and_protocol_lists_are_errors() {
         assert_eq!(perf_discovery_error(PROTOCOL_BASE, 6, words, None), want);
     }
 }
+
+#[test]
+fn the_same_frequency_again_joins_the_request_in_progress() {
+    let bus = ScmiBus::new(JUNO_R2);
+    let mut drv = driver(&bus, Config::default());
+    let t0 = bus.now();
+    drv.target(&policy(0), mhz(600), t0).unwrap();
+    bus.advance(200 * US);
+    drv.poll(bus.now());
+    let sent = drv.stats().sent;
+    assert_eq!(
+        drv.target(&policy(0), mhz(600), bus.now()),
+        Ok(Nanos(t0.0 + 1_450_000))
+    );
+    assert_eq!(drv.stats().sent, sent, "no second LEVEL_SET");
+    let done = bus.run(&mut drv, 10 * US, 10 * MS);
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].requested_at, done[0].result), (t0, Ok(mhz(600))));
+}

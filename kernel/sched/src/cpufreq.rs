@@ -388,6 +388,20 @@ impl CpufreqPolicy {
         }
     }
 
+    /// The frequency the driver found the hardware at when it started (Linux `cpufreq_online`:
+    /// `policy->cur = cpufreq_driver->get()`): `cur` becomes `freq` (pulled into the table as
+    /// [`Self::freq_transition`] does) and the statistics restart at `now` in that state,
+    /// counting no transition.
+    pub fn init_cur(&mut self, freq: Khz, now: Nanos) {
+        let idx = self
+            .table
+            .iter()
+            .position(|e| e.frequency >= freq)
+            .unwrap_or(self.table.len() - 1);
+        self.stats = CpufreqStats::new(self.table.len(), idx, now);
+        self.cur = freq;
+    }
+
     /// The driver has switched the hardware to `freq` at `now`
     /// (`cpufreq_freq_transition_end` + `cpufreq_stats_record_transition`). A frequency
     /// that is not in the table is recorded against the nearest entry at or above it.

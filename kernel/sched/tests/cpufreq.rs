@@ -408,6 +408,9 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
     assert_eq!(core.poll(Nanos(6_449_999)), None);
     assert_eq!(core.poll(Nanos(6_450_000)), Some((1, mhz(600))));
     assert_eq!(core.policy(1).unwrap().cur(), mhz(600));
+    let last = core.last_completion(1).unwrap();
+    assert_eq!((last.requested, last.latency_ns()), (mhz(600), 1_450_000));
+    assert!(core.last_completion(0).is_none());
     // 600/1200 × 1024.
     assert_eq!(core.arch_scale_freq_capacity(CpuId(1)), 512);
     assert_eq!(
@@ -633,6 +636,7 @@ fn cpufreq_core_counts_late_failures_and_resyncs_cur() {
     assert_eq!(core.failed_requests, 1);
     assert_eq!(core.last_error, Some((1, "timeout")));
     assert_eq!(core.policy(1).unwrap().cur(), mhz(1200));
+    assert_eq!(core.last_completion(1).unwrap().result, Err("timeout"));
     // Again, and this time the firmware reports an error but did move to 1000 MHz.
     core.set_governor(1, Governor::Performance, Nanos(3000))
         .unwrap();
@@ -652,4 +656,60 @@ fn cpufreq_core_counts_late_failures_and_resyncs_cur() {
     assert_eq!(core.policy(1).unwrap().cur(), mhz(1200));
     assert_eq!(core.failed_requests, 2);
     assert_eq!(core.poll(Nanos(7000)), None);
+}
+
+/// A policy starts where the driver found the hardware (Linux `cpufreq_online`: `policy->cur =
+/// cpufreq_driver->get()`), with no transition counted and time accounted to that state.
+#[test]
+fn cpufreq_core_starts_at_the_frequency_the_driver_reports() {
+    use asym_sched::cpufreq::policies::CpufreqCore;
+    let caps = [Capacity(1024); 6];
+    let core = CpufreqCore::new(&JUNO, &caps, Governor::Schedutil, Nanos(100), |p| {
+        ScriptedDriver {
+            cur: p.iter().map(|_| mhz(1000)).collect(),
+            outstanding: Vec::new(),
+            script: Vec::new(),
+        }
+    })
+    .unwrap();
+    let big = core.policy(1).unwrap();
+    assert_eq!(big.cur(), mhz(1000));
+    let s = big.stats(Nanos(1100));
+    assert_eq!(s.total_trans, 0);
+    assert_eq!(s.time_in_state_ns(1), 1000, "1000 MHz is big's index 1");
+    assert_eq!(s.time_in_state_ns(2), 0);
+    // LITTLE (450/800/950) has no 1000 MHz: schedutil pulls it into the limits at once.
+    let asked: Vec<_> = core.driver.outstanding.iter().map(|o| (o.0, o.1)).collect();
+    assert_eq!(
+        asked,
+        [(0, mhz(950))],
+        "big is inside its limits: nothing asked"
+    );
+}
+
+/// A governor change that wants the frequency the policy is at must still be requested when
+/// another request is on its way: the performance governor set while schedutil's request for
+/// 600 MHz is pending must not end at 600 MHz.
+#[test]
+fn governor_change_overrides_a_pending_request_even_for_the_current_frequency() {
+    use asym_sched::cpufreq::policies::CpufreqCore;
+    let caps = [Capacity(1024); 6];
+    let mut core = CpufreqCore::new(&JUNO, &caps, Governor::Schedutil, Nanos(0), |p| {
+        EmulatedDriver::new(p, true)
+    })
+    .unwrap();
+    core.set_governor(1, Governor::Powersave, Nanos(1_000))
+        .unwrap();
+    assert_eq!(core.driver.pending(1).map(|p| p.0), Some(mhz(600)));
+    // Still at 1200 MHz: performance wants what `cur` says, but 600 MHz is on its way.
+    core.set_governor(1, Governor::Performance, Nanos(2_000))
+        .unwrap();
+    assert_eq!(core.driver.pending(1).map(|p| p.0), Some(mhz(1200)));
+    while core.poll(Nanos(10_000_000)).is_some() {}
+    assert_eq!(core.policy(1).unwrap().cur(), mhz(1200));
+    // Nothing pending: a governor that keeps `cur` asks nothing.
+    let n = core.driver.nr_requests();
+    core.set_governor(1, Governor::Performance, Nanos(20_000_000))
+        .unwrap();
+    assert_eq!(core.driver.nr_requests(), n);
 }

@@ -5,6 +5,7 @@ pub mod context;
 pub mod cpu_regs;
 pub mod entry;
 pub mod exceptions;
+pub mod fw_cpu;
 pub mod gicv3_icc;
 mod mem;
 pub mod mmu;

@@ -16,7 +16,8 @@
 //! `module/scmi_perf/src/scmi_perf_protocol_ops.c`, `scmi_perf_level_set_handler`.)
 //! Pagination is checked harder than Linux does: a page count that changes between pages,
 //! a zero-length page with levels remaining, and a reply whose length does not match its
-//! number of levels are errors. Fast channels and notifications are not used.
+//! number of levels are errors. A request for the frequency a request in progress already
+//! asks for joins it (no second `LEVEL_SET`). Fast channels and notifications are not used.
 
 use asym_sched::cpufreq::driver::{Completion, CpufreqDriver};
 use asym_sched::cpufreq::CpufreqPolicy;
@@ -745,12 +746,19 @@ impl<S: Mmio, D: Doorbell> CpufreqDriver for ScmiPerf<S, D> {
 
     fn target(&mut self, policy: &CpufreqPolicy, freq: Khz, now: Nanos) -> Result<Nanos, Error> {
         let pd = policy.pd;
+        let now = now.max(self.last_step);
         let d = self.dom(pd).ok_or(Error::NoSuchDomain { pd })?;
         let level = *d.info.level_of(freq).ok_or(Error::NotAnOpp { pd, freq })?;
         if !d.info.set_level {
             return Err(Error::Unsupported {
                 what: "LEVEL_SET on this domain (the firmware denies this agent)",
             });
+        }
+        let latency = u64::from(d.info.max_latency_us());
+        // The same frequency again (schedutil repeats a request when its limits change)
+        // joins the request in progress instead of restarting it.
+        if let Some(r) = d.req.filter(|r| r.freq == freq) {
+            return Ok(after_us(r.requested_at, latency));
         }
         d.gen = d.gen.wrapping_add(1);
         d.req = Some(Req {
@@ -761,7 +769,6 @@ impl<S: Mmio, D: Doorbell> CpufreqDriver for ScmiPerf<S, D> {
             stage: Stage::Queued,
             acked_at: now,
         });
-        let latency = u64::from(d.info.max_latency_us());
         self.kick(now);
         Ok(after_us(now, latency))
     }
@@ -783,6 +790,8 @@ impl<S: Mmio, D: Doorbell> CpufreqDriver for ScmiPerf<S, D> {
     }
 
     fn poll(&mut self, now: Nanos) -> Option<Completion<Error>> {
+        // Callers on several CPUs may pass times a little out of order: never go back.
+        let now = now.max(self.last_step);
         if let Some(c) = self.done.pop() {
             return Some(c);
         }

@@ -19,7 +19,7 @@
 
 use alloc::vec::Vec;
 
-use super::driver::CpufreqDriver;
+use super::driver::{Completion, CpufreqDriver};
 use super::{CpufreqError, CpufreqPolicy, Governor};
 use crate::em::{EmPerfDomain, MAX_PERF_DOMAINS};
 use crate::features::SchedFeatures;
@@ -41,13 +41,19 @@ pub struct CpufreqCore<D: CpufreqDriver> {
     pub failed_requests: u64,
     /// The latest failure: the domain and the driver's error.
     pub last_error: Option<(usize, D::Error)>,
+    /// `last[pd]`: policy `pd`'s latest completion, with its measured latency.
+    last: Vec<Option<Completion<D::Error>>>,
+    /// `requested[pd]`: the frequency policy `pd`'s latest request asked for, while it has
+    /// not completed.
+    requested: Vec<Option<Khz>>,
 }
 
 impl<D: CpufreqDriver> CpufreqCore<D> {
     /// One policy per performance domain of `board`, all with `governor`, at `now`.
     /// `capacity_orig[n]` is CPU n's capacity; domains with an energy model get its
     /// inefficient frequencies marked (`em_cpufreq_update_efficiencies`). `make_driver`
-    /// builds the driver from the policies (e.g. `|p| EmulatedDriver::new(p, true)`).
+    /// builds the driver from the policies (e.g. `|p| EmulatedDriver::new(p, true)`); a policy
+    /// starts at the frequency the driver reports (`cpufreq_driver->get`), if it knows one.
     /// The governor's starting frequency is requested at once.
     pub fn new(
         board: &BoardDesc,
@@ -71,6 +77,12 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
             policies.push(p);
         }
         let driver = make_driver(&policies);
+        for p in policies.iter_mut() {
+            let hw = driver.get(p.pd);
+            if hw.0 != 0 && hw != p.cur() {
+                p.init_cur(hw, now);
+            }
+        }
         let sugov = policies.iter().map(SugovPolicy::new).collect();
         let mut core = CpufreqCore {
             policies,
@@ -78,6 +90,8 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
             driver,
             failed_requests: 0,
             last_error: None,
+            last: alloc::vec![None; nr],
+            requested: alloc::vec![None; nr],
         };
         for pd in 0..nr {
             core.set_governor(pd, governor, now)?;
@@ -140,10 +154,22 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
                 sg.restart(p);
             }
         }
-        if let Some(f) = want {
+        self.apply_governor(pd, want, now);
+        Ok(())
+    }
+
+    /// Requests what a governor or limit change wants. `None` (keep `cur`) still needs a request
+    /// while another frequency is on its way: the driver would otherwise end there.
+    fn apply_governor(&mut self, pd: usize, want: Option<Khz>, now: Nanos) {
+        let cur = self.policies.get(pd).map(CpufreqPolicy::cur);
+        let pending = self.requested.get(pd).copied().flatten();
+        let target = want.or(match (pending, cur) {
+            (Some(r), Some(c)) if r != c => Some(c),
+            _ => None,
+        });
+        if let Some(f) = target {
             self.request(pd, f, now);
         }
-        Ok(())
     }
 
     /// Set `scaling_min_freq`/`scaling_max_freq` of policy `pd` (see
@@ -156,9 +182,7 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
         now: Nanos,
     ) -> Result<(), CpufreqError> {
         let want = self.policy_mut(pd)?.set_limits(min, max)?;
-        if let Some(f) = want {
-            self.request(pd, f, now);
-        }
+        self.apply_governor(pd, want, now);
         Ok(())
     }
 
@@ -191,6 +215,14 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
     pub fn poll(&mut self, now: Nanos) -> Option<(usize, Khz)> {
         loop {
             let c = self.driver.poll(now)?;
+            if let Some(slot) = self.last.get_mut(c.pd) {
+                *slot = Some(c);
+            }
+            if let Some(r) = self.requested.get_mut(c.pd) {
+                if *r == Some(c.requested) {
+                    *r = None;
+                }
+            }
             match c.result {
                 Ok(f) => {
                     if let Some(p) = self.policies.get_mut(c.pd) {
@@ -213,6 +245,12 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
         }
     }
 
+    /// Policy `pd`'s latest completed (or failed) request, with when it was made and when it
+    /// took effect: the measured transition latency.
+    pub fn last_completion(&self, pd: usize) -> Option<&Completion<D::Error>> {
+        self.last.get(pd)?.as_ref()
+    }
+
     /// When the driver next needs [`Self::poll`] ([`CpufreqDriver::next_poll`]).
     pub fn next_poll(&self) -> Option<Nanos> {
         self.driver.next_poll()
@@ -227,7 +265,12 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
     fn request(&mut self, pd: usize, f: Khz, now: Nanos) -> Option<Nanos> {
         let p = self.policies.get(pd)?;
         match self.driver.target(p, f, now) {
-            Ok(t) => Some(t),
+            Ok(t) => {
+                if let Some(r) = self.requested.get_mut(pd) {
+                    *r = Some(f);
+                }
+                Some(t)
+            }
             Err(e) => {
                 self.failed_requests += 1;
                 self.last_error = Some((pd, e));

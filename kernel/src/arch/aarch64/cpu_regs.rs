@@ -55,6 +55,18 @@ pub fn dmb_ishld() {
     barrier::dmb(barrier::ISHLD);
 }
 
+/// `dsb st`: earlier stores complete before later ones, to any device (Linux `wmb()`).
+#[inline(always)]
+pub fn dsb_st() {
+    barrier::dsb(barrier::ST);
+}
+
+/// `dsb ld`: earlier loads complete before later accesses (Linux `rmb()`).
+#[inline(always)]
+pub fn dsb_ld() {
+    barrier::dsb(barrier::LD);
+}
+
 /// Full-system data synchronisation barrier (all accesses, all observers).
 pub fn dsb_sy() {
     barrier::dsb(barrier::SY);

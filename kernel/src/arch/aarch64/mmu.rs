@@ -9,8 +9,16 @@
 //!   speculatively);
 //! - the kernel image in 4 KiB pages, as Linux's `map_kernel` does per segment: text read-only
 //!   and executable, rodata (and the self-test table) read-only, data/BSS/stacks read/write;
-//! - the UART and the GIC (distributor, CPU interface or redistributors) as Device-nGnRnE: a
-//!   1 GiB block where the GiB holds no RAM, else 2 MiB blocks.
+//! - the UART, the GIC (distributor, CPU interface or redistributors) and the DVFS firmware's
+//!   shared memory and mailboxes (`crate::dt::dvfs`) as Device-nGnRnE: a 1 GiB block where the
+//!   GiB holds no RAM, else 2 MiB blocks; a DVFS region in a GiB with RAM (the HiKey mailbox
+//!   buffer, the QEMU firmware stand-in's carve-out) as 4 KiB Device pages of its own;
+//! - RAM that must not be mapped (`no-map` `/reserved-memory` regions, the board crate's
+//!   `no_map` carve-outs such as secure DRAM) left out, whole blocks where it can and 4 KiB
+//!   pages at its edges, as Linux's `map_mem` skips `MEMBLOCK_NOMAP` memory: a Normal cacheable
+//!   mapping lets the CPU fetch it speculatively, which the TrustZone controller answers with
+//!   an external abort, and a non-coherent co-processor's buffer would be read through stale
+//!   cache lines;
 //!
 //! Everything else is unmapped, so a stray access takes a translation fault. The builder
 //! refuses an address at or above 2^39 (the map's reach, [`crate::dt::PA_LIMIT`]) instead of
@@ -211,6 +219,61 @@ impl Builder<'_> {
         Err(MapError::OutOfTables)
     }
 
+    /// The valid block or page descriptor that translates `addr`, and its level; `None` when
+    /// `addr` is unmapped. Creates nothing.
+    fn leaf(&self, addr: u64) -> Option<(u32, u64)> {
+        if addr >= PA_LIMIT as u64 {
+            return None;
+        }
+        let mut table = 0;
+        for (lvl, shift) in [(1, L1_SHIFT), (2, L2_SHIFT), (3, L3_SHIFT)] {
+            let e = self.pool[table][((addr >> shift) as usize) & (ENTRIES - 1)];
+            match e & 0b11 {
+                0b00 | 0b10 => return None,
+                DESC_TABLE if lvl < 3 => {
+                    table = (((e & TABLE_ADDR) - self.base()) / 4096) as usize;
+                }
+                _ => return Some((lvl, e)),
+            }
+        }
+        None
+    }
+
+    /// Unmaps `[start, end)` (4 KiB aligned): whole 1 GiB and 2 MiB entries where the range
+    /// covers them, 4 KiB pages at its edges (splitting the blocks there).
+    fn unmap_range(&mut self, start: u64, end: u64) -> Result<(), MapError> {
+        let mut a = start;
+        while a < end {
+            let (level, size) = [
+                (1, 1u64 << L1_SHIFT),
+                (2, 1 << L2_SHIFT),
+                (3, 1 << L3_SHIFT),
+            ]
+            .into_iter()
+            .find(|&(_, g)| a.is_multiple_of(g) && end - a >= g)
+            .unwrap_or((3, 1 << L3_SHIFT));
+            if self.leaf(a).is_some() || level < 3 && self.has_table(a, level) {
+                *self.entry(a, level)? = 0;
+            }
+            a += size;
+        }
+        Ok(())
+    }
+
+    /// Whether the entry for `addr` at `level` (1 or 2) is a table (something below it may be
+    /// mapped even if `addr` itself is not).
+    fn has_table(&self, addr: u64, level: u32) -> bool {
+        let l1 = self.pool[0][((addr >> L1_SHIFT) as usize) & (ENTRIES - 1)];
+        if l1 & 0b11 != DESC_TABLE {
+            return false;
+        }
+        if level == 1 {
+            return true;
+        }
+        let t = (((l1 & TABLE_ADDR) - self.base()) / 4096) as usize;
+        self.pool[t][((addr >> L2_SHIFT) as usize) & (ENTRIES - 1)] & 0b11 == DESC_TABLE
+    }
+
     /// Maps `[start, end)` (2 MiB aligned) with the largest blocks that fit.
     fn map_blocks(&mut self, start: u64, end: u64, attrs: u64) -> Result<(), MapError> {
         let mut a = start;
@@ -301,7 +364,11 @@ pub unsafe fn init_early(dtb_pa: usize, early_uart: Option<usize>) -> Result<(),
 ///
 /// # Safety
 /// Call once, on the boot CPU, before any other CPU runs, with the MMU off or on the early map.
-pub unsafe fn init_boot_cpu(plat: &Platform, fallback_uart: Option<usize>) -> Result<(), MapError> {
+pub unsafe fn init_boot_cpu(
+    plat: &Platform,
+    fallback_uart: Option<usize>,
+    no_map: &[MemRange],
+) -> Result<(), MapError> {
     // SAFETY: the caller guarantees nobody else touches the tables yet.
     let pool = unsafe { &mut *POOL.0.get() };
     let mut b = Builder { pool, used: 1 };
@@ -329,6 +396,19 @@ pub unsafe fn init_boot_cpu(plat: &Platform, fallback_uart: Option<usize>) -> Re
     if let Some(base) = fallback_uart {
         let size = crate::dt::UART_MIN;
         map_device(&mut b, MemRange { base, size })?;
+    }
+    // RAM nobody may map: the DT's `no-map` reservations and the board's `no_map` carve-outs.
+    for range in no_map_ranges(plat, no_map) {
+        let start = range.base as u64 & !((1 << L3_SHIFT) - 1);
+        let end = (range.end() as u64).next_multiple_of(1 << L3_SHIFT);
+        b.unmap_range(start, end)?;
+    }
+    // The DVFS firmware's shared memory and mailboxes: Device memory, as Linux's `ioremap`
+    // maps them (the firmware's processor is not coherent with ours).
+    if let Ok(Some(dvfs)) = &plat.dvfs {
+        for range in dvfs.regions() {
+            map_shared_device(&mut b, range)?;
+        }
     }
     map_kernel_image(&mut b)?;
     install_stack_window(&mut b)?;
@@ -397,6 +477,52 @@ fn map_kernel_image(b: &mut Builder<'_>) -> Result<(), MapError> {
     Ok(())
 }
 
+/// The RAM [`init_boot_cpu`] leaves unmapped: `plat`'s `no-map` reservations and `extra` (the
+/// board's `no_map` carve-outs).
+pub fn no_map_ranges<'a>(
+    plat: &'a Platform,
+    extra: &'a [MemRange],
+) -> impl Iterator<Item = MemRange> + 'a {
+    plat.reserved
+        .iter()
+        .filter(|r| r.no_map)
+        .map(|r| r.range)
+        .chain(extra.iter().copied())
+        .filter(|r| r.size > 0)
+}
+
+/// Maps a DVFS firmware region as Device memory: outside RAM as [`map_device`] does; in a GiB
+/// that has RAM, as Device pages of its own (replacing Normal ones, or inside a `no-map` hole,
+/// whose other pages stay unmapped), so no cacheable mapping of the region is left.
+fn map_shared_device(b: &mut Builder<'_>, range: MemRange) -> Result<(), MapError> {
+    let base = range.base as u64;
+    let end = base
+        .checked_add(range.size as u64)
+        .ok_or(MapError::OutOfRange { addr: base })?;
+    let mut a = base & !((1 << L3_SHIFT) - 1);
+    while a < end {
+        if a >= PA_LIMIT as u64 {
+            return Err(MapError::OutOfRange { addr: a });
+        }
+        if b.pool[0][(a >> L1_SHIFT) as usize] == 0 {
+            // A GiB without RAM: as any other device.
+            let next = ((a >> L1_SHIFT) + 1) << L1_SHIFT;
+            map_device(
+                b,
+                MemRange {
+                    base: a as usize,
+                    size: (next.min(end) - a) as usize,
+                },
+            )?;
+            a = next;
+        } else {
+            b.set(a, 3, DEVICE, false)?;
+            a += 1 << L3_SHIFT;
+        }
+    }
+    Ok(())
+}
+
 /// Maps `range` as Device memory: whole 1 GiB blocks where the GiB holds nothing else, else
 /// 2 MiB blocks (existing entries are kept).
 fn map_device(b: &mut Builder<'_>, range: MemRange) -> Result<(), MapError> {
@@ -426,6 +552,43 @@ fn kernel_bounds() -> (u64, u64, u64, u64) {
         (&raw const __rodata_end) as u64,
         (&raw const __kernel_end) as u64,
     )
+}
+
+/// How the running map translates `addr` (`AT S1E1R`, the MMU's own walk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Translation {
+    Unmapped,
+    Device,
+    Normal,
+}
+
+/// How the current map translates the (identity-mapped) address `addr` for an EL1 read.
+pub fn translate(addr: u64) -> Translation {
+    let par: u64;
+    // SAFETY: AT only walks the tables and writes PAR_EL1 (a scratch register nothing else
+    // keeps a value in across this sequence); IRQs masked so no handler's AT clobbers PAR_EL1
+    // between the two instructions.
+    unsafe {
+        asm!(
+            "mrs {flags}, daif",
+            "msr daifset, #2",
+            "at s1e1r, {addr}",
+            "isb",
+            "mrs {par}, par_el1",
+            "msr daif, {flags}",
+            addr = in(reg) addr,
+            par = out(reg) par,
+            flags = out(reg) _,
+            options(nostack),
+        );
+    }
+    if par & 1 != 0 {
+        Translation::Unmapped
+    } else if par >> 56 == 0 {
+        Translation::Device
+    } else {
+        Translation::Normal
+    }
 }
 
 /// TCR_EL1 with IPS from the CPU's physical address range.
