@@ -14,6 +14,7 @@
 pub mod bench;
 pub mod board;
 pub mod engine;
+pub mod meter;
 pub mod platinfo;
 pub mod plot;
 pub mod report;
@@ -233,7 +234,8 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
         governor: spec.governor,
         seed: spec.seed,
         hz: spec.hz,
-        record_timeline: spec.plot,
+        // The energy meter reads the running stretches and frequency changes.
+        record_timeline: true,
         until_all_exit,
         load_balance: spec.load_balance,
         placement: spec.placement,

@@ -45,8 +45,11 @@ pub struct Report {
     pub hz: u32,
     /// cpufreq user limits set at start (`--freq-limit`), as given.
     pub freq_limits: Vec<FreqLimitReport>,
-    /// Energy.
+    /// Energy (the energy model's view: busy CPUs' dynamic power only).
     pub energy: Energy,
+    /// What a power meter would read ([`crate::meter`]): `null` without an energy model or
+    /// without the timeline.
+    pub meter: Option<MeterReport>,
     /// Per task.
     pub tasks: Vec<TaskReport>,
     /// Per CPU: capacity and the root cfs_rq's traced signals.
@@ -103,6 +106,16 @@ pub struct Energy {
     pub total_uj: f64,
     /// Per performance domain.
     pub perf_domains: Vec<DomainEnergy>,
+}
+
+/// The meter's reading and the model it used.
+#[derive(DeriveSerialize, Debug)]
+pub struct MeterReport {
+    /// The reading.
+    #[serde(flatten)]
+    pub reading: crate::meter::MeterReading,
+    /// The model (powers in µW, DT idle states in ns).
+    pub model: crate::meter::MeterModel,
 }
 
 /// One domain's energy.
@@ -446,6 +459,12 @@ pub fn build(
             total_uj: fj_to_uj(total),
             perf_domains: pds,
         },
+        meter: res.timeline.as_ref().and_then(|tl| {
+            let model = crate::meter::model(board)?;
+            let reading =
+                crate::meter::read(board, &model, tl, res.end_ns, &res.counters.freq_changes);
+            Some(MeterReport { reading, model })
+        }),
         tasks,
         cpus,
         counters: CountersReport {
