@@ -185,6 +185,15 @@ fn print_summary(
             m.transition_uj / 1000.0
         )?;
     }
+    if let Some(b) = &r.energy_bound {
+        writeln!(
+            o,
+            "  optimal (lower bound): {:.3} mJ meeting deadlines, {:.3} mJ work only; energy / bound = {:.4}",
+            b.deadline_uj / 1000.0,
+            b.work_uj / 1000.0,
+            b.ratio_to_deadline_bound
+        )?;
+    }
     let misses: u64 = r.tasks.iter().map(|t| t.deadline_misses).sum();
     let periods: u64 = r.tasks.iter().map(|t| t.timer_activations).sum();
     writeln!(

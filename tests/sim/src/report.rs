@@ -50,6 +50,9 @@ pub struct Report {
     /// What a power meter would read ([`crate::meter`]): `null` without an energy model or
     /// without the timeline.
     pub meter: Option<MeterReport>,
+    /// Lower bounds on the energy-model energy of any schedule doing this run's work
+    /// ([`crate::optimal`]); `null` without an energy model.
+    pub energy_bound: Option<EnergyBound>,
     /// Per task.
     pub tasks: Vec<TaskReport>,
     /// Per CPU: capacity and the root cfs_rq's traced signals.
@@ -106,6 +109,33 @@ pub struct Energy {
     pub total_uj: f64,
     /// Per performance domain.
     pub perf_domains: Vec<DomainEnergy>,
+}
+
+/// [`crate::optimal::Bound`] in µJ, with asym's energy-model energy as a ratio to each.
+#[derive(DeriveSerialize, Debug)]
+pub struct EnergyBound {
+    /// Valid for every schedule doing the same work.
+    pub work_uj: f64,
+    /// Valid for every schedule doing the same work and meeting every timer deadline.
+    pub deadline_uj: f64,
+    /// `energy.total_uj / deadline_uj`.
+    pub ratio_to_deadline_bound: f64,
+}
+
+impl EnergyBound {
+    /// From a bound and asym's energy.
+    pub fn new(b: crate::optimal::Bound, total_uj: f64) -> EnergyBound {
+        let deadline_uj = fj_to_uj(b.deadline_fj);
+        EnergyBound {
+            work_uj: fj_to_uj(b.work_fj),
+            deadline_uj,
+            ratio_to_deadline_bound: if deadline_uj > 0.0 {
+                (total_uj / deadline_uj * 10_000.0).round() / 10_000.0
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// The meter's reading and the model it used.
@@ -465,6 +495,7 @@ pub fn build(
                 crate::meter::read(board, &model, tl, res.end_ns, &res.counters.freq_changes);
             Some(MeterReport { reading, model })
         }),
+        energy_bound: None,
         tasks,
         cpus,
         counters: CountersReport {
