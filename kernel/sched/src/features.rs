@@ -85,6 +85,15 @@ sched_features! {
     /// fix (ChromeOS `sched_aggressive_next_balance=0`): only domains actually balanced
     /// update it, and they stamp `sd->last_balance`.
     AGGRESSIVE_NEXT_BALANCE = true,
+    /// Seed-era cpufreq (seed 001's 2018 HiKey, Linux before v5.16): the energy model's
+    /// inefficient OPPs are *not* skipped (no `em_cpufreq_update_efficiencies`, no
+    /// `CPUFREQ_RELATION_E`), so schedutil may pick HiKey's 208 MHz. Not a Linux feature.
+    KEEP_INEFFICIENT_OPPS = false,
+    /// Seed-era schedutil rate limit (Linux v4.14 until Qais Yousef's 2024 "cpufreq: Change
+    /// default transition delay to 2ms"): the default `rate_limit_us` is
+    /// `min(transition_latency_us × LATENCY_MULTIPLIER (1000), 10 ms)` — 10 ms on Juno r2,
+    /// HiKey960 and HiKey — instead of v6.12's 1.5 × the latency. Not a Linux feature.
+    LEGACY_TRANSITION_DELAY = false,
 }
 
 /// A set of enabled [`Feature`]s. `Default` is Linux's defaults.
