@@ -14,6 +14,7 @@
 pub mod bench;
 pub mod board;
 pub mod engine;
+pub mod experiments;
 pub mod meter;
 pub mod optimal;
 pub mod platinfo;
