@@ -94,6 +94,12 @@ sched_features! {
     /// `min(transition_latency_us × LATENCY_MULTIPLIER (1000), 10 ms)` — 10 ms on Juno r2,
     /// HiKey960 and HiKey — instead of v6.12's 1.5 × the latency. Not a Linux feature.
     LEGACY_TRANSITION_DELAY = false,
+    /// asym's util_est improvement (not in Linux): when a task's util_avg at dequeue is
+    /// below its runnable_avg (it waited behind other tasks), Linux keeps the ewma as it is;
+    /// with this on the ewma still decays — towards the runnable_avg, never below it — so an
+    /// estimate inflated earlier (a fork's initial util, a past heavy phase) cannot stay
+    /// frozen above what the task would use even if it had run whenever it was runnable.
+    UTIL_EST_DECAY_TO_RUNNABLE = false,
 }
 
 /// A set of enabled [`Feature`]s. `Default` is Linux's defaults.
