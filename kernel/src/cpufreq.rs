@@ -291,13 +291,16 @@ impl fmt::Display for Error {
     }
 }
 
-/// Builds the cpufreq core for `board` (every domain on schedutil) at `now`. Errors are
-/// returned for the caller to report; cpufreq then stays off.
+/// Builds the cpufreq core for `board` (every domain on schedutil) at `now`, with the
+/// boot-time seed-era switches of `features` (`CpufreqCore::apply_seed_era`; changing them
+/// later at run time does not rebuild the policies). Errors are returned for the caller to
+/// report; cpufreq then stays off.
 pub fn init(
     plat: &crate::dt::Platform,
     board: &'static BoardDesc,
     topo: &Topology,
     now: Nanos,
+    features: SchedFeatures,
 ) -> Result<(), InitError> {
     let mut caps = [Capacity(SCHED_CAPACITY_SCALE); MAX_CPUS];
     for c in topo.cpus() {
@@ -325,6 +328,7 @@ pub fn init(
         .map_err(InitError::Policy)?,
         LockRank::CPUFREQ,
     );
+    core.lock().apply_seed_era(features);
     for c in topo.cpus() {
         let scale = core.lock().arch_scale_freq_capacity(c.id);
         ARCH_FREQ_SCALE.of(c.id).store(scale, Ordering::Relaxed);

@@ -252,7 +252,7 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         if let Err(e) = asym_sched::em::EnergyModel::from_topology(b, &topology) {
             crate::println!("sched: energy model refused: {} (EAS off)", e);
         }
-        if let Err(e) = crate::cpufreq::init(plat, b, &topology, start) {
+        if let Err(e) = crate::cpufreq::init(plat, b, &topology, start, features) {
             crate::println!("cpufreq: {}; cpufreq off", e);
         }
     }

@@ -421,6 +421,33 @@ pub fn run_sim(fixed: &[&str], args: &[String]) -> Result<ExitCode> {
     Ok(crate::exit_code(st.code()))
 }
 
+/// `cargo xtask experiments`: `asym-experiments` (release build) writing the generated block
+/// of `docs/experiments.md`, or printing it with `--quick` / `--seed`.
+pub fn experiments(quick: bool, seed: Option<&str>) -> Result<ExitCode> {
+    let doc = cmd::workspace_root().join("docs/experiments.md");
+    let mut c = cmd::cargo();
+    c.args([
+        "run",
+        "--release",
+        "-p",
+        "asym-sim",
+        "--bin",
+        "asym-experiments",
+        "--",
+    ]);
+    if quick {
+        c.arg("--quick");
+    }
+    if let Some(s) = seed {
+        c.args(["--seed", s]);
+    }
+    if !quick && seed.is_none() {
+        c.arg("--write").arg(&doc);
+    }
+    let st = cmd::status(&mut c)?;
+    Ok(crate::exit_code(st.code()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

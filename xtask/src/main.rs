@@ -123,6 +123,18 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run every seed's experiment in the simulator (`asym-experiments`) and regenerate the
+    /// generated block of docs/experiments.md (full size, all seeds); with --quick or --seed,
+    /// print the block instead of writing it. Fails when a must-show check fails.
+    Experiments {
+        /// Reduced sizes (what `cargo xtask test` runs); prints, does not write.
+        #[arg(long)]
+        quick: bool,
+        /// Only one seed: 000, 001, 002, 003, 004, or `energy` (the lower-bound table);
+        /// prints, does not write.
+        #[arg(long)]
+        seed: Option<String>,
+    },
     /// Run the simulator: all arguments go to `asym-sim` (try `cargo xtask sim --help`).
     #[command(disable_help_flag = true)]
     Sim {
@@ -392,6 +404,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }),
         Cmd::Soak(a) => bench::soak(&a.machine, a.board, a.seconds, a.shift, &a.append),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
+        Cmd::Experiments { quick, seed } => bench::experiments(quick, seed.as_deref()),
         Cmd::Lisa { args } => {
             let (python, _) = lisa::ensure_venv()?;
             let (passed, failed) = lisa::check(&python, &args)?;

@@ -92,6 +92,22 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         }
         stage_cmd(&mut results, "host tests", &mut test);
 
+        // The seeds' experiments at reduced size: every must-show check must hold (the full
+        // run is `cargo xtask experiments`, which regenerates docs/experiments.md).
+        stage_cmd(
+            &mut results,
+            "experiments --quick",
+            cmd::cargo().args([
+                "run",
+                "-p",
+                "asym-sim",
+                "--bin",
+                "asym-experiments",
+                "--",
+                "--quick",
+            ]),
+        );
+
         if !args.no_lisa {
             lisa_stages(&mut results);
         }

@@ -15,6 +15,8 @@ extern crate std;
 
 use asym_sched::topology::BoardDesc;
 
+pub use asym_kernel::board::{BoardConfig, IdleState};
+
 /// ARM Juno r2: 2× Cortex-A72 + 4× Cortex-A53, one cpufreq policy per cluster.
 pub const JUNO_R2: BoardDesc = asym_juno_r2::SCHED;
 /// Juno r2 big OPPs as the SCMI SCP firmware reports them (documented alternative).
@@ -34,6 +36,20 @@ pub const ALL: &[&BoardDesc] = &[&JUNO_R2, &HIKEY960, &HIKEY];
 pub fn by_name(name: &str) -> Option<&'static BoardDesc> {
     let name = name.strip_prefix("qemu-").unwrap_or(name);
     ALL.iter().copied().find(|b| b.name == name)
+}
+
+/// Every board's whole configuration (the `CONFIG` of its crate), in [`ALL`]'s order: the
+/// simulator's energy meter reads the DT idle states from it.
+pub const CONFIGS: &[&BoardConfig] = &[
+    &asym_juno_r2::CONFIG,
+    &asym_hikey960::CONFIG,
+    &asym_hikey::CONFIG,
+];
+
+/// The configuration of the board [`by_name`] finds.
+pub fn config_by_name(name: &str) -> Option<&'static BoardConfig> {
+    let name = name.strip_prefix("qemu-").unwrap_or(name);
+    CONFIGS.iter().copied().find(|c| c.sched.name == name)
 }
 
 #[cfg(test)]

@@ -402,6 +402,21 @@ impl CpufreqPolicy {
         self.cur = freq;
     }
 
+    /// `cpufreq_policy_transition_delay_us` of Linux v4.14 to v6.7 (the seed era):
+    /// `transition_delay_us` if set, else `min(latency_us × 1000, 10 000)` µs, or 1000 µs
+    /// (`LATENCY_MULTIPLIER`) when the latency is unknown.
+    pub fn transition_delay_us_legacy(&self) -> u32 {
+        if let Some(d) = self.transition_delay_us {
+            return d;
+        }
+        let lat = (self.transition_latency_ns / 1000).min(u32::MAX as u64) as u32;
+        if lat > 0 {
+            lat.saturating_mul(1000).min(10_000)
+        } else {
+            1000
+        }
+    }
+
     /// The driver has switched the hardware to `freq` at `now`
     /// (`cpufreq_freq_transition_end` + `cpufreq_stats_record_transition`). A frequency
     /// that is not in the table is recorded against the nearest entry at or above it.

@@ -85,6 +85,21 @@ sched_features! {
     /// fix (ChromeOS `sched_aggressive_next_balance=0`): only domains actually balanced
     /// update it, and they stamp `sd->last_balance`.
     AGGRESSIVE_NEXT_BALANCE = true,
+    /// Seed-era cpufreq (seed 001's 2018 HiKey, Linux before v5.16): the energy model's
+    /// inefficient OPPs are *not* skipped (no `em_cpufreq_update_efficiencies`, no
+    /// `CPUFREQ_RELATION_E`), so schedutil may pick HiKey's 208 MHz. Not a Linux feature.
+    KEEP_INEFFICIENT_OPPS = false,
+    /// Seed-era schedutil rate limit (Linux v4.14 until Qais Yousef's 2024 "cpufreq: Change
+    /// default transition delay to 2ms"): the default `rate_limit_us` is
+    /// `min(transition_latency_us × LATENCY_MULTIPLIER (1000), 10 ms)` — 10 ms on Juno r2,
+    /// HiKey960 and HiKey — instead of v6.12's 1.5 × the latency. Not a Linux feature.
+    LEGACY_TRANSITION_DELAY = false,
+    /// asym's util_est improvement (not in Linux): when a task's util_avg at dequeue is
+    /// below its runnable_avg (it waited behind other tasks), Linux keeps the ewma as it is;
+    /// with this on the ewma still decays — towards the runnable_avg, never below it — so an
+    /// estimate inflated earlier (a fork's initial util, a past heavy phase) cannot stay
+    /// frozen above what the task would use even if it had run whenever it was runnable.
+    UTIL_EST_DECAY_TO_RUNNABLE = false,
 }
 
 /// A set of enabled [`Feature`]s. `Default` is Linux's defaults.

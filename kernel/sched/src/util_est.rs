@@ -90,8 +90,18 @@ pub fn util_est_update(
             return;
         }
         // The task spent time waiting rather than running: its util underestimates it.
-        if dequeued + UTIL_EST_MARGIN < task_runnable(task).0 {
-            break 'done;
+        let mut last_ewma_diff = last_ewma_diff;
+        let runnable = task_runnable(task).0;
+        if dequeued + UTIL_EST_MARGIN < runnable {
+            // Linux keeps the ewma. asym's UTIL_EST_DECAY_TO_RUNNABLE: an ewma above even
+            // the runnable_avg (util had the task run whenever it was runnable) is stale, so
+            // decay it towards runnable_avg instead.
+            if !features.enabled(Feature::UTIL_EST_DECAY_TO_RUNNABLE)
+                || ewma < runnable + UTIL_EST_MARGIN
+            {
+                break 'done;
+            }
+            last_ewma_diff = ewma - runnable;
         }
         // ewma = ewma - diff/4, computed as Linux does in the << 2 domain.
         ewma <<= UTIL_EST_WEIGHT_SHIFT;

@@ -603,6 +603,7 @@ impl<'a, W: Write> Engine<'a, W> {
         })
         .map_err(|e| SimError::Workload(format!("cpufreq: {e}")))?;
         let mut cpufreq = cpufreq;
+        cpufreq.apply_seed_era(cfg.features);
         for l in &cfg.freq_limits {
             let Some(pd) = board.domains.iter().position(|d| d.name == l.domain) else {
                 let names: Vec<_> = board.domains.iter().map(|d| d.name).collect();

@@ -14,6 +14,9 @@
 pub mod bench;
 pub mod board;
 pub mod engine;
+pub mod experiments;
+pub mod meter;
+pub mod optimal;
 pub mod platinfo;
 pub mod plot;
 pub mod report;
@@ -233,7 +236,8 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
         governor: spec.governor,
         seed: spec.seed,
         hz: spec.hz,
-        record_timeline: spec.plot,
+        // The energy meter reads the running stretches and frequency changes.
+        record_timeline: true,
         until_all_exit,
         load_balance: spec.load_balance,
         placement: spec.placement,
@@ -286,7 +290,12 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
     if let Some(mut w) = sink {
         w.flush().map_err(|e| format!("trace.txt: {e}"))?;
     }
-    let report = report::build(&board, &file_label(&spec.workload), &cfg, features, &result);
+    let mut report = report::build(&board, &file_label(&spec.workload), &cfg, features, &result);
+    if let (true, Some(tl)) = (board.has_energy_model, result.timeline.as_ref()) {
+        let acts: Vec<u64> = result.tasks.iter().map(|t| t.timer_activations).collect();
+        let b = optimal::bound(&board, &wl, tl, &acts);
+        report.energy_bound = Some(report::EnergyBound::new(b, report.energy.total_uj));
+    }
     if let Some(dir) = &spec.out {
         let mut json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         json.push('\n');

@@ -176,6 +176,27 @@ fn print_summary(
     for d in &r.energy.perf_domains {
         writeln!(o, "    {:<8} {:>12.3} mJ", d.name, d.energy_uj / 1000.0)?;
     }
+    if let Some(m) = &r.meter {
+        let m = &m.reading;
+        writeln!(
+            o,
+            "  meter:  {:.3} mJ (dynamic {:.3}, CPU static {:.3}, clusters {:.3}, transitions {:.3})",
+            m.total_uj / 1000.0,
+            m.cpu_dynamic_uj / 1000.0,
+            m.cpu_static_uj / 1000.0,
+            m.cluster_uj / 1000.0,
+            m.transition_uj / 1000.0
+        )?;
+    }
+    if let Some(b) = &r.energy_bound {
+        writeln!(
+            o,
+            "  optimal (lower bound): {:.3} mJ meeting deadlines, {:.3} mJ work only; energy / bound = {:.4}",
+            b.deadline_uj / 1000.0,
+            b.work_uj / 1000.0,
+            b.ratio_to_deadline_bound
+        )?;
+    }
     let misses: u64 = r.tasks.iter().map(|t| t.deadline_misses).sum();
     let periods: u64 = r.tasks.iter().map(|t| t.timer_activations).sum();
     writeln!(

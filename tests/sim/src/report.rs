@@ -48,8 +48,14 @@ pub struct Report {
     pub hz: u32,
     /// cpufreq user limits set at start (`--freq-limit`), as given.
     pub freq_limits: Vec<FreqLimitReport>,
-    /// Energy.
+    /// Energy (the energy model's view: busy CPUs' dynamic power only).
     pub energy: Energy,
+    /// What a power meter would read ([`crate::meter`]): `null` without an energy model or
+    /// without the timeline.
+    pub meter: Option<MeterReport>,
+    /// Lower bounds on the energy-model energy of any schedule doing this run's work
+    /// ([`crate::optimal`]); `null` without an energy model.
+    pub energy_bound: Option<EnergyBound>,
     /// Per task.
     pub tasks: Vec<TaskReport>,
     /// Per CPU: capacity and the root cfs_rq's traced signals.
@@ -106,6 +112,43 @@ pub struct Energy {
     pub total_uj: f64,
     /// Per performance domain.
     pub perf_domains: Vec<DomainEnergy>,
+}
+
+/// [`crate::optimal::Bound`] in µJ, with asym's energy-model energy as a ratio to each.
+#[derive(DeriveSerialize, Debug)]
+pub struct EnergyBound {
+    /// Valid for every schedule doing the same work.
+    pub work_uj: f64,
+    /// Valid for every schedule doing the same work and meeting every timer deadline.
+    pub deadline_uj: f64,
+    /// `energy.total_uj / deadline_uj`.
+    pub ratio_to_deadline_bound: f64,
+}
+
+impl EnergyBound {
+    /// From a bound and asym's energy.
+    pub fn new(b: crate::optimal::Bound, total_uj: f64) -> EnergyBound {
+        let deadline_uj = fj_to_uj(b.deadline_fj);
+        EnergyBound {
+            work_uj: fj_to_uj(b.work_fj),
+            deadline_uj,
+            ratio_to_deadline_bound: if deadline_uj > 0.0 {
+                (total_uj / deadline_uj * 10_000.0).round() / 10_000.0
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// The meter's reading and the model it used.
+#[derive(DeriveSerialize, Debug)]
+pub struct MeterReport {
+    /// The reading.
+    #[serde(flatten)]
+    pub reading: crate::meter::MeterReading,
+    /// The model (powers in µW, DT idle states in ns).
+    pub model: crate::meter::MeterModel,
 }
 
 /// One domain's energy.
@@ -450,6 +493,13 @@ pub fn build(
             total_uj: fj_to_uj(total),
             perf_domains: pds,
         },
+        meter: res.timeline.as_ref().and_then(|tl| {
+            let model = crate::meter::model(board)?;
+            let reading =
+                crate::meter::read(board, &model, tl, res.end_ns, &res.counters.freq_changes);
+            Some(MeterReport { reading, model })
+        }),
+        energy_bound: None,
         tasks,
         cpus,
         counters: CountersReport {

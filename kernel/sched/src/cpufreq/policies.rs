@@ -22,7 +22,7 @@ use alloc::vec::Vec;
 use super::driver::{Completion, CpufreqDriver};
 use super::{CpufreqError, CpufreqPolicy, Governor};
 use crate::em::{EmPerfDomain, MAX_PERF_DOMAINS};
-use crate::features::SchedFeatures;
+use crate::features::{Feature, SchedFeatures};
 use crate::rq::RqSnapshot;
 use crate::schedutil::{SugovPolicy, UpdateFlags};
 use crate::topology::BoardDesc;
@@ -97,6 +97,21 @@ impl<D: CpufreqDriver> CpufreqCore<D> {
             core.set_governor(pd, governor, now)?;
         }
         Ok(core)
+    }
+
+    /// Apply the seed-era cpufreq switches of `features` to every policy (call once, after
+    /// [`Self::new`]): [`Feature::KEEP_INEFFICIENT_OPPS`] stops skipping inefficient
+    /// frequencies, [`Feature::LEGACY_TRANSITION_DELAY`] sets schedutil's `rate_limit_us` to
+    /// the pre-2024 default. Both off leave everything as v6.12 has it.
+    pub fn apply_seed_era(&mut self, features: SchedFeatures) {
+        for (p, sg) in self.policies.iter_mut().zip(self.sugov.iter_mut()) {
+            if features.enabled(Feature::KEEP_INEFFICIENT_OPPS) {
+                p.set_efficiencies_available(false);
+            }
+            if features.enabled(Feature::LEGACY_TRANSITION_DELAY) {
+                sg.set_rate_limit_us(p.transition_delay_us_legacy());
+            }
+        }
     }
 
     /// Number of policies.
