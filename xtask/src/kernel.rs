@@ -22,6 +22,8 @@ pub const KERNEL_CRATES: &[&str] = &[
     "asym-hikey960",
     "asym-hikey",
     "asym-sched",
+    "asym-rtapp",
+    "asym-trace",
     "asym-dvfs",
     "asym-linux-probe",
 ];

@@ -36,6 +36,8 @@ const JUNO_MPIDRS: [u64; 6] = [0x0, 0x1, 0x100, 0x101, 0x102, 0x103];
 /// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
 const HOST_CRATES: &[&str] = &[
     "asym-sched",
+    "asym-rtapp",
+    "asym-trace",
     "asym-dvfs",
     "asym-boards",
     "asym-juno-r2",

@@ -73,12 +73,13 @@ use asym_sched::util_est;
 use asym_sched::wakeup::WakeKind;
 
 use crate::board::Board;
-use crate::signals::{ns_to_us, signed_ns_to_us, RtAppLoop, RtAppTotals, StepSignal};
+use crate::signals::{RtAppTotals, StepSignal};
 use crate::trace::{
     self, Comm, CpuMaskHex, Ctx, Event as TraceEvent, PeltVals, PrevState, RtApp, TaskRef,
     TraceWriter,
 };
-use crate::workload::{Event, Workload};
+use crate::workload::Workload;
+use asym_rtapp::interp::{self, Action, Thread};
 
 /// The frequency governor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,20 +347,14 @@ struct SimTask {
     parked: Option<Task>,
     remaining_fp: u64,
     invariant: bool,
-    pending_resume: bool,
     wake_ts: Option<u64>,
-    // Program cursor.
-    loops_done: u64,
-    phase: usize,
-    phase_loop: u64,
-    event: usize,
+    /// Its rt-app program ([`asym_rtapp::interp`]).
+    prog: Thread,
     stats: TaskStats,
     /// Has called `pthread_setname_np` (before that the trace names it `rt-app`).
     renamed: bool,
     /// Pre-v6.9 `util_est.enqueued`: util_avg at the last dequeue to sleep.
     ue_enqueued: u32,
-    /// The rt-app phase iteration in progress, if one is.
-    rta: Option<RtAppLoop>,
 }
 
 struct SimCpu {
@@ -380,11 +375,6 @@ struct Domain {
     cur_opp: usize,
     /// Since when `cur_opp` holds (frequency residency).
     since: u64,
-}
-
-#[derive(Clone, Copy)]
-struct TimerState {
-    t_ref: Option<u64>,
 }
 
 /// `TASK_COMM_LEN - 1`.
@@ -411,10 +401,6 @@ fn tidx(id: TaskId) -> usize {
     (id.0 - FIRST_PID) as usize
 }
 
-fn mask_of(cpus: Option<&Vec<u16>>, all: u64) -> u64 {
-    cpus.map_or(all, |c| c.iter().fold(0, |m, &c| m | 1 << c))
-}
-
 /// The simulator state for one run.
 pub struct Engine<'a, W: Write> {
     board: &'a Board,
@@ -426,7 +412,7 @@ pub struct Engine<'a, W: Write> {
     tasks: Vec<SimTask>,
     cpus: Vec<SimCpu>,
     domains: Vec<Domain>,
-    timers: Vec<TimerState>,
+    timers: Vec<interp::Timer>,
     busy_ns: Vec<Vec<u64>>,
     counters: Counters,
     /// The root domain's flags (overutilized, EAS).
@@ -449,8 +435,6 @@ pub struct Engine<'a, W: Write> {
     cpu_signals: Vec<[StepSignal; CpuSignal::COUNT]>,
     /// Per domain, ns at each OPP.
     freq_time_ns: Vec<Vec<u64>>,
-    /// rt-app markers produced by [`Self::next_event`], written by its caller.
-    rta_marks: Vec<RtApp>,
     /// Every CPU's snapshot, refreshed before a policy step reads them.
     snaps: Vec<RqSnapshot>,
     /// The balancer's moves not yet synced.
@@ -540,16 +524,14 @@ impl<'a, W: Write> Engine<'a, W> {
             )));
         }
         let tick_ns = 1_000_000_000 / cfg.hz as u64;
-        let all = if nr == 64 { u64::MAX } else { (1u64 << nr) - 1 };
         let mut tasks = Vec::with_capacity(wl.tasks.len());
         for (i, t) in wl.tasks.iter().enumerate() {
-            let ph = &t.phases[0];
-            let allowed = mask_of(ph.cpus.as_ref().or(t.cpus.as_ref()), all);
-            let nice = ph.nice.unwrap_or(t.nice);
-            let uclamp = match (ph.util_min.or(t.util_min), ph.util_max.or(t.util_max)) {
-                (None, None) => None,
-                (lo, hi) => Some((lo.unwrap_or(0), hi.unwrap_or(1024))),
-            };
+            let prog = Thread::new(wl, i, nr);
+            let interp::Params {
+                nice,
+                allowed,
+                uclamp,
+            } = prog.params();
             let mut uc = TaskUclamp::new();
             if let Some((lo, hi)) = uclamp {
                 uc.set_request(lo, hi)
@@ -567,19 +549,14 @@ impl<'a, W: Write> Engine<'a, W> {
                 parked: Some(task),
                 remaining_fp: 0,
                 invariant: false,
-                pending_resume: false,
                 wake_ts: None,
-                loops_done: 0,
-                phase: 0,
-                phase_loop: 0,
-                event: 0,
+                prog,
                 stats: TaskStats {
                     residency_ns: vec![0; nr],
                     ..TaskStats::default()
                 },
                 renamed: false,
                 ue_enqueued: 0,
-                rta: None,
             });
         }
         let uclamp_used = tasks.iter().any(|t| t.uclamp.is_some());
@@ -683,7 +660,6 @@ impl<'a, W: Write> Engine<'a, W> {
                 .iter()
                 .map(|d| vec![0; d.opps.len()])
                 .collect(),
-            rta_marks: Vec::new(),
             board,
             wl,
             now: 0,
@@ -692,7 +668,7 @@ impl<'a, W: Write> Engine<'a, W> {
             tasks,
             cpus,
             domains,
-            timers: vec![TimerState { t_ref: None }; wl.nr_timers],
+            timers: vec![interp::Timer::new(); wl.nr_timers],
             busy_ns: board
                 .cpus
                 .iter()
@@ -1368,17 +1344,46 @@ impl<'a, W: Write> Engine<'a, W> {
         self.schedule(cpu, PrevState::Sleeping)
     }
 
-    /// Run the current task's rt-app events from its cursor until it has work to
-    /// do or blocks.
+    /// Run the current task's rt-app program ([`Thread::step`]) until it has work to do
+    /// or blocks.
     fn run_program(&mut self, cpu: usize) -> Result<(), SimError> {
         let Some(t) = self.cpus[cpu].running else {
             return Ok(());
         };
-        if !self.tasks[t].renamed {
-            self.rtapp_thread_start(cpu, t)?;
-        }
         let mut steps = 0u32;
         loop {
+            let action = self.tasks[t].prog.step(self.wl, &mut self.timers, self.now);
+            match action {
+                Action::Start => {
+                    self.rtapp_thread_start(cpu, t)?;
+                    continue;
+                }
+                Action::Marker(m) => {
+                    if let RtApp::Stats {
+                        slack,
+                        c_period,
+                        c_run,
+                        ..
+                    } = m
+                    {
+                        self.tasks[t].stats.rtapp.add(slack, c_period, c_run);
+                    }
+                    self.trace_marker(cpu, m)?;
+                    continue;
+                }
+                Action::Phase(p) => {
+                    let task = &mut self.tasks[t];
+                    task.allowed = p.allowed;
+                    task.uclamp = p.uclamp;
+                    if task.nice != p.nice {
+                        // A phase with its own `nice`: set_user_nice on the queued task.
+                        task.nice = p.nice;
+                        self.cpus[cpu].rq.set_nice(tid(t), p.nice)?;
+                    }
+                    continue;
+                }
+                _ => {}
+            }
             steps += 1;
             if steps > MAX_ZERO_TIME_STEPS {
                 return Err(SimError::Workload(format!(
@@ -1386,106 +1391,68 @@ impl<'a, W: Write> Engine<'a, W> {
                     self.tasks[t].comm
                 )));
             }
-            let old_nice = self.tasks[t].nice;
-            let ev = self.next_event(t);
-            self.emit_rtapp_marks(cpu)?;
-            let Some(ev) = ev else {
-                self.trace_marker(cpu, RtApp::TaskEnd)?;
-                self.tasks[t].stats.exited = true;
-                self.nr_exited += 1;
-                self.block(cpu, t, TState::Dead)?;
-                // finish_task_switch → task_dead_fair → remove_entity_load_avg: a dead
-                // task's signals leave its CPU's cfs_rq at the next update instead of
-                // decaying there as blocked load.
-                if let Some(mut task) = self.tasks[t].parked.take() {
-                    let rq = &mut self.cpus[cpu].rq;
-                    let removed = task_dead_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
-                    rq.apply_removed(removed);
-                    self.tasks[t].parked = Some(task);
+            match action {
+                Action::Start | Action::Marker(_) | Action::Phase(_) => {}
+                Action::Exit => {
+                    self.tasks[t].stats.exited = true;
+                    self.nr_exited += 1;
+                    self.block(cpu, t, TState::Dead)?;
+                    // finish_task_switch → task_dead_fair → remove_entity_load_avg: a dead
+                    // task's signals leave its CPU's cfs_rq at the next update instead of
+                    // decaying there as blocked load.
+                    if let Some(mut task) = self.tasks[t].parked.take() {
+                        let rq = &mut self.cpus[cpu].rq;
+                        let removed =
+                            task_dead_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
+                        rq.apply_removed(removed);
+                        self.tasks[t].parked = Some(task);
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            };
-            if self.tasks[t].nice != old_nice {
-                // A phase with its own `nice`: set_user_nice on the queued task.
-                self.cpus[cpu].rq.set_nice(tid(t), self.tasks[t].nice)?;
-            }
-            match ev {
-                Event::Run { work_ns } | Event::Runtime { ns: work_ns } => {
+                Action::Run { work_ns } | Action::Runtime { ns: work_ns } => {
                     if work_ns == 0 {
                         continue;
                     }
                     let task = &mut self.tasks[t];
-                    if let Some(l) = task.rta.as_mut() {
-                        l.run_since = Some(self.now);
-                        l.c_run_us += ns_to_us(work_ns);
-                    }
-                    task.invariant = matches!(ev, Event::Runtime { .. });
+                    task.invariant = matches!(action, Action::Runtime { .. });
                     task.remaining_fp = work_ns << 20;
                     self.arm_segment(cpu);
                     return Ok(());
                 }
-                Event::Sleep { ns } => {
+                Action::Sleep { ns } => {
                     if ns == 0 {
                         continue;
                     }
                     self.push(self.now + ns, Ev::Wake(t));
                     return self.block(cpu, t, TState::Sleeping);
                 }
-                Event::Timer {
-                    timer,
-                    period_ns,
-                    absolute,
-                } => {
-                    // rt-app (`run_event`, `rtapp_timer`): an unused timer starts from
-                    // the start time of the thread that first uses it (`t_first`: rt-app's
-                    // time zero plus that thread's `delay`), not from the first use.
-                    let t_first = self.wl.tasks[t].delay_ns;
-                    let ts = &mut self.timers[timer];
-                    let base = *ts.t_ref.get_or_insert(t_first);
-                    let next = base + period_ns;
-                    if let Some(l) = self.tasks[t].rta.as_mut() {
-                        l.c_period_us += ns_to_us(period_ns);
-                        l.slack_us = signed_ns_to_us(next as i64 - self.now as i64);
-                        if self.now < next {
-                            l.timer_wait = Some(next);
-                        } else {
-                            l.wu_lat_us = 0;
-                        }
-                    }
-                    self.tasks[t].stats.timer_activations += 1;
-                    self.tasks[t]
-                        .stats
+                Action::Timer(tick) => {
+                    let stats = &mut self.tasks[t].stats;
+                    stats.timer_activations += 1;
+                    stats
                         .period_completion_ns
-                        .push(self.now.saturating_sub(base));
-                    if self.now > next {
+                        .push(self.now.saturating_sub(tick.period_start_ns));
+                    if tick.overrun {
                         // The work of this period overran into the next one.
-                        self.tasks[t].stats.deadline_misses += 1;
-                        ts.t_ref = Some(if absolute { next } else { self.now });
-                        continue;
+                        stats.deadline_misses += 1;
                     }
-                    ts.t_ref = Some(next);
-                    if next == self.now {
+                    let Some(at) = tick.wait_until_ns else {
                         continue;
-                    }
-                    self.push(next, Ev::Wake(t));
+                    };
+                    self.push(at, Ev::Wake(t));
                     return self.block(cpu, t, TState::Sleeping);
                 }
-                Event::Suspend => {
-                    if std::mem::take(&mut self.tasks[t].pending_resume) {
-                        continue;
-                    }
-                    return self.block(cpu, t, TState::Suspended);
-                }
-                Event::Resume { ref targets } => {
+                Action::Suspend => return self.block(cpu, t, TState::Suspended),
+                Action::Resume(targets) => {
                     for &r in targets {
                         match self.tasks[r].state {
                             TState::Suspended => self.wake(r, Some(cpu), false)?,
                             TState::Dead => {}
-                            _ => self.tasks[r].pending_resume = true,
+                            _ => self.tasks[r].prog.post_resume(),
                         }
                     }
                 }
-                Event::Yield => {
+                Action::Yield => {
                     self.cpus[cpu].rq.yield_task();
                     if self.cpus[cpu].rq.need_resched() {
                         self.schedule(cpu, PrevState::Running)?;
@@ -1499,8 +1466,7 @@ impl<'a, W: Write> Engine<'a, W> {
     }
 
     /// What an rt-app thread does first when it runs (rt-app's `thread_body`): it renames
-    /// itself (`task_rename`), the first thread writes the clock reference, then
-    /// `rtapp_task: event=start`.
+    /// itself (`task_rename`); the interpreter then has it write rt-app's start markers.
     fn rtapp_thread_start(&mut self, cpu: usize, t: usize) -> Result<(), SimError> {
         if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
@@ -1514,15 +1480,7 @@ impl<'a, W: Write> Engine<'a, W> {
             )?;
         }
         self.tasks[t].renamed = true;
-        if t == 0 {
-            self.trace_marker(
-                cpu,
-                RtApp::ClockRef {
-                    data_us: self.now / 1000,
-                },
-            )?;
-        }
-        self.trace_marker(cpu, RtApp::TaskStart)
+        Ok(())
     }
 
     /// A `trace_marker` write by the task running on `cpu`.
@@ -1532,102 +1490,6 @@ impl<'a, W: Write> Engine<'a, W> {
             w.emit(ctx, TraceEvent::TracingMarkWrite(m))?;
         }
         Ok(())
-    }
-
-    /// Write the markers [`Self::next_event`] produced.
-    fn emit_rtapp_marks(&mut self, cpu: usize) -> Result<(), SimError> {
-        let mut marks = std::mem::take(&mut self.rta_marks);
-        for m in marks.drain(..) {
-            self.trace_marker(cpu, m)?;
-        }
-        self.rta_marks = marks;
-        Ok(())
-    }
-
-    /// Advance task `t`'s cursor and return the event to execute, or `None` when
-    /// the task has finished all its loops. Phase properties (affinity, nice,
-    /// clamps) are picked up when a phase starts.
-    fn next_event(&mut self, t: usize) -> Option<Event> {
-        let spec = &self.wl.tasks[t];
-        let nr = self.cpus.len();
-        let now = self.now;
-        let task = &mut self.tasks[t];
-        if let Some(l) = task.rta.as_mut() {
-            // What the previous event measured, now that it is over.
-            if let Some(since) = l.run_since.take() {
-                l.run_us += ns_to_us(now - since);
-            }
-            if let Some(expiry) = l.timer_wait.take() {
-                l.wu_lat_us += ns_to_us(now.saturating_sub(expiry));
-            }
-        }
-        loop {
-            if let Some(n) = spec.loops {
-                if task.loops_done >= n {
-                    return None;
-                }
-            }
-            let phase = &spec.phases[task.phase];
-            if task.event == 0 && task.rta.is_none() {
-                self.rta_marks.push(RtApp::Loop {
-                    start: true,
-                    thread_loop: task.loops_done,
-                    phase: task.phase,
-                    phase_loop: task.phase_loop,
-                });
-                task.rta = Some(RtAppLoop {
-                    start_ns: now,
-                    ..RtAppLoop::default()
-                });
-            }
-            if task.event == 0 && task.phase_loop == 0 {
-                let all = if nr == 64 { u64::MAX } else { (1u64 << nr) - 1 };
-                task.allowed = mask_of(phase.cpus.as_ref().or(spec.cpus.as_ref()), all);
-                // rt-app's set_thread_priority: a phase that sets no scheduling
-                // parameter leaves the current ones (from an earlier phase) in place;
-                // affinity instead falls back to the task's (set_thread_affinity).
-                if let Some(n) = phase.nice {
-                    task.nice = n;
-                }
-                if phase.util_min.is_some() || phase.util_max.is_some() {
-                    let (lo, hi) = task.uclamp.unwrap_or((0, 1024));
-                    task.uclamp =
-                        Some((phase.util_min.unwrap_or(lo), phase.util_max.unwrap_or(hi)));
-                }
-            }
-            if task.event < phase.events.len() {
-                task.event += 1;
-                return Some(phase.events[task.event - 1].clone());
-            }
-            if let Some(l) = task.rta.take() {
-                self.rta_marks.push(RtApp::Loop {
-                    start: false,
-                    thread_loop: task.loops_done,
-                    phase: task.phase,
-                    phase_loop: task.phase_loop,
-                });
-                self.rta_marks.push(RtApp::Stats {
-                    period: ns_to_us(now - l.start_ns),
-                    run: l.run_us,
-                    wu_lat: l.wu_lat_us,
-                    slack: l.slack_us,
-                    c_period: l.c_period_us,
-                    c_run: l.c_run_us,
-                });
-                task.stats.rtapp.add(l.slack_us, l.c_period_us, l.c_run_us);
-            }
-            task.event = 0;
-            task.phase_loop += 1;
-            if task.phase_loop < phase.loops {
-                continue;
-            }
-            task.phase_loop = 0;
-            task.phase += 1;
-            if task.phase == spec.phases.len() {
-                task.phase = 0;
-                task.loops_done += 1;
-            }
-        }
     }
 
     /// `sched_tick` on every busy CPU (idle CPUs are NOHZ-idle and do not tick),

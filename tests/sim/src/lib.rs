@@ -1,7 +1,8 @@
 //! asym's deterministic host simulator.
 //!
 //! Runs the policy crate (`asym-sched`) against a modelled board ([`board`]) in
-//! simulated time ([`engine`]), driven by rt-app workload files ([`workload`]), and
+//! simulated time ([`engine`]), driven by rt-app workload files ([`workload`], the
+//! `asym-rtapp` crate the kernel reads workloads with too), and
 //! writes a JSON report ([`report`]), a Linux ftrace text trace ([`trace`]), the board
 //! as LISA's platform description ([`platinfo`]) and optionally a PNG plot ([`plot`]). Usage, the report schema and the trace format
 //! are in `docs/sim.md`.
@@ -13,13 +14,14 @@
 pub mod bench;
 pub mod board;
 pub mod engine;
-pub mod json;
 pub mod platinfo;
 pub mod plot;
 pub mod report;
 pub mod signals;
 pub mod trace;
-pub mod workload;
+
+/// rt-app workloads: the model and reader shared with the kernel (`asym-rtapp`).
+pub use asym_rtapp::workload;
 
 use std::fs;
 use std::io::{BufWriter, Write};

@@ -1,6 +1,7 @@
 //! Summaries of the signals the trace carries, kept by the engine whether or not a trace
 //! is written, so that `report.json` states what a trace analysis (LISA) must find:
-//! time-weighted means of step signals, and rt-app's per-loop statistics.
+//! time-weighted means of step signals, and the totals of rt-app's per-loop statistics
+//! (measured by `asym_rtapp::interp`).
 
 /// A step signal (PELT, util_est, capacity): its value holds from one update to the
 /// next. Keeps the last value and the time-weighted mean from the first update on.
@@ -56,39 +57,6 @@ pub struct SignalSummary {
     pub mean: f64,
 }
 
-/// One rt-app phase iteration being measured, as rt-app's `thread_body` and `run_event`
-/// measure it (`log_data_t`). Times in ns until printed.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RtAppLoop {
-    /// When the iteration started (`t_start`).
-    pub start_ns: u64,
-    /// Σ µs of the wall time of each `run`/`runtime` event (`ldata.duration`).
-    pub run_us: i64,
-    /// The running `run`/`runtime` event started here.
-    pub run_since: Option<u64>,
-    /// Σ configured run µs (`ldata.c_duration`).
-    pub c_run_us: i64,
-    /// Σ timer periods µs (`ldata.c_period`).
-    pub c_period_us: i64,
-    /// µs from the last timer use to its next expiry (`ldata.slack`).
-    pub slack_us: i64,
-    /// Σ µs of timer wake-up latency (`ldata.wu_latency`; reset by a missed period).
-    pub wu_lat_us: i64,
-    /// The task sleeps until this timer expiry (its wake-up latency is pending).
-    pub timer_wait: Option<u64>,
-}
-
-/// `timespec_to_usec`: whole µs of a non-negative duration.
-pub fn ns_to_us(ns: u64) -> i64 {
-    (ns / 1000) as i64
-}
-
-/// `timespec_to_usec_long` of a signed duration: `tv_sec × 10⁶ + tv_nsec / 1000` with
-/// `tv_nsec` normalised to `0..10⁹`, i.e. the floor in µs.
-pub fn signed_ns_to_us(ns: i64) -> i64 {
-    ns.div_euclid(1000)
-}
-
 /// Per-task totals of the `rtapp_stats` lines (`report.json` `rtapp`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RtAppTotals {
@@ -133,14 +101,6 @@ mod tests {
         let mut s = StepSignal::default();
         s.update(5, 7);
         assert_eq!(s.summary(5).unwrap().mean, 7.0);
-    }
-
-    #[test]
-    fn negative_slack_floors_like_timespec() {
-        assert_eq!(signed_ns_to_us(-1), -1);
-        assert_eq!(signed_ns_to_us(-1000), -1);
-        assert_eq!(signed_ns_to_us(1999), 1);
-        assert_eq!(ns_to_us(1999), 1);
     }
 
     #[test]

@@ -411,7 +411,7 @@ fn unsupported_and_negative_values_are_errors() {
         "{\"tasks\": {\"a\": {\"policy\": \"SCHED_FIFO\",\n \"run\": 1}}}",
         1,
         "tasks.a.policy",
-        "not simulated yet",
+        "not supported yet",
     );
     assert_err(
         "{\"tasks\": {\"a\": {\"run\": 1, \"resume\": \"nobody\"}}}",

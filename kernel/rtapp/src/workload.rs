@@ -16,14 +16,29 @@
 //! - `resume` before the target has suspended is remembered (one pending wake-up),
 //!   where rt-app's condition variable may lose it; this keeps message-passing
 //!   workloads from deadlocking on an unlucky interleaving.
-//! - Only `SCHED_OTHER` is simulated until the RT class exists; other policies and
+//! - Only `SCHED_OTHER` is supported until the RT class exists; other policies and
 //!   the lock/wait/signal/barrier/mem/iorun/fork events are rejected with a clear
 //!   error rather than silently ignored.
 
-use std::collections::BTreeMap;
-use std::fmt;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
 
-use crate::json::{self, Spanned, Value};
+use crate::json::{self, Member, Spanned, Value};
+
+/// A position in the source: 1-based line and column.
+type Pos = (u32, u32);
+
+fn at(v: &Spanned) -> Pos {
+    (v.line, v.col)
+}
+
+fn key_at(m: &Member) -> Pos {
+    (m.line, m.col)
+}
 
 /// A workload, with every task instance expanded.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,21 +98,38 @@ pub struct PhaseSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// `run`: work in ns of the biggest CPU at its top OPP (scales with capacity and frequency).
-    Run { work_ns: u64 },
+    Run {
+        /// Work, in ns at the reference capacity (see the module docs).
+        work_ns: u64,
+    },
     /// `runtime`: busy for a fixed wall time whatever the CPU speed.
-    Runtime { ns: u64 },
+    Runtime {
+        /// Wall time busy.
+        ns: u64,
+    },
     /// `sleep`: block for a duration from now.
-    Sleep { ns: u64 },
+    Sleep {
+        /// How long.
+        ns: u64,
+    },
     /// `timer`: wait until the timer's next expiry.
     Timer {
+        /// Which timer (index below [`Workload::nr_timers`]); threads sharing a `ref`
+        /// share it.
         timer: usize,
+        /// The period.
         period_ns: u64,
+        /// `mode: absolute`: a late thread keeps the original schedule; relative (the
+        /// default) restarts the period from the late wake-up.
         absolute: bool,
     },
     /// `suspend`: block until resumed.
     Suspend,
     /// `resume`: wake the listed threads (indices into [`Workload::tasks`]).
-    Resume { targets: Vec<usize> },
+    Resume {
+        /// The threads woken, ascending.
+        targets: Vec<usize>,
+    },
     /// `yield`.
     Yield,
 }
@@ -109,6 +141,8 @@ pub struct WorkloadError {
     pub file: String,
     /// 1-based line.
     pub line: u32,
+    /// 1-based column (characters).
+    pub col: u32,
     /// Dotted JSON path of the offending value (`tasks.big.phases.p0.timer0.period`).
     pub path: String,
     /// What is wrong.
@@ -118,26 +152,27 @@ pub struct WorkloadError {
 impl fmt::Display for WorkloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path.is_empty() {
-            write!(f, "{}:{}: {}", self.file, self.line, self.msg)
+            write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.msg)
         } else {
             write!(
                 f,
-                "{}:{}: at `{}`: {}",
-                self.file, self.line, self.path, self.msg
+                "{}:{}:{}: at `{}`: {}",
+                self.file, self.line, self.col, self.path, self.msg
             )
         }
     }
 }
 
-impl std::error::Error for WorkloadError {}
+impl core::error::Error for WorkloadError {}
 
 /// Parse an rt-app workload for a board with `nr_cpus` CPUs. `file` names the source in errors.
 pub fn parse(text: &str, file: &str, nr_cpus: usize) -> Result<Workload, WorkloadError> {
     let root = json::parse(text).map_err(|e| WorkloadError {
         file: file.into(),
         line: e.line,
+        col: e.col,
         path: e.path,
-        msg: format!("invalid JSON (column {}): {}", e.col, e.msg),
+        msg: format!("invalid JSON: {}", e.msg),
     })?;
     let mut r = Reader {
         file,
@@ -168,7 +203,7 @@ struct PendingResume {
     phase: usize,
     event: usize,
     target: String,
-    line: u32,
+    pos: Pos,
     path: String,
 }
 
@@ -189,30 +224,27 @@ const GLOBAL_IGNORED: &[&str] = &[
     "cumulative_slack",
 ];
 
-/// Events rt-app knows that the simulator does not model yet.
+/// Events rt-app knows that asym does not model yet.
 const UNSUPPORTED_EVENTS: &[&str] = &[
     "lock", "unlock", "wait", "signal", "broad", "sync", "barrier", "mem", "iorun", "fork",
 ];
 
 impl Reader<'_> {
-    fn err(&self, line: u32, path: &str, msg: impl Into<String>) -> WorkloadError {
+    fn err(&self, (line, col): Pos, path: &str, msg: impl Into<String>) -> WorkloadError {
         WorkloadError {
             file: self.file.into(),
             line,
+            col,
             path: path.into(),
             msg: msg.into(),
         }
     }
 
-    fn object<'v>(
-        &self,
-        v: &'v Spanned,
-        path: &str,
-    ) -> Result<&'v [(String, u32, Spanned)], WorkloadError> {
+    fn object<'v>(&self, v: &'v Spanned, path: &str) -> Result<&'v [Member], WorkloadError> {
         match &v.value {
             Value::Object(m) => Ok(m),
             other => Err(self.err(
-                v.line,
+                at(v),
                 path,
                 format!("expected an object, found {}", other.type_name()),
             )),
@@ -223,7 +255,7 @@ impl Reader<'_> {
         match v.value {
             Value::Int(i) => Ok(i),
             ref other => Err(self.err(
-                v.line,
+                at(v),
                 path,
                 format!("expected an integer, found {}", other.type_name()),
             )),
@@ -235,14 +267,14 @@ impl Reader<'_> {
         let i = self.int(v, path)?;
         if i < 0 {
             return Err(self.err(
-                v.line,
+                at(v),
                 path,
                 format!("{what} must not be negative (got {i})"),
             ));
         }
         if i as u64 > MAX_EVENT_US {
             return Err(self.err(
-                v.line,
+                at(v),
                 path,
                 format!("{what} of {i} µs is too long (at most {MAX_EVENT_US} µs)"),
             ));
@@ -254,7 +286,7 @@ impl Reader<'_> {
         match &v.value {
             Value::Str(s) => Ok(s),
             other => Err(self.err(
-                v.line,
+                at(v),
                 path,
                 format!("expected a string, found {}", other.type_name()),
             )),
@@ -265,28 +297,29 @@ impl Reader<'_> {
         let top = self.object(root, "")?;
         let mut duration_ns = None;
         let mut tasks_v = None;
-        for (k, line, v) in top {
+        for m in top {
+            let (k, v) = (&m.key, &m.value);
             match k.as_str() {
                 "global" => duration_ns = self.global(v)?,
                 "tasks" => tasks_v = Some(v),
                 "resources" => {} // kept by rt-app for backward compatibility only
                 _ => {
                     return Err(self.err(
-                        *line,
+                        key_at(m),
                         k,
                         "unknown top-level key (expected `global`, `tasks` or `resources`)",
                     ))
                 }
             }
         }
-        let tasks_v = tasks_v.ok_or_else(|| self.err(root.line, "", "missing `tasks` object"))?;
+        let tasks_v = tasks_v.ok_or_else(|| self.err(at(root), "", "missing `tasks` object"))?;
         let tasks_obj = self.object(tasks_v, "tasks")?;
         if tasks_obj.is_empty() {
-            return Err(self.err(tasks_v.line, "tasks", "no tasks defined"));
+            return Err(self.err(at(tasks_v), "tasks", "no tasks defined"));
         }
         let mut tasks = Vec::new();
-        for (name, _line, tv) in tasks_obj {
-            self.task(name, tv, &mut tasks)?;
+        for m in tasks_obj {
+            self.task(&m.key, &m.value, &mut tasks)?;
         }
         self.resolve_resumes(&mut tasks)?;
         Ok(Workload {
@@ -298,7 +331,8 @@ impl Reader<'_> {
 
     fn global(&mut self, v: &Spanned) -> Result<Option<u64>, WorkloadError> {
         let mut duration = None;
-        for (k, line, gv) in self.object(v, "global")? {
+        for m in self.object(v, "global")? {
+            let (k, gv) = (&m.key, &m.value);
             let path = format!("global.{k}");
             match k.as_str() {
                 "duration" => {
@@ -308,7 +342,7 @@ impl Reader<'_> {
                         d if (1..=1_000_000).contains(&d) => Some(d as u64 * 1_000_000_000),
                         d => {
                             return Err(self.err(
-                                gv.line,
+                                at(gv),
                                 &path,
                                 format!("duration must be -1 or 1..=1000000 seconds (got {d})"),
                             ))
@@ -319,7 +353,7 @@ impl Reader<'_> {
                     Value::Str(_) | Value::Int(_) => {}
                     other => {
                         return Err(self.err(
-                            gv.line,
+                            at(gv),
                             &path,
                             format!(
                                 "expected a string (\"CPU0\") or an integer, found {}",
@@ -330,7 +364,7 @@ impl Reader<'_> {
                 },
                 "default_policy" => self.policy(gv, &path)?,
                 k if GLOBAL_IGNORED.contains(&k) => {}
-                _ => return Err(self.err(*line, &path, "unknown key in `global`")),
+                _ => return Err(self.err(key_at(m), &path, "unknown key in `global`")),
             }
         }
         Ok(duration)
@@ -340,18 +374,18 @@ impl Reader<'_> {
         match self.string(v, path)? {
             "SCHED_OTHER" => Ok(()),
             p @ ("SCHED_IDLE" | "SCHED_RR" | "SCHED_FIFO" | "SCHED_DEADLINE") => Err(self.err(
-                v.line,
+                at(v),
                 path,
-                format!("policy {p} is not simulated yet (only SCHED_OTHER)"),
+                format!("policy {p} is not supported yet (only SCHED_OTHER)"),
             )),
-            p => Err(self.err(v.line, path, format!("unknown scheduling policy \"{p}\""))),
+            p => Err(self.err(at(v), path, format!("unknown scheduling policy \"{p}\""))),
         }
     }
 
     fn cpus(&self, v: &Spanned, path: &str) -> Result<Vec<u16>, WorkloadError> {
         let Value::Array(items) = &v.value else {
             return Err(self.err(
-                v.line,
+                at(v),
                 path,
                 format!(
                     "expected an array of CPU numbers, found {}",
@@ -360,7 +394,7 @@ impl Reader<'_> {
             ));
         };
         if items.is_empty() {
-            return Err(self.err(v.line, path, "empty CPU list: the task could never run"));
+            return Err(self.err(at(v), path, "empty CPU list: the task could never run"));
         }
         let mut out = Vec::new();
         for (i, it) in items.iter().enumerate() {
@@ -368,7 +402,7 @@ impl Reader<'_> {
             let c = self.int(it, &p)?;
             if c < 0 || c as usize >= self.nr_cpus {
                 return Err(self.err(
-                    it.line,
+                    at(it),
                     &p,
                     format!(
                         "CPU {c} does not exist on this board (CPUs 0..={})",
@@ -387,7 +421,7 @@ impl Reader<'_> {
     fn nice(&self, v: &Spanned, path: &str) -> Result<i32, WorkloadError> {
         let n = self.int(v, path)?;
         if !(-20..=19).contains(&n) {
-            return Err(self.err(v.line, path, format!("nice must be in -20..=19 (got {n})")));
+            return Err(self.err(at(v), path, format!("nice must be in -20..=19 (got {n})")));
         }
         Ok(n as i32)
     }
@@ -396,7 +430,7 @@ impl Reader<'_> {
         let u = self.int(v, path)?;
         if !(0..=1024).contains(&u) {
             return Err(self.err(
-                v.line,
+                at(v),
                 path,
                 format!("utilisation clamp must be in 0..=1024 (got {u})"),
             ));
@@ -422,14 +456,15 @@ impl Reader<'_> {
         let mut phases_v = None;
         // Events placed directly in the task object form one implicit phase.
         let mut inline = Vec::new();
-        for (k, line, mv) in members {
+        for m in members {
+            let (k, mv) = (&m.key, &m.value);
             let path = format!("{tpath}.{k}");
             match k.as_str() {
                 "instance" => {
                     instances = self.int(mv, &path)?;
                     if !(0..=4096).contains(&instances) {
                         return Err(self.err(
-                            mv.line,
+                            at(mv),
                             &path,
                             format!("instance must be in 0..=4096 (got {instances})"),
                         ));
@@ -443,13 +478,13 @@ impl Reader<'_> {
                 "util_max" => util_max = Some(self.uclamp(mv, &path)?),
                 "delay" => delay_ns = self.micros(mv, &path, "delay")?,
                 "phases" => phases_v = Some(mv),
-                _ => inline.push((k.as_str(), *line, mv)),
+                _ => inline.push((k.as_str(), key_at(m), mv)),
             }
         }
         if let (Some(lo), Some(hi)) = (util_min, util_max) {
             if lo > hi {
                 return Err(self.err(
-                    v.line,
+                    at(v),
                     &tpath,
                     format!("util_min {lo} is above util_max {hi}"),
                 ));
@@ -463,9 +498,9 @@ impl Reader<'_> {
             let tname = format!("{name}-{task_index}");
             let phases = match phases_v {
                 Some(pv) => {
-                    if let Some((k, line, _)) = inline.first() {
+                    if let Some((k, kpos, _)) = inline.first() {
                         return Err(self.err(
-                            *line,
+                            *kpos,
                             &format!("{tpath}.{k}"),
                             "unknown task key (events belong inside `phases` when `phases` is present)",
                         ));
@@ -473,30 +508,37 @@ impl Reader<'_> {
                     let pm = self.object(pv, &format!("{tpath}.phases"))?;
                     if pm.is_empty() {
                         return Err(self.err(
-                            pv.line,
+                            at(pv),
                             &format!("{tpath}.phases"),
                             "no phases defined",
                         ));
                     }
                     let mut phases = Vec::new();
-                    for (pi, (pname, _, phv)) in pm.iter().enumerate() {
+                    for (pi, pmem) in pm.iter().enumerate() {
+                        let (pname, phv) = (&pmem.key, &pmem.value);
                         let ppath = format!("{tpath}.phases.{pname}");
                         let members: Vec<_> = self
                             .object(phv, &ppath)?
                             .iter()
-                            .map(|(k, l, v)| (k.as_str(), *l, v))
+                            .map(|m| (m.key.as_str(), key_at(m), &m.value))
                             .collect();
-                        phases.push(
-                            self.phase(pname, &ppath, phv.line, &members, task_index, pi, inst)?,
-                        );
+                        phases.push(self.phase(
+                            pname,
+                            &ppath,
+                            at(phv),
+                            &members,
+                            task_index,
+                            pi,
+                            inst,
+                        )?);
                     }
                     phases
                 }
                 None => {
                     if inline.is_empty() {
-                        return Err(self.err(v.line, &tpath, "task has no events and no `phases`"));
+                        return Err(self.err(at(v), &tpath, "task has no events and no `phases`"));
                     }
-                    vec![self.phase("phase0", &tpath, v.line, &inline, task_index, 0, inst)?]
+                    vec![self.phase("phase0", &tpath, at(v), &inline, task_index, 0, inst)?]
                 }
             };
             out.push(TaskSpec {
@@ -526,7 +568,7 @@ impl Reader<'_> {
             -1 if allow_forever => Ok(None),
             n if n >= 1 => Ok(Some(n as u64)),
             n => Err(self.err(
-                v.line,
+                at(v),
                 path,
                 if allow_forever {
                     format!("loop must be -1 (forever) or ≥ 1 (got {n})")
@@ -542,8 +584,8 @@ impl Reader<'_> {
         &mut self,
         name: &str,
         ppath: &str,
-        line: u32,
-        members: &[(&str, u32, &Spanned)],
+        pos: Pos,
+        members: &[(&str, Pos, &Spanned)],
         task_index: usize,
         phase_index: usize,
         instance: usize,
@@ -582,7 +624,7 @@ impl Reader<'_> {
             }
         }
         if ph.events.is_empty() {
-            return Err(self.err(line, ppath, "phase has no events"));
+            return Err(self.err(pos, ppath, "phase has no events"));
         }
         Ok(ph)
     }
@@ -591,7 +633,7 @@ impl Reader<'_> {
     fn event(
         &mut self,
         key: &str,
-        kline: u32,
+        kline: Pos,
         v: &Spanned,
         path: &str,
         task: usize,
@@ -631,7 +673,7 @@ impl Reader<'_> {
                         phase,
                         event,
                         target,
-                        line: v.line,
+                        pos: at(v),
                         path: path.to_string(),
                     });
                     Ok(Event::Resume {
@@ -645,7 +687,7 @@ impl Reader<'_> {
             return Err(self.err(
                 kline,
                 path,
-                format!("rt-app event `{u}` is not supported by the simulator yet"),
+                format!("rt-app event `{u}` is not supported yet"),
             ));
         }
         Err(self.err(
@@ -665,7 +707,8 @@ impl Reader<'_> {
         let mut rf = None;
         let mut period = None;
         let mut absolute = false;
-        for (k, line, tv) in self.object(v, path)? {
+        for m in self.object(v, path)? {
+            let (k, tv) = (&m.key, &m.value);
             let p = format!("{path}.{k}");
             match k.as_str() {
                 "ref" => rf = Some(self.string(tv, &p)?.to_string()),
@@ -673,7 +716,7 @@ impl Reader<'_> {
                     let n = self.int(tv, &p)?;
                     if n <= 0 {
                         return Err(self.err(
-                            tv.line,
+                            at(tv),
                             &p,
                             format!("timer period must be positive (got {n})"),
                         ));
@@ -686,7 +729,7 @@ impl Reader<'_> {
                         "relative" => false,
                         m => {
                             return Err(self.err(
-                                tv.line,
+                                at(tv),
                                 &p,
                                 format!(
                                     "timer mode must be \"absolute\" or \"relative\" (got \"{m}\")"
@@ -697,15 +740,15 @@ impl Reader<'_> {
                 }
                 _ => {
                     return Err(self.err(
-                        *line,
+                        key_at(m),
                         &p,
                         "unknown timer key (expected `ref`, `period`, `mode`)",
                     ))
                 }
             }
         }
-        let rf = rf.ok_or_else(|| self.err(v.line, path, "timer needs a `ref`"))?;
-        let period_ns = period.ok_or_else(|| self.err(v.line, path, "timer needs a `period`"))?;
+        let rf = rf.ok_or_else(|| self.err(at(v), path, "timer needs a `ref`"))?;
+        let period_ns = period.ok_or_else(|| self.err(at(v), path, "timer needs a `period`"))?;
         // A `unique…` timer is private to each thread instance; any other name is
         // shared by every thread that uses it, as in rt-app.
         let key = if rf.starts_with("unique") {
@@ -723,7 +766,7 @@ impl Reader<'_> {
     }
 
     fn resolve_resumes(&mut self, tasks: &mut [TaskSpec]) -> Result<(), WorkloadError> {
-        for r in std::mem::take(&mut self.resumes) {
+        for r in core::mem::take(&mut self.resumes) {
             // rt-app: `resume X` broadcasts on condition X, waking the threads that
             // suspend on X; failing that, X names a thread or a task's threads.
             let mut targets: Vec<usize> = self
@@ -752,7 +795,7 @@ impl Reader<'_> {
             }
             if targets.is_empty() {
                 return Err(self.err(
-                    r.line,
+                    r.pos,
                     &r.path,
                     format!("resume names no task: \"{}\"", r.target),
                 ));

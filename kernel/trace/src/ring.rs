@@ -1,0 +1,196 @@
+//! A per-CPU, single-producer trace ring: fixed capacity, no locks, no allocation, and
+//! every record that does not fit counted, never silently dropped.
+//!
+//! The shape of Linux's per-CPU ring buffer (`kernel/trace/ring_buffer.c`: each CPU
+//! writes only its own buffer, a reader drains it) and of Hubris's `ringbuf` (fixed-size
+//! `Copy` records), without `unsafe`: a slot is `W` 64-bit words, each an `AtomicU64`,
+//! so a record is written word by word with plain stores and published by one release
+//! store of the head index; the reader's acquire load of the head makes the words
+//! visible, and its release store of the tail hands the slot back. Where Linux's default
+//! overwrites the oldest events, a full ring here refuses the new record and counts it
+//! ([`TraceRing::lost`]): a trace drained at the end keeps its beginning (the initial
+//! state LISA's analyses need) and says how much is missing.
+//!
+//! Contract: one producer per ring (the CPU it belongs to, with interrupts masked around
+//! [`TraceRing::push`] if interrupt handlers trace too) and one consumer at a time. Two
+//! producers at once cannot cause undefined behaviour — every access is atomic — but
+//! may interleave the words of their records.
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// A ring of `N` records of `W` words each.
+#[derive(Debug)]
+pub struct TraceRing<const N: usize, const W: usize> {
+    slots: [[AtomicU64; W]; N],
+    /// Records ever published (the next slot is `head % N`); written by the producer.
+    head: AtomicUsize,
+    /// Records ever consumed; written by the consumer.
+    tail: AtomicUsize,
+    /// Records refused because the ring was full.
+    lost: AtomicU64,
+}
+
+impl<const N: usize, const W: usize> TraceRing<N, W> {
+    /// An empty ring, usable in a `static`.
+    pub const fn new() -> Self {
+        TraceRing {
+            slots: [const { [const { AtomicU64::new(0) }; W] }; N],
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            lost: AtomicU64::new(0),
+        }
+    }
+
+    /// Capacity in records.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Append a record (producer side). `false` when the ring is full: the record is
+    /// counted in [`Self::lost`] and not stored.
+    pub fn push(&self, record: &[u64; W]) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        // Acquire: the consumer has finished reading every slot up to `tail`.
+        let tail = self.tail.load(Ordering::Acquire);
+        if N == 0 || head.wrapping_sub(tail) >= N {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        for (slot, &w) in self.slots[head % N].iter().zip(record) {
+            slot.store(w, Ordering::Relaxed);
+        }
+        // Release: the words above are visible to whoever sees the new head.
+        self.head.store(head.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Take the oldest record (consumer side).
+    pub fn pop(&self) -> Option<[u64; W]> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        let head = self.head.load(Ordering::Acquire);
+        if head == tail || N == 0 {
+            return None;
+        }
+        let mut out = [0u64; W];
+        for (o, slot) in out.iter_mut().zip(&self.slots[tail % N]) {
+            *o = slot.load(Ordering::Relaxed);
+        }
+        // Release: our reads of the slot are done before the producer may reuse it.
+        self.tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(out)
+    }
+
+    /// Records waiting to be consumed.
+    pub fn len(&self) -> usize {
+        let tail = self.tail.load(Ordering::Relaxed);
+        self.head.load(Ordering::Acquire).wrapping_sub(tail)
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records refused so far because the ring was full.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Records ever stored (consumed or not).
+    pub fn written(&self) -> usize {
+        self.head.load(Ordering::Relaxed)
+    }
+}
+
+impl<const N: usize, const W: usize> Default for TraceRing<N, W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use std::sync::Arc;
+    use std::vec::Vec;
+
+    #[test]
+    fn fifo_until_full_then_counts_what_it_refuses() {
+        let r: TraceRing<4, 2> = TraceRing::new();
+        for i in 0..6u64 {
+            let stored = r.push(&[i, 100 + i]);
+            assert_eq!(stored, i < 4, "record {i}");
+        }
+        assert_eq!((r.len(), r.lost(), r.written()), (4, 2, 4));
+        // The oldest four, in order; the two refused ones are not there.
+        let got: Vec<_> = core::iter::from_fn(|| r.pop()).collect();
+        assert_eq!(got, [[0, 100], [1, 101], [2, 102], [3, 103]]);
+        assert!(r.is_empty());
+        assert_eq!(r.pop(), None);
+        // Room again after draining.
+        assert!(r.push(&[7, 107]));
+        assert_eq!(r.pop(), Some([7, 107]));
+    }
+
+    #[test]
+    fn wraps_around_many_times_without_losing_order() {
+        let r: TraceRing<3, 1> = TraceRing::new();
+        let mut next_out = 0u64;
+        for i in 0..1000u64 {
+            assert!(r.push(&[i]));
+            if i % 2 == 1 {
+                while let Some([v]) = r.pop() {
+                    assert_eq!(v, next_out);
+                    next_out += 1;
+                }
+            }
+        }
+        assert_eq!((next_out, r.lost()), (1000, 0));
+    }
+
+    #[test]
+    fn a_zero_capacity_ring_refuses_everything() {
+        let r: TraceRing<0, 1> = TraceRing::new();
+        assert!(!r.push(&[1]));
+        assert_eq!((r.pop(), r.lost()), (None, 1));
+    }
+
+    /// A producer and a consumer on two threads: every record arrives whole (its words
+    /// agree), in order, and received + lost = pushed.
+    #[test]
+    fn concurrent_producer_and_consumer_see_whole_records_in_order() {
+        const PUSHED: u64 = 200_000;
+        let r: Arc<TraceRing<64, 4>> = Arc::new(TraceRing::new());
+        let prod = {
+            let r = Arc::clone(&r);
+            std::thread::spawn(move || {
+                for i in 0..PUSHED {
+                    r.push(&[i, !i, i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i ^ 0x5555]);
+                }
+            })
+        };
+        let mut received = 0u64;
+        let mut last: Option<u64> = None;
+        loop {
+            let done = prod.is_finished();
+            while let Some([a, b, c, d]) = r.pop() {
+                assert_eq!(
+                    (b, c, d),
+                    (!a, a.wrapping_mul(0x9e37_79b9_7f4a_7c15), a ^ 0x5555)
+                );
+                assert!(last.is_none_or(|l| a > l), "{a} after {last:?}");
+                last = Some(a);
+                received += 1;
+            }
+            if done {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        prod.join().unwrap();
+        assert_eq!(received + r.lost(), PUSHED);
+        assert!(received > 0);
+    }
+}
