@@ -384,6 +384,18 @@ pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
     let mut core = st.core.lock();
     let r = core.set_governor(pd, gov, now).map_err(Error::Policy);
     IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
+    let cpus = core.policy(pd).map(|p| p.cpus);
+    drop(core);
+    // Schedutil runs from ticks: a domain whose CPUs all stopped theirs would never apply the
+    // new governor's choice. Each CPU evaluates at a tick it restarts for that.
+    if let (Ok(()), Some(cpus)) = (&r, cpus) {
+        for c in 0..MAX_CPUS {
+            let id = CpuId(c as u16);
+            if cpus.contains(id) {
+                crate::sched::cpufreq_kick(id);
+            }
+        }
+    }
     r
 }
 

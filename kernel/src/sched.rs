@@ -465,6 +465,21 @@ pub fn cpu_quiet(cpu: CpuId) -> bool {
         && !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed)
 }
 
+/// Makes `cpu` evaluate cpufreq at its next tick, restarting its tick if it stopped it (a
+/// governor change on a domain whose CPUs are all idle).
+pub fn cpufreq_kick(cpu: CpuId) {
+    let Some(lock) = cpu_lock(cpu) else { return };
+    {
+        let mut g = lock.lock();
+        let cs = &mut *g;
+        if cs.cpufreq_pending.is_none() {
+            cs.cpufreq_pending = Some(CpufreqUpdate { iowait: false });
+        }
+        publish(cs);
+    }
+    resched_cpu(cpu);
+}
+
 // ---- need-resched --------------------------------------------------------------------------
 
 /// Whether the calling CPU's running thread should reschedule.
@@ -714,6 +729,9 @@ fn idle_main(cpu: usize) {
         if !NEED_RESCHED.of(cpu).load(Ordering::Acquire) {
             if quiet {
                 crate::timer::nohz_stop_tick(cpu);
+            } else if crate::timer::tick_stopped(cpu) {
+                // Something became due while the tick was off (a cpufreq kick).
+                crate::timer::nohz_restart_tick(cpu);
             }
             arch::wfi();
         }

@@ -244,10 +244,36 @@ const SWITCH_ROWS: &[(&str, &str, Option<u64>)] = &[
     ("wakeup_6cpu", "wake-up path, 6 CPUs (try_to_wake_up)", None),
 ];
 
-/// `cargo xtask bench switch`: the kernel's `bench=switch` under `-icount shift=0`, where one
-/// guest instruction is one guest ns, so the per-operation times are instruction counts (all
-/// CPUs together).
-pub fn switch(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<ExitCode> {
+/// One `bench=switch` boot and what it printed: the kernel's `bench=switch` under `-icount
+/// shift=0`, where one guest instruction is one guest ns, so the per-operation times are
+/// instruction counts (all CPUs together).
+#[derive(Debug)]
+pub struct SwitchRun {
+    pub lines: Vec<SwitchLine>,
+    pub smp: u32,
+    /// The kernel ended with status 0.
+    pub ok: bool,
+    pub timed_out: bool,
+}
+
+impl SwitchRun {
+    /// `per_op_ns` of the line `name` (guest instructions under `shift=0`).
+    pub fn per_op(&self, name: &str) -> Option<u64> {
+        self.lines
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| l.per_op_ns)
+    }
+}
+
+/// Boots the kernel with `bench=switch` under `-icount shift=0` on `board` and returns its
+/// `bench switch` lines (`echo`: show the console as it runs).
+pub fn switch_measure(
+    machine: &MachineArgs,
+    board: Board,
+    timeout: Duration,
+    echo: bool,
+) -> Result<SwitchRun> {
     let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
     let defmt = crate::load_defmt(&a.elf)?;
     let mut machine = machine.clone();
@@ -275,16 +301,27 @@ pub fn switch(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<
         defmt.as_ref(),
         &RunOpts {
             timeout: Some(timeout),
-            echo: true,
+            echo,
             ..Default::default()
         },
     )?;
-    let got = parse_switch(o.lines.iter().map(String::as_str));
+    Ok(SwitchRun {
+        lines: parse_switch(o.lines.iter().map(String::as_str)),
+        smp: machine.smp,
+        ok: o.status.and_then(|s| s.code()) == Some(0),
+        timed_out: o.timed_out,
+    })
+}
+
+/// `cargo xtask bench switch`: [`switch_measure`] printed as a table beside the issue's goals.
+pub fn switch(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<ExitCode> {
+    let run = switch_measure(machine, board, timeout, true)?;
+    let got = &run.lines;
     println!();
     println!(
         "switch bench: QEMU virt as {}, {} vCPUs, GICv{}, -icount shift=0 (1 instruction = 1 ns; counts are for all CPUs together)",
         board.name(),
-        machine.smp,
+        run.smp,
         machine.gic
     );
     println!(
@@ -311,11 +348,11 @@ pub fn switch(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<
         "for scale: Linux 6.1 (Debian arm64) on QEMU virt with 6 vCPUs: ~16,000 instructions per \
          same-CPU pipe round trip, ~20,000 cross-CPU"
     );
-    let code = o.status.and_then(|s| s.code());
-    if !complete || code != Some(0) {
+    if !complete || !run.ok {
         println!(
-            "xtask: incomplete run (exit {code:?}{})",
-            if o.timed_out { ", timed out" } else { "" }
+            "xtask: incomplete run (kernel status {}{})",
+            if run.ok { "0" } else { "not 0" },
+            if run.timed_out { ", timed out" } else { "" }
         );
         return Ok(ExitCode::FAILURE);
     }

@@ -335,24 +335,34 @@ pub fn render_table(rows: &[Row]) -> String {
 #[derive(Debug)]
 pub struct AsymRuns {
     pub boot: Result<BootRun, String>,
+    /// `cargo xtask bench switch`'s run (`bench=switch` under the same `-icount shift=0`).
+    pub switch: Result<bench::SwitchRun, String>,
 }
 
 // One function per measurement: when asym gains the benchmark, its number plugs in here.
-// `cargo xtask bench switch` (issue 9) prints `bench switch <name> n=.. total_ns=..
-// per_op_ns=..` under the same `-icount shift=0`; once it is in this tree, `run` keeps its
-// parsed lines in `AsymRuns` and the two round-trip rows return `wait_wake_same_cpu` and
-// `wait_wake_cross_cpu`'s `per_op_ns` (a wait/wake round trip is the pipe ping-pong's
-// scheduler work: two wake-ups and two switches, without the pipe and system-call code).
+// The two round-trip rows take `bench switch`'s `wait_wake_same_cpu` and
+// `wait_wake_cross_cpu` `per_op_ns`: a wait/wake round trip between two kernel threads through
+// two completions is the pipe ping-pong's scheduler work (two wake-ups and two switches)
+// without the pipe and system-call code. asym's pair runs on its two highest-numbered CPUs;
+// under -icount the count does not depend on which CPUs (instructions, not cycles).
 
-const NO_THREADS: &str = "asym runs no threads yet, so there is no wake-up to time: \
-    `cargo xtask bench switch` (issue 9) is not in this tree";
-
-fn asym_same_cpu_round_trip(_: &AsymRuns) -> Asym {
-    Asym::NotMeasured(NO_THREADS.into())
+fn asym_round_trip(a: &AsymRuns, name: &str) -> Asym {
+    match &a.switch {
+        Ok(r) => match r.per_op(name) {
+            Some(n) if r.ok => Asym::Value(n as f64),
+            Some(_) => Asym::Failed("`bench=switch` did not end with status 0".into()),
+            None => Asym::Failed(format!("`bench=switch` printed no `{name}` line")),
+        },
+        Err(e) => Asym::Failed(e.clone()),
+    }
 }
 
-fn asym_cross_cpu_round_trip(_: &AsymRuns) -> Asym {
-    Asym::NotMeasured(NO_THREADS.into())
+fn asym_same_cpu_round_trip(a: &AsymRuns) -> Asym {
+    asym_round_trip(a, "wait_wake_same_cpu")
+}
+
+fn asym_cross_cpu_round_trip(a: &AsymRuns) -> Asym {
+    asym_round_trip(a, "wait_wake_cross_cpu")
 }
 
 fn asym_sched_softirq_idle(_: &AsymRuns) -> Asym {
@@ -390,7 +400,7 @@ fn asym_boot(a: &AsymRuns) -> Asym {
 
 fn asym_hackbench(_: &AsymRuns) -> Asym {
     Asym::NotMeasured(
-        "no threads, pipes or sockets in asym yet to send messages through (issue 9)".into(),
+        "no pipes or sockets in asym yet for hackbench's threads to send messages through".into(),
     )
 }
 
@@ -879,8 +889,14 @@ pub fn run(o: &VsLinuxOpts) -> Result<ExitCode> {
     let asym_started = Instant::now();
     let boot = bench::boot_measure(&o.machine, o.board, Duration::from_secs(120), "", ICOUNT)
         .map_err(|e| format!("{e:#}"));
+    println!(
+        "== asym: cargo xtask bench switch --board {} (-icount shift=0)",
+        o.board.name()
+    );
+    let switch = bench::switch_measure(&o.machine, o.board, Duration::from_secs(300), false)
+        .map_err(|e| format!("{e:#}"));
     let asym_wall = asym_started.elapsed();
-    let asym = AsymRuns { boot };
+    let asym = AsymRuns { boot, switch };
 
     let rows = rows(&results, &p, &asym);
     println!();
@@ -1097,6 +1113,7 @@ mod tests {
         b.all_online_us = Some(5);
         b.all_ticked_us = Some(7);
         let run = |complete| AsymRuns {
+            switch: Err("not run".into()),
             boot: Ok(BootRun {
                 bench: b.clone(),
                 smp: 1,
@@ -1110,8 +1127,48 @@ mod tests {
         assert!(matches!(asym_boot(&run(false)), Asym::Failed(e) if e.contains("1 of 1 CPUs")));
         let failed = AsymRuns {
             boot: Err("no `bench boot` lines".into()),
+            switch: Err("not run".into()),
         };
         assert!(matches!(asym_boot(&failed), Asym::Failed(_)));
+    }
+
+    #[test]
+    fn asym_round_trips_come_from_bench_switch_lines() {
+        let line = |name: &str, per_op_ns| bench::SwitchLine {
+            name: name.into(),
+            n: 10,
+            total_ns: per_op_ns * 10,
+            per_op_ns,
+        };
+        let run = |ok| AsymRuns {
+            boot: Err("not run".into()),
+            switch: Ok(bench::SwitchRun {
+                lines: vec![
+                    line("yield_same_cpu", 3_000),
+                    line("wait_wake_same_cpu", 9_000),
+                    line("wait_wake_cross_cpu", 11_000),
+                ],
+                smp: 6,
+                ok,
+                timed_out: false,
+            }),
+        };
+        assert_eq!(asym_same_cpu_round_trip(&run(true)), Asym::Value(9_000.0));
+        assert_eq!(asym_cross_cpu_round_trip(&run(true)), Asym::Value(11_000.0));
+        assert!(
+            matches!(asym_same_cpu_round_trip(&run(false)), Asym::Failed(e) if e.contains("status"))
+        );
+        let mut missing = run(true);
+        if let Ok(r) = &mut missing.switch {
+            r.lines.retain(|l| l.name != "wait_wake_cross_cpu");
+        }
+        assert!(
+            matches!(asym_cross_cpu_round_trip(&missing), Asym::Failed(e) if e.contains("wait_wake_cross_cpu"))
+        );
+        assert!(matches!(asym_same_cpu_round_trip(&AsymRuns {
+            boot: Err("not run".into()),
+            switch: Err("QEMU failed".into()),
+        }), Asym::Failed(e) if e == "QEMU failed"));
     }
 
     /// The archive read back by the rules of the newc format.
