@@ -279,12 +279,13 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
 /// The `init` thread (on the boot CPU, all CPUs up): the banner, then what the command line
 /// asks for — the self tests, a benchmark, the soak run, or the tick report.
 fn init_main(_: usize) {
+    let init_at = crate::timer::counter();
     let (Some(plat), Some(cmd)) = (platform(), cmdline()) else {
         return;
     };
     banner(plat, cmd);
     if cmd.bench {
-        crate::smp::print_boot_bench(1_000_000);
+        crate::smp::print_boot_bench(init_at);
     }
     if let Some(kind) = cmd.crash {
         crash(kind);

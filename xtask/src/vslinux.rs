@@ -377,11 +377,11 @@ fn asym_sched_softirq_load(a: &AsymRuns) -> Asym {
     asym_sched_softirq_idle(a)
 }
 
-/// asym has no user tasks: its nearest point is every CPU online and ticking (`bench boot`'s
-/// `all_ticked_us`), after which threads could run everywhere.
+/// asym has no user tasks yet: its nearest point is its first thread, `init`, running with
+/// every CPU online (`bench boot`'s `init_us`).
 fn asym_boot(a: &AsymRuns) -> Asym {
     match &a.boot {
-        Ok(b) => match (b.complete, b.bench.all_ticked_us) {
+        Ok(b) => match (b.complete, b.bench.init_us) {
             (true, Some(us)) => Asym::Value(us as f64 * 1e3),
             _ => Asym::Failed(format!(
                 "`bench boot` reported {} of {} CPUs{}",
@@ -441,7 +441,7 @@ pub fn rows(linux: &BTreeMap<String, Fields>, p: &Params, a: &AsymRuns) -> Vec<R
             asym: asym_sched_softirq_load(a),
         },
         Row {
-            what: "boot: reset → first user task (Linux /init; asym: all CPUs ticking)".into(),
+            what: "boot: reset → first user task (Linux /init; asym: the init thread)".into(),
             unit: Unit::Millis,
             linux: boot_ns(linux),
             asym: asym_boot(a),
@@ -1107,11 +1107,11 @@ mod tests {
     }
 
     #[test]
-    fn asym_boot_uses_all_ticked_only_when_complete() {
+    fn asym_boot_uses_init_only_when_complete() {
         let mut b = bench::BootBench::default();
         b.cpus.insert(0, (Some(1), Some(2)));
         b.all_online_us = Some(5);
-        b.all_ticked_us = Some(7);
+        b.init_us = Some(7);
         let run = |complete| AsymRuns {
             switch: Err("not run".into()),
             boot: Ok(BootRun {
