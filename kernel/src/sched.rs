@@ -707,6 +707,8 @@ pub fn start_cpu(cpu: CpuId) -> ! {
         arch::park();
     };
     arch::irq_save_disable();
+    // TTBR1 walks on, on the empty user table, before any thread (and so any EL0 task) runs.
+    arch::uspace::init_cpu();
     let g = st.cpus[cpu.index()].lock();
     let idle = g.idle;
     g.into_handover();

@@ -13,6 +13,7 @@ mod sync;
 mod timer;
 // rt-app workloads and the trace, with the simulator's code.
 mod rtapp;
+mod uspace;
 // Scheduler and cpufreq (cpufreq before sched: sched's last test checks the run queues after both).
 mod cpufreq;
 mod dvfs;

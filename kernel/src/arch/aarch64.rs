@@ -9,6 +9,7 @@ pub mod fw_cpu;
 pub mod gicv3_icc;
 mod mem;
 pub mod mmu;
+pub mod uspace;
 
 use core::arch::asm;
 

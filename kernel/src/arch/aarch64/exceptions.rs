@@ -16,14 +16,16 @@
 //! Two vector tables, one check each (Linux has one, because its boot task runs on an aligned
 //! `THREAD_SIZE` stack from the start; ours boots on larger stacks):
 //! - `__asym_vectors`, while a CPU runs on its boot stack: the frame is checked against the
-//!   boot-stack slots and overflow stacks by address, with `TPIDR_EL0`/`TPIDRRO_EL0` as scratch.
-//!   No thread, so no EL0 TLS value, exists on a CPU before it leaves its boot stack.
+//!   boot-stack slots and overflow stacks by address, with `SP_EL0`/`TPIDRRO_EL0` as scratch.
+//!   No thread, so no EL0 state, exists on a CPU before it leaves its boot stack.
 //! - `__asym_thread_vectors`, from a CPU's first thread on (`context::start_first`): every
 //!   stack (thread stacks and overflow stacks) is the upper half of a `2 × THREAD_SIZE`-aligned
 //!   slot whose lower half is unmapped, so the frame is in bounds exactly when bit
 //!   `THREAD_SHIFT` of its address is set (Linux `kernel_ventry` tests the same bit, with its
 //!   stacks in the lower half of their alignment). The test needs no scratch register; only the overflow path, which
-//!   is fatal or kills the thread, uses the TPIDRs.
+//!   is fatal or kills the thread, parks x0/x1 in `TPIDRRO_EL0` and `SP_EL0` (the kernel runs
+//!   on SP_EL1, and EL0's SP is saved in the frame of any exception from EL0). `TPIDR_EL0`
+//!   belongs to EL0: the vectors never write it; the context switch saves and restores it.
 //!
 //! Kernel preemption: after an IRQ handler, if the CPU's need-resched flag is set and the
 //! interrupted thread allows it, the thread is preempted on its way out
@@ -490,7 +492,10 @@ fn print_registers(frame: &TrapFrame, sp: u64) {
 //
 // The guard check (Linux `kernel_ventry`'s overflow check, done differently: our stacks are
 // slots of two arrays, not THREAD_SIZE-aligned vmap areas): x0/x1 are parked in TPIDRRO_EL0 and
-// TPIDR_EL0 (EL0 never runs, so they are free scratch registers). If the new SP is less than
+// SP_EL0. Neither is EL0's to lose here: no thread (so no EL0 state) exists on a boot stack, and
+// the kernel runs on SP_EL1 (SPSel = 1), so SP_EL0 is only ever EL0's stack pointer, which an
+// exception from EL0 saves in its frame. TPIDR_EL0, EL0's writable TLS register, is never
+// touched by the vectors. If the new SP is less than
 // STACK_GUARD_SIZE above the start of a secondary's slot or of the boot CPU's stack, the frame
 // would be written to an unmapped guard page (faulting again, forever): `__asym_stack_overflow`
 // switches to the CPU's overflow stack instead. If it is in the guard page of an overflow stack
@@ -505,7 +510,7 @@ global_asm!(
 9:
     sub     sp, sp, #(34 * 8)
     msr     tpidrro_el0, x0
-    msr     tpidr_el0, x1
+    msr     sp_el0, x1
     mov     x1, sp
     adrp    x0, {boot_stacks}
     add     x0, x0, :lo12:{boot_stacks}
@@ -533,7 +538,7 @@ global_asm!(
     b.lo    __asym_overflow_stack_overflow
 1:
     mrs     x0, tpidrro_el0
-    mrs     x1, tpidr_el0
+    mrs     x1, sp_el0
     stp     x0, x1, [sp, #(0 * 8)]
     mov     x0, #\kind
     b       __asym_exception_common
@@ -558,7 +563,7 @@ global_asm!(
     sub     sp, sp, #(34 * 8 + 16)
     str     x0, [sp, #(34 * 8)]
     mrs     x0, tpidrro_el0
-    mrs     x1, tpidr_el0
+    mrs     x1, sp_el0
     stp     x0, x1, [sp, #(0 * 8)]
     mov     x0, #\kind
     b       __asym_exception_common
@@ -632,7 +637,7 @@ __asym_thread_vectors:
 // Anywhere else: a thread stack overflowed. Either way, report on a fresh overflow stack.
 __asym_thread_bad_stack:
     msr     tpidrro_el0, x0
-    msr     tpidr_el0, x1
+    msr     sp_el0, x1
     mrs     x0, tpidr_el1
     and     x0, x0, #({max_cpus} - 1)
     lsl     x0, x0, #{overflow_shift}
