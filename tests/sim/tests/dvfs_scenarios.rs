@@ -7,6 +7,7 @@
 //! simulator can only be later than the model (updates at tick/enqueue/dequeue, rate
 //! limit, transition latency), so each bound adds those delays.
 
+use asym_sim::experiments::frame_workload;
 use std::path::PathBuf;
 
 use asym_sim::{engine::SimResult, run, Governor, RunSpec};
@@ -203,38 +204,6 @@ fn schedutil_saves_energy_on_a_light_periodic_load_without_more_misses() {
     );
     let rate = |m: u64, a: u64| m as f64 / a.max(1) as f64;
     assert!(rate(m_su, a_su) <= rate(m_perf, a_perf) + 0.01);
-}
-
-/// A frame workload: a 16 ms vsync timer drives `ui`, which does its part and hands over
-/// to `render`, which resumes `ui` when done; every `heavy_every`-th frame is heavy. Two
-/// background threads (`bg_run` µs of work, `bg_sleep` µs asleep) contend with them on
-/// Juno r2's two big CPUs (the frame threads and the background share CPUs 0–1).
-fn frame_workload(
-    heavy_every: u32,
-    ui: u32,
-    render: u32,
-    heavy: (u32, u32),
-    bg: (u32, u32),
-) -> String {
-    format!(
-        r#"{{ "global": {{ "duration": 10, "default_policy": "SCHED_OTHER" }},
-  "tasks": {{
-    "ui": {{ "loop": -1, "cpus": [0, 1], "phases": {{
-      "light": {{ "loop": {light}, "run": {ui}, "resume": "render", "suspend": "",
-                 "timer": {{ "ref": "vsync", "period": 16000 }} }},
-      "heavy": {{ "loop": 1, "run": {hu}, "resume": "render", "suspend": "",
-                 "timer": {{ "ref": "vsync", "period": 16000 }} }} }} }},
-    "render": {{ "loop": -1, "cpus": [0, 1], "phases": {{
-      "light": {{ "loop": {light}, "suspend": "", "run": {render}, "resume": "ui" }},
-      "heavy": {{ "loop": 1, "suspend": "", "run": {hr}, "resume": "ui" }} }} }},
-    "bg": {{ "instance": 2, "loop": -1, "cpus": [0, 1], "run": {br}, "sleep": {bs} }}
-  }} }}"#,
-        light = heavy_every - 1,
-        hu = heavy.0,
-        hr = heavy.1,
-        br = bg.0,
-        bs = bg.1,
-    )
 }
 
 #[test]
