@@ -298,6 +298,9 @@ fn init_main(_: usize) {
         let ok = crate::soak::run(secs);
         crate::panic::end_run(if ok { 0 } else { 1 });
     }
+    if cmd.rtapp.is_some() {
+        crate::rtapp::run(cmd);
+    }
     match &cmd.selftest {
         SelfTestMode::Off => {}
         mode => {

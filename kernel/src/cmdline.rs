@@ -102,7 +102,18 @@ pub struct Cmdline {
     /// The scheduler's options, kept as written for `crate::sched` to parse and report:
     /// `sched_features=FEAT,NO_FEAT,...` and `cpufreq.<domain>.<min_khz|max_khz|governor>=v`.
     pub sched_args: heapless::String<SCHED_ARGS_MAX>,
+    /// `rtapp=<host path>|demo`: run this rt-app workload (read over semihosting, or the
+    /// bundled demo built into the image) instead of the tick report.
+    pub rtapp: Option<heapless::String<PATH_MAX>>,
+    /// `rtapp_trace=<host path>`: write the workload run's ftrace text there (semihosting).
+    pub rtapp_trace: Option<heapless::String<PATH_MAX>>,
+    /// `rtapp_duration_ms=N`: end the workload run after N ms of guest time (else the
+    /// workload's `global.duration`).
+    pub rtapp_duration_ms: Option<u64>,
 }
+
+/// Longest host path kept for `rtapp=` and `rtapp_trace=`.
+pub const PATH_MAX: usize = 200;
 
 /// Longest total of the scheduler's options kept in [`Cmdline::sched_args`].
 pub const SCHED_ARGS_MAX: usize = 256;
@@ -123,6 +134,9 @@ impl Default for Cmdline {
             crash: None,
             panic_timeout_s: 0,
             sched_args: heapless::String::new(),
+            rtapp: None,
+            rtapp_trace: None,
+            rtapp_duration_ms: None,
         }
     }
 }
@@ -222,6 +236,7 @@ impl Cmdline {
             || self.selftest != SelfTestMode::Off
             || self.bench_switch
             || self.soak_s.is_some()
+            || self.rtapp.is_some()
     }
 
     fn apply<'a>(&mut self, key: &'a str, value: Option<&'a str>) -> Result<(), CmdlineError<'a>> {
@@ -406,6 +421,48 @@ impl Cmdline {
                 }
             }
             "lockdep" => self.lockdep = flag("lockdep", value)?,
+            "rtapp" | "rtapp_trace" => {
+                const EXP: &str = "a host path of at most 200 bytes (or `demo` for rtapp)";
+                let option = if key == "rtapp" {
+                    "rtapp"
+                } else {
+                    "rtapp_trace"
+                };
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option,
+                    expected: EXP,
+                })?;
+                let mut s = heapless::String::new();
+                if v.is_empty() || s.push_str(v).is_err() {
+                    return Err(CmdlineError::BadValue {
+                        option,
+                        value: v,
+                        expected: EXP,
+                    });
+                }
+                if key == "rtapp" {
+                    self.rtapp = Some(s);
+                } else {
+                    self.rtapp_trace = Some(s);
+                }
+            }
+            "rtapp_duration_ms" => {
+                const EXP: &str = "a positive number of ms, at most 3600000";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "rtapp_duration_ms",
+                    expected: EXP,
+                })?;
+                match v.parse::<u64>() {
+                    Ok(n) if (1..=3_600_000).contains(&n) => self.rtapp_duration_ms = Some(n),
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "rtapp_duration_ms",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                }
+            }
             _ => return Err(CmdlineError::Unknown { option: key }),
         }
         Ok(())
@@ -453,6 +510,28 @@ mod tests {
                 250
             }
         );
+    }
+
+    #[test]
+    fn rtapp_options_parse_and_bad_values_are_named() {
+        let c =
+            Cmdline::parse("rtapp=/tmp/w.json rtapp_trace=out/t.txt rtapp_duration_ms=500").cmdline;
+        assert_eq!(c.rtapp.as_deref(), Some("/tmp/w.json"));
+        assert_eq!(c.rtapp_trace.as_deref(), Some("out/t.txt"));
+        assert_eq!(c.rtapp_duration_ms, Some(500));
+        assert!(c.use_semihosting());
+        let long = format!("rtapp={}", "a".repeat(PATH_MAX + 1));
+        for bad in [
+            "rtapp",
+            "rtapp=",
+            long.as_str(),
+            "rtapp_duration_ms=0",
+            "rtapp_duration_ms=x",
+        ] {
+            let p = Cmdline::parse(bad);
+            assert_eq!(p.errors.len(), 1, "{bad}");
+            assert!(p.errors[0].to_string().contains("rtapp"), "{bad}");
+        }
     }
 
     #[test]

@@ -472,6 +472,7 @@ fn apply_completions(core: &mut Core, now: Nanos) {
                 let id = CpuId(c as u16);
                 if p.cpus.contains(id) {
                     ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
+                    crate::tracing::cpu_frequency(id, p.cur().0);
                 }
             }
         }

@@ -68,8 +68,12 @@ pub mod sched;
 #[cfg(target_os = "none")]
 pub mod bench;
 #[cfg(target_os = "none")]
+pub mod rtapp;
+#[cfg(target_os = "none")]
 pub mod soak;
 #[cfg(target_os = "none")]
 pub mod task;
+#[cfg(target_os = "none")]
+pub mod tracing;
 #[cfg(target_os = "none")]
 pub mod wait;

@@ -54,6 +54,7 @@ use crate::dt::{Platform, MAX_CPUS};
 use crate::percpu::{current_cpu, PerCpu};
 use crate::sync::{HandoverGuard, InitOnce, IrqSpinLock, IrqSpinLockGuard, LockRank};
 use crate::task::{self, ExitStatus, Thread, ThreadId, ThreadState, MAX_THREADS};
+use crate::tracing;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
@@ -655,6 +656,12 @@ fn schedule_mode(mode: Mode) {
         // Leaving idle (Linux `tick_nohz_idle_exit`).
         crate::timer::nohz_restart_tick(cpu);
     }
+    tracing::switch(
+        prev,
+        prev_state(mode, pt.state(), prev == cs.idle),
+        next,
+        cs.idle,
+    );
     cs.curr = next;
     cs.nr_switches += 1;
     publish(cs);
@@ -672,6 +679,21 @@ fn schedule_mode(mode: Mode) {
     let from = context::switch_to(&pt.ctx, &nt.ctx, token);
     finish_task_switch(from);
     task::preempt_enable_no_resched();
+}
+
+/// `sched_switch`'s `prev_state` of a thread leaving the CPU in `mode` in `state`.
+fn prev_state(mode: Mode, state: ThreadState, idle: bool) -> asym_trace::ftrace::PrevState {
+    use asym_trace::ftrace::PrevState;
+    if idle {
+        return PrevState::Running;
+    }
+    match (mode, state) {
+        (Mode::Dead, _) | (_, ThreadState::Dead) => PrevState::Dead,
+        (Mode::Preempt, _) => PrevState::Preempted,
+        (Mode::Yield, ThreadState::Running) => PrevState::Running,
+        (_, ThreadState::Running) => PrevState::Preempted,
+        _ => PrevState::Sleeping,
+    }
 }
 
 /// The second half of a switch, on the incoming thread (Linux `finish_task_switch`): releases
@@ -735,7 +757,9 @@ fn idle_main(cpu: usize) {
                 // Something became due while the tick was off (a cpufreq kick).
                 crate::timer::nohz_restart_tick(cpu);
             }
+            tracing::cpu_idle(true);
             arch::wfi();
+            tracing::cpu_idle(false);
         }
         arch::irq_restore(irq);
     }
@@ -900,6 +924,8 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) {
         ),
     };
     t.on_rq.store(true, Ordering::Release);
+    tracing::set_nice(id.slot(), params.nice);
+    tracing::wakeup(id.slot(), target, true);
     publish(cs);
     drop(g);
     if outcome.resched.is_yes() {
@@ -967,6 +993,8 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
         let mut g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
         if t.on_rq.load(Ordering::Relaxed) && t.cpu.load(Ordering::Relaxed) == cpu {
             t.set_state(ThreadState::Running);
+            tracing::waking(s, CpuId(cpu));
+            tracing::wakeup(s, CpuId(cpu), false);
             let cs = &mut *g;
             let mut resched = false;
             if cs.curr != s {
@@ -993,6 +1021,7 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     task.cpus_allowed = pi.params.affinity;
     t.affinity.store(pi.params.affinity.0, Ordering::Relaxed);
     let prev = CpuId(t.cpu.load(Ordering::Relaxed));
+    tracing::waking(s, prev);
     let this = current_cpu();
     let online = online_mask();
     let mut snaps = snapshot::Snapshots::new();
@@ -1039,6 +1068,10 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
             target.0, id, e.reason
         ),
     };
+    if migrated {
+        tracing::migrate(s, prev, target);
+    }
+    tracing::wakeup(s, target, false);
     t.on_rq.store(true, Ordering::Release);
     t.set_state(ThreadState::Running);
     t.stats.nr_wakeups.fetch_add(1, Ordering::Relaxed);
@@ -1183,6 +1216,7 @@ pub fn set_nice(id: ThreadId, nice: i32) -> Result<(), SchedError> {
         policy::set_nice_parked(&mut g, task, nice).map_err(SchedError::Rq)?;
     }
     pi.params.nice = nice;
+    tracing::set_nice(id.slot(), nice);
     Ok(())
 }
 

@@ -108,6 +108,96 @@ impl<const N: usize, const W: usize> Default for TraceRing<N, W> {
     }
 }
 
+/// The same ring over storage chosen at run time (`slots`, e.g. leaked from the heap, its
+/// capacity sized to the memory there is): [`TraceRing`]'s protocol and contract.
+#[derive(Debug)]
+pub struct SliceRing<'a, const W: usize> {
+    slots: &'a [[AtomicU64; W]],
+    head: AtomicUsize,
+    tail: AtomicUsize,
+    lost: AtomicU64,
+}
+
+impl<'a, const W: usize> SliceRing<'a, W> {
+    /// An empty ring over `slots` (their contents are overwritten before being read).
+    pub const fn new(slots: &'a [[AtomicU64; W]]) -> Self {
+        SliceRing {
+            slots,
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            lost: AtomicU64::new(0),
+        }
+    }
+
+    /// Capacity in records.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// [`TraceRing::push`].
+    pub fn push(&self, record: &[u64; W]) -> bool {
+        let n = self.slots.len();
+        let head = self.head.load(Ordering::Relaxed);
+        let tail = self.tail.load(Ordering::Acquire);
+        if n == 0 || head.wrapping_sub(tail) >= n {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        for (slot, &w) in self.slots[head % n].iter().zip(record) {
+            slot.store(w, Ordering::Relaxed);
+        }
+        self.head.store(head.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// [`TraceRing::pop`].
+    pub fn pop(&self) -> Option<[u64; W]> {
+        let n = self.slots.len();
+        let tail = self.tail.load(Ordering::Relaxed);
+        let head = self.head.load(Ordering::Acquire);
+        if head == tail || n == 0 {
+            return None;
+        }
+        let mut out = [0u64; W];
+        for (o, slot) in out.iter_mut().zip(&self.slots[tail % n]) {
+            *o = slot.load(Ordering::Relaxed);
+        }
+        self.tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(out)
+    }
+
+    /// The oldest record, left in the ring (consumer side).
+    pub fn peek(&self) -> Option<[u64; W]> {
+        let n = self.slots.len();
+        let tail = self.tail.load(Ordering::Relaxed);
+        let head = self.head.load(Ordering::Acquire);
+        if head == tail || n == 0 {
+            return None;
+        }
+        let mut out = [0u64; W];
+        for (o, slot) in out.iter_mut().zip(&self.slots[tail % n]) {
+            *o = slot.load(Ordering::Relaxed);
+        }
+        Some(out)
+    }
+
+    /// Records waiting to be consumed.
+    pub fn len(&self) -> usize {
+        let tail = self.tail.load(Ordering::Relaxed);
+        self.head.load(Ordering::Acquire).wrapping_sub(tail)
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records refused so far because the ring was full.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -148,6 +238,24 @@ mod tests {
             }
         }
         assert_eq!((next_out, r.lost()), (1000, 0));
+    }
+
+    #[test]
+    fn a_slice_ring_counts_what_it_refuses_and_peeks_without_taking() {
+        let slots: Vec<[AtomicU64; 2]> = (0..3)
+            .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+            .collect();
+        let r = SliceRing::new(&slots);
+        for i in 0..5u64 {
+            assert_eq!(r.push(&[i, i + 10]), i < 3, "record {i}");
+        }
+        assert_eq!((r.len(), r.lost(), r.capacity()), (3, 2, 3));
+        assert_eq!(r.peek(), Some([0, 10]));
+        let got: Vec<_> = core::iter::from_fn(|| r.pop()).collect();
+        assert_eq!(got, [[0, 10], [1, 11], [2, 12]]);
+        assert!(r.is_empty() && r.peek().is_none());
+        assert!(r.push(&[9, 19]));
+        assert_eq!(r.pop(), Some([9, 19]));
     }
 
     #[test]

@@ -1,0 +1,366 @@
+//! The in-kernel rt-app executor: one kernel thread per workload thread, each driven by the
+//! interpreter the simulator uses (`asym_rtapp::interp`), so both run the same program —
+//! phases, loops, markers, timers and rt-app's statistics come from the same code. This file
+//! only carries the interpreter's actions out against guest time:
+//! - `run` → [`sched::work`]: the thread spins until its own running time, charged
+//!   `capacity_orig × freq_scale` per ns at every switch and tick, covers the work — exactly
+//!   `work × 1024 / (capacity_orig × f / fmax)` ns of running (rt-app's calibration convention
+//!   made exact, as in the simulator); `runtime` → spin for wall time;
+//! - `sleep`/`timer` → [`sched::sleep_until`]; `suspend`/`resume` → a [`Completion`] per
+//!   thread plus the interpreter's one remembered wake-up; `yield` → [`sched::yield_now`];
+//! - a phase's `nice` → [`sched::set_nice`], its `cpus` → [`sched::set_affinity`] and a move
+//!   if the thread runs outside them. A phase's uclamp applies from the thread's creation
+//!   only: the kernel has no run-time uclamp change yet.
+//!
+//! Where the workload comes from (`rtapp=` on the command line): a host file read over
+//! semihosting (QEMU, `-semihosting-config enable=on,target=native`), or `demo`, the bundled
+//! `tests/workloads/periodic-big.json` built into the image — which is also how a board
+//! without semihosting gets one today (a DTB `/chosen` property is not read yet).
+//!
+//! The run starts the threads at their `delay` after time zero (the trace's zero), ends at
+//! `rtapp_duration_ms` or the workload's `duration`, and writes the trace ([`tracing`]) to the
+//! host file `rtapp_trace=`. Bad JSON ends the run with the reader's message — the problem,
+//! the JSON path, line and column — and status 2; nothing here panics on input.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use asym_rtapp::interp::{Action, Params, Thread, Timer};
+use asym_rtapp::workload::{self, Workload};
+use asym_sched::types::{CpuId, CpuMask, Nanos};
+
+use crate::cmdline::Cmdline;
+use crate::sched;
+use crate::sync::{InitOnce, IrqSpinLock, LockRank};
+use crate::task::{self, ThreadId, ThreadParams};
+use crate::tracing;
+use crate::wait::Completion;
+
+/// The bundled workload `rtapp=demo` runs.
+const DEMO: &str = include_str!("../../tests/workloads/periodic-big.json");
+/// Largest workload file read.
+const MAX_JSON: usize = 1 << 20;
+/// Run length when neither the command line nor the workload gives one (the simulator's).
+const DEFAULT_DURATION_NS: u64 = 10_000_000_000;
+/// First pid of the workload's threads, as the simulator numbers them.
+const FIRST_PID: u32 = 1001;
+/// Trace records per CPU at most (40 bytes each).
+const MAX_RECORDS_PER_CPU: usize = 256 * 1024;
+
+/// One workload thread's state shared with the others (for `resume`).
+struct Slot {
+    prog: IrqSpinLock<Prog>,
+    wake: Completion,
+    /// `ThreadId::task_id().0` once spawned.
+    id: AtomicU32,
+}
+
+struct Prog {
+    thread: Thread,
+    suspended: bool,
+}
+
+struct Exec {
+    wl: Workload,
+    timers: IrqSpinLock<Vec<Timer>>,
+    slots: Vec<Slot>,
+    nr_cpus: usize,
+}
+
+static EXEC: InitOnce<&'static Exec> = InitOnce::new();
+
+/// Runs the workload `cmd.rtapp` names and ends the run (from the init thread).
+pub fn run(cmd: &Cmdline) -> ! {
+    let status = match run_inner(cmd) {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::println!("rtapp: {}", e);
+            2
+        }
+    };
+    crate::panic::end_run(status)
+}
+
+fn run_inner(cmd: &Cmdline) -> Result<(), String> {
+    let Some(src) = cmd.rtapp.as_deref() else {
+        return Err("no workload (rtapp=)".into());
+    };
+    let nr_cpus = sched::nr_cpus();
+    let (name, text): (&str, String) = if src == "demo" {
+        ("periodic-big.json (built in)", DEMO.into())
+    } else {
+        let bytes = crate::semihosting::read_file(src, MAX_JSON)
+            .map_err(|e| alloc::format!("{src}: cannot read the workload: {e}"))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            alloc::format!("{src}: not UTF-8 at byte {}", e.utf8_error().valid_up_to())
+        })?;
+        (src, text)
+    };
+    let wl = workload::parse(&text, name, nr_cpus).map_err(|e| alloc::format!("{e}"))?;
+    if wl.tasks.len() + nr_cpus + 4 > task::MAX_THREADS {
+        return Err(alloc::format!(
+            "{name}: {} threads; the kernel has room for {}",
+            wl.tasks.len(),
+            task::MAX_THREADS - nr_cpus - 4
+        ));
+    }
+    let duration_ns = cmd
+        .rtapp_duration_ms
+        .map(|ms| ms * 1_000_000)
+        .or(wl.duration_ns)
+        .unwrap_or(DEFAULT_DURATION_NS);
+    let slots = (0..wl.tasks.len())
+        .map(|i| Slot {
+            prog: IrqSpinLock::with_rank(
+                Prog {
+                    thread: Thread::new(&wl, i, nr_cpus),
+                    suspended: false,
+                },
+                LockRank(LockRank::LEAF.0 - 1),
+            ),
+            wake: Completion::new(),
+            id: AtomicU32::new(u32::MAX),
+        })
+        .collect();
+    let exec: &'static Exec = Box::leak(Box::new(Exec {
+        timers: IrqSpinLock::new(alloc::vec![Timer::new(); wl.nr_timers]),
+        wl,
+        slots,
+        nr_cpus,
+    }));
+    if EXEC.set(exec).is_err() {
+        return Err("the executor already ran".into());
+    }
+    let records = (crate::heap::stats().free / 2 / (40 * nr_cpus.max(1))).min(MAX_RECORDS_PER_CPU);
+    if cmd.rtapp_trace.is_some() && !tracing::init(nr_cpus, records) {
+        return Err(alloc::format!(
+            "no memory for {records} trace records per CPU"
+        ));
+    }
+    crate::println!(
+        "rtapp: {}: {} threads, {} ms{}",
+        name,
+        exec.wl.tasks.len(),
+        duration_ns / 1_000_000,
+        if cmd.rtapp_trace.is_some() {
+            alloc::format!(", tracing ({records} records per CPU)")
+        } else {
+            String::new()
+        }
+    );
+    tracing::enable();
+    let t0 = tracing::t0();
+    let end = t0.saturating_add(duration_ns);
+    let mut order: Vec<usize> = (0..exec.wl.tasks.len()).collect();
+    order.sort_by_key(|&i| exec.wl.tasks[i].delay_ns);
+    let mut next_status = t0 + 1_000_000_000;
+    let status = cmd.rtapp_trace.is_none();
+    for i in order {
+        let at = t0.saturating_add(exec.wl.tasks[i].delay_ns);
+        if at >= end {
+            break;
+        }
+        wait_until(at, &mut next_status, status);
+        spawn(exec, i)?;
+    }
+    wait_until(end, &mut next_status, status);
+    tracing::disable();
+    if let Some(path) = cmd.rtapp_trace.as_deref() {
+        write_trace(exec, path)?;
+    }
+    Ok(())
+}
+
+/// Sleeps until `at` (guest ns), printing the status line every guest second if `status`.
+fn wait_until(at: u64, next_status: &mut u64, status: bool) {
+    loop {
+        let now = sched::now().0;
+        if now >= at {
+            return;
+        }
+        if status && *next_status <= at {
+            sched::sleep_until(Nanos(*next_status));
+            print_status();
+            *next_status += 1_000_000_000;
+        } else {
+            sched::sleep_until(Nanos(at));
+        }
+    }
+}
+
+/// One line per guest second: per CPU the running thread, its root cfs_rq util and its
+/// frequency.
+fn print_status() {
+    let mut line = String::new();
+    let t = sched::now().0.saturating_sub(tracing::t0());
+    let _ = core::fmt::write(
+        &mut line,
+        format_args!("rtapp: {:>3} s:", t / 1_000_000_000),
+    );
+    for c in 0..sched::nr_cpus() {
+        let cpu = CpuId(c as u16);
+        let Some(s) = sched::snapshot(cpu) else {
+            continue;
+        };
+        let curr = sched::rq_lock(cpu).map(|g| g.curr_slot()).unwrap_or(c);
+        let name = if curr < sched::nr_cpus() {
+            heapless::String::try_from("idle").unwrap_or_default()
+        } else {
+            task::name(task::slot(curr).id(curr))
+        };
+        let khz = crate::cpufreq::domain_of(cpu)
+            .and_then(crate::cpufreq::policy)
+            .map_or(0, |p| p.cur().0);
+        let _ = core::fmt::write(
+            &mut line,
+            format_args!(
+                " cpu{}={}/u{}/{}MHz",
+                c,
+                name,
+                s.util.cfs.util_avg.0,
+                khz / 1000
+            ),
+        );
+    }
+    crate::println!("{}", line);
+}
+
+fn spawn(exec: &'static Exec, i: usize) -> Result<(), String> {
+    let spec = &exec.wl.tasks[i];
+    let p: Params = exec.slots[i].prog.lock().thread.params();
+    let online = CpuMask(crate::smp::online_mask());
+    let affinity = CpuMask(p.allowed).and(online);
+    let params = ThreadParams {
+        nice: p.nice,
+        affinity: if affinity.is_empty() {
+            online
+        } else {
+            affinity
+        },
+        uclamp: p.uclamp.unwrap_or((0, 1024)),
+        detached: true,
+        ..ThreadParams::default()
+    };
+    let name: String = spec.name.chars().take(task::NAME_LEN).collect();
+    let id = task::spawn(&name, params, thread_main, i)
+        .map_err(|e| alloc::format!("cannot start thread {}: {e}", spec.name))?;
+    exec.slots[i].id.store(id.task_id().0, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Time since the workload's zero.
+fn rel_now() -> u64 {
+    sched::now().0.saturating_sub(tracing::t0())
+}
+
+/// A workload thread: step the interpreter, do what it says, until it says exit.
+fn thread_main(i: usize) {
+    let Some(exec) = EXEC.get() else { return };
+    let me = task::current().map(ThreadId::task_id);
+    let slot = &exec.slots[i];
+    let t0 = tracing::t0();
+    loop {
+        let now = rel_now();
+        let action = {
+            let mut prog = slot.prog.lock();
+            let mut timers = exec.timers.lock();
+            prog.thread.step(&exec.wl, &mut timers, now)
+        };
+        match action {
+            Action::Start => tracing::rename_self(),
+            Action::Marker(m) => tracing::marker(m),
+            Action::Phase(p) => {
+                if let Some(id) = me.map(ThreadId::from_task_id) {
+                    apply_phase(exec, id, p);
+                }
+            }
+            Action::Run { work_ns } => {
+                if work_ns > 0 {
+                    sched::work(work_ns);
+                }
+            }
+            Action::Runtime { ns } => {
+                let until = sched::now().0.saturating_add(ns);
+                while sched::now().0 < until {
+                    sched::spin_hint();
+                }
+            }
+            Action::Sleep { ns } => {
+                if ns > 0 {
+                    sched::sleep_until(Nanos(sched::now().0.saturating_add(ns)));
+                }
+            }
+            Action::Timer(t) => {
+                if let Some(at) = t.wait_until_ns {
+                    sched::sleep_until(Nanos(t0.saturating_add(at)));
+                }
+            }
+            Action::Suspend => {
+                slot.prog.lock().suspended = true;
+                slot.wake.wait();
+            }
+            Action::Resume(targets) => {
+                for &t in targets {
+                    let Some(target) = exec.slots.get(t) else {
+                        continue;
+                    };
+                    let mut g = target.prog.lock();
+                    if g.suspended {
+                        g.suspended = false;
+                        drop(g);
+                        target.wake.complete();
+                    } else {
+                        g.thread.post_resume();
+                    }
+                }
+            }
+            Action::Yield => sched::yield_now(),
+            Action::Exit => return,
+        }
+    }
+}
+
+fn apply_phase(exec: &Exec, id: ThreadId, p: Params) {
+    let _ = sched::set_nice(id, p.nice);
+    let online = CpuMask(crate::smp::online_mask());
+    let mask = CpuMask(p.allowed).and(online);
+    if !mask.is_empty() && sched::set_affinity(id, mask).is_ok() {
+        sched::migrate_self();
+    }
+    let _ = exec.nr_cpus;
+}
+
+fn write_trace(exec: &Exec, path: &str) -> Result<(), String> {
+    let names: Vec<tracing::Named<'_>> = exec
+        .wl
+        .tasks
+        .iter()
+        .zip(&exec.slots)
+        .enumerate()
+        .filter_map(|(i, (t, s))| {
+            let id = s.id.load(Ordering::Relaxed);
+            (id != u32::MAX).then(|| tracing::Named {
+                id,
+                pid: FIRST_PID + i as u32,
+                name: truncate(&t.name),
+            })
+        })
+        .collect();
+    let lost = tracing::lost();
+    let mut f = crate::semihosting::File::open(path, true)
+        .map_err(|e| alloc::format!("{path}: cannot write the trace: {e}"))?;
+    let lines = tracing::drain(exec.nr_cpus, &names, |b| f.write_all(b))
+        .map_err(|e| alloc::format!("{path}: {e}"))?;
+    crate::println!("rtapp: trace: {} lines, {} records lost", lines, lost);
+    Ok(())
+}
+
+/// `TASK_COMM_LEN - 1` characters, as the simulator names threads.
+fn truncate(s: &str) -> &str {
+    match s.char_indices().nth(task::NAME_LEN) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
