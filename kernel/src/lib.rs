@@ -72,4 +72,6 @@ pub mod soak;
 #[cfg(target_os = "none")]
 pub mod task;
 #[cfg(target_os = "none")]
+pub mod user;
+#[cfg(target_os = "none")]
 pub mod wait;
