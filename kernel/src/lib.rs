@@ -76,4 +76,6 @@ pub mod task;
 #[cfg(target_os = "none")]
 pub mod tracing;
 #[cfg(target_os = "none")]
+pub mod user;
+#[cfg(target_os = "none")]
 pub mod wait;

@@ -673,6 +673,12 @@ fn schedule_mode(mode: Mode) {
         prev
     };
     g.into_handover();
+    let ttbr = crate::user::ttbr_of(next);
+    if arch::uspace::current_ttbr1() != ttbr {
+        // SAFETY: `next`'s address space (or the empty table) lives until `next` is reaped,
+        // after its own last switch, which loads another TTBR1 here first.
+        unsafe { arch::uspace::switch_ttbr1(ttbr) };
+    }
     if dead {
         context::exit_to(&pt.ctx, &nt.ctx, token);
     }

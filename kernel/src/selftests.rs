@@ -14,6 +14,8 @@ mod timer;
 // rt-app workloads and the trace, with the simulator's code.
 mod rtapp;
 mod uspace;
+// EL0 tasks: faults kill only the task, system calls, isolation.
+mod el0;
 // Scheduler and cpufreq (cpufreq before sched: sched's last test checks the run queues after both).
 mod cpufreq;
 mod dvfs;

@@ -112,6 +112,8 @@ pub enum ExitStatus {
     Exited(i32),
     /// It overflowed its stack and was killed.
     StackOverflow,
+    /// An EL0 task killed by a synchronous exception: ESR class, FAR, PC (`crate::user`).
+    Fault { ec: u8, far: u64, pc: u64 },
 }
 
 /// A thread's parameters, set at spawn.
@@ -539,6 +541,9 @@ pub(crate) fn reap(s: usize) {
     };
     let used = stack.used_bytes();
     drop(stack);
+    // An EL0 task's address space: no CPU has it loaded any more (its last switch loaded the
+    // next thread's TTBR1 first).
+    crate::user::release(s);
     let detached = {
         let mut g = t.sched.lock();
         g.stack_used = used;

@@ -117,10 +117,16 @@ pub fn current_sp() -> usize {
 
 /// Puts DAIF back to the interrupted context's `spsr` mask bits with IRQs masked (the state to
 /// run kernel code in after leaving an exception other than by `eret`: SErrors and debug as
-/// the interrupted code had them).
+/// the interrupted code had them). For an exception from EL0, whose SPSR has every mask clear,
+/// the kernel's own masks instead (debug and FIQ masked, SErrors reported, as every CPU runs
+/// from boot, `entry.rs`): EL0's must not become the kernel's, because a context switch from
+/// here carries D, A and F over to the next thread (it restores only I).
 #[inline]
 pub fn daif_from_spsr_irq_masked(spsr: u64) {
-    let daif = (spsr & 0x3c0) | (1 << 7);
+    /// DAIF.D and DAIF.F: the kernel's process-context masks besides I.
+    const KERNEL_DF: u64 = (1 << 9) | (1 << 6);
+    let from_el0 = (spsr >> 2) & 3 == 0;
+    let daif = (if from_el0 { KERNEL_DF } else { spsr & 0x3c0 }) | (1 << 7);
     // SAFETY: writes an exception-mask state with IRQs masked; it only affects delivery.
     unsafe { asm!("msr daif, {}", in(reg) daif, options(nostack, preserves_flags)) };
 }

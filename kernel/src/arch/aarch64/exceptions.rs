@@ -50,6 +50,8 @@ pub struct TrapFrame {
     pub x: [u64; 31],
     pub elr: u64,
     pub spsr: u64,
+    /// SP_EL0: EL0's stack pointer for an exception from EL0 (the kernel runs on SP_EL1).
+    pub sp_el0: u64,
 }
 
 /// What a synchronous exception looked like.
@@ -227,7 +229,11 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64, above: *const u
             // Back on the interrupted thread's stack, which preemption switches away from.
             crate::sched::preempt_schedule_irq(frame.spsr);
         }
-        0 | 4 | 8 | 12 => handle_sync(frame, kind as usize, above as u64),
+        8 => {
+            let r = current_report(frame);
+            crate::user::el0_sync(frame, r.esr, r.far);
+        }
+        0 | 4 | 12 => handle_sync(frame, kind as usize, above as u64),
         KIND_STACK_OVERFLOW => {
             // SAFETY: `__asym_stack_overflow` stored the interrupted SP in the word above the
             // frame, inside this CPU's overflow stack.
@@ -275,6 +281,66 @@ __asym_call_on_irq_stack:
     mov     sp, x29
     ldp     x29, x30, [sp], #16
     ret
+"#
+);
+
+unsafe extern "C" {
+    fn __asym_enter_el0(pc: u64, sp_el0: u64, arg: u64, kstack_top: usize) -> !;
+}
+
+/// Leaves the kernel for EL0 at `pc` with SP_EL0 = `sp_el0`, `x0 = arg`, every other general
+/// register zero (no kernel value leaks), all exceptions unmasked at EL0 (SPSR = EL0t). The
+/// next exception from EL0 lands on SP_EL1 = `kstack_top`.
+///
+/// # Safety
+/// IRQs masked; the calling thread's kernel stack ends at `kstack_top` and nothing on it is
+/// needed again; TTBR1 holds an address space where `pc` is EL0-executable.
+pub unsafe fn enter_el0(pc: u64, sp_el0: u64, arg: u64, kstack_top: usize) -> ! {
+    // SAFETY: guaranteed by the caller.
+    unsafe { __asym_enter_el0(pc, sp_el0, arg, kstack_top) }
+}
+
+global_asm!(
+    r#"
+    .text
+    .global __asym_enter_el0
+__asym_enter_el0:
+    mov     sp, x3
+    msr     elr_el1, x0
+    msr     sp_el0, x1
+    msr     spsr_el1, xzr
+    mov     x0, x2
+    mov     x1, xzr
+    mov     x2, xzr
+    mov     x3, xzr
+    mov     x4, xzr
+    mov     x5, xzr
+    mov     x6, xzr
+    mov     x7, xzr
+    mov     x8, xzr
+    mov     x9, xzr
+    mov     x10, xzr
+    mov     x11, xzr
+    mov     x12, xzr
+    mov     x13, xzr
+    mov     x14, xzr
+    mov     x15, xzr
+    mov     x16, xzr
+    mov     x17, xzr
+    mov     x18, xzr
+    mov     x19, xzr
+    mov     x20, xzr
+    mov     x21, xzr
+    mov     x22, xzr
+    mov     x23, xzr
+    mov     x24, xzr
+    mov     x25, xzr
+    mov     x26, xzr
+    mov     x27, xzr
+    mov     x28, xzr
+    mov     x29, xzr
+    mov     x30, xzr
+    eret
 "#
 );
 
@@ -678,16 +744,18 @@ __asym_exception_common:
     stp     x28, x29, [sp, #(28 * 8)]
     mrs     x2, elr_el1
     mrs     x3, spsr_el1
+    mrs     x4, sp_el0
     stp     x30, x2, [sp, #(30 * 8)]
-    str     x3, [sp, #(32 * 8)]
+    stp     x3, x4, [sp, #(32 * 8)]
     mov     x1, x0
     mov     x0, sp
     add     x2, sp, #(34 * 8)
     bl      {handler}
     ldp     x30, x2, [sp, #(30 * 8)]
-    ldr     x3, [sp, #(32 * 8)]
+    ldp     x3, x4, [sp, #(32 * 8)]
     msr     elr_el1, x2
     msr     spsr_el1, x3
+    msr     sp_el0, x4
     ldp     x2, x3, [sp, #(2 * 8)]
     ldp     x4, x5, [sp, #(4 * 8)]
     ldp     x6, x7, [sp, #(6 * 8)]
