@@ -168,6 +168,12 @@ pub struct TaskStats {
     pub deadline_misses: u64,
     /// Timer activations (periods started).
     pub timer_activations: u64,
+    /// Per timer activation, the window its work had — from the task's release after its
+    /// previous `timer` event (or its period's start, for the first) to the period's
+    /// expiry — and whether it overran ([`crate::optimal`] reads them).
+    pub timer_windows_ns: Vec<(u64, u64, bool)>,
+    /// When the task was last released by a `timer` event.
+    pub timer_release_ns: Option<u64>,
     /// Wake-up → running latencies.
     pub wakeup_latency_ns: Vec<u64>,
     /// For each completed timer period: time from the period's start to the task
@@ -1467,6 +1473,11 @@ impl<'a, W: Write> Engine<'a, W> {
                     stats
                         .period_completion_ns
                         .push(self.now.saturating_sub(tick.period_start_ns));
+                    let from = stats.timer_release_ns.unwrap_or(tick.period_start_ns);
+                    stats
+                        .timer_windows_ns
+                        .push((from, tick.expiry_ns, tick.overrun));
+                    stats.timer_release_ns = Some(tick.wait_until_ns.unwrap_or(self.now));
                     if tick.overrun {
                         // The work of this period overran into the next one.
                         stats.deadline_misses += 1;

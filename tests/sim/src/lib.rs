@@ -292,8 +292,14 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
     }
     let mut report = report::build(&board, &file_label(&spec.workload), &cfg, features, &result);
     if let (true, Some(tl)) = (board.has_energy_model, result.timeline.as_ref()) {
-        let acts: Vec<u64> = result.tasks.iter().map(|t| t.timer_activations).collect();
-        let b = optimal::bound(&board, &wl, tl, &acts);
+        let runs: Vec<optimal::TaskRun> = result
+            .tasks
+            .iter()
+            .map(|t| optimal::TaskRun {
+                windows: &t.timer_windows_ns,
+            })
+            .collect();
+        let b = optimal::bound(&board, &wl, tl, &runs);
         report.energy_bound = Some(report::EnergyBound::new(b, report.energy.total_uj));
     }
     if let Some(dir) = &spec.out {

@@ -191,8 +191,9 @@ fn print_summary(
     if let Some(b) = &r.energy_bound {
         writeln!(
             o,
-            "  optimal (lower bound): {:.3} mJ meeting deadlines, {:.3} mJ work only; energy / bound = {:.4}",
+            "  optimal (lower bound): {:.3} mJ for the same job set ({:.3} mJ per task alone), {:.3} mJ work only; energy / bound = {:.4}",
             b.deadline_uj / 1000.0,
+            b.per_task_uj / 1000.0,
             b.work_uj / 1000.0,
             b.ratio_to_deadline_bound
         )?;

@@ -119,7 +119,11 @@ pub struct Energy {
 pub struct EnergyBound {
     /// Valid for every schedule doing the same work.
     pub work_uj: f64,
-    /// Valid for every schedule doing the same work and meeting every timer deadline.
+    /// The per-task part alone (no contention, no shared domains): what `deadline_uj` was
+    /// before the cluster bound, kept to show how much that adds.
+    pub per_task_uj: f64,
+    /// Valid for every schedule doing the same work and meeting the timer deadlines this
+    /// run met (`src/optimal.rs`).
     pub deadline_uj: f64,
     /// `energy.total_uj / deadline_uj`.
     pub ratio_to_deadline_bound: f64,
@@ -131,6 +135,7 @@ impl EnergyBound {
         let deadline_uj = fj_to_uj(b.deadline_fj);
         EnergyBound {
             work_uj: fj_to_uj(b.work_fj),
+            per_task_uj: fj_to_uj(b.per_task_fj),
             deadline_uj,
             ratio_to_deadline_bound: if deadline_uj > 0.0 {
                 (total_uj / deadline_uj * 10_000.0).round() / 10_000.0

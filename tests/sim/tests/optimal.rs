@@ -38,7 +38,7 @@ const WORKLOADS: &[&str] = &[
 ];
 
 /// Soundness on every bundled workload, both boards, EAS off and on: asym's energy is at
-/// least the work bound, and at least the deadline bound whenever it met every deadline.
+/// least every bound (work ≤ per-task ≤ the cluster bound), misses or not.
 #[test]
 fn asym_is_never_below_the_bound() {
     for board in ["juno-r2", "hikey960"] {
@@ -53,14 +53,14 @@ fn asym_is_never_below_the_bound() {
                     "{board} {wl} eas={eas}: {e} < {}",
                     b.work_uj
                 );
-                let misses: u64 = r.tasks.iter().map(|t| t.deadline_misses).sum();
-                if misses == 0 {
-                    assert!(
-                        e >= b.deadline_uj,
-                        "{board} {wl} eas={eas}: {e} < {}",
-                        b.deadline_uj
-                    );
-                }
+                assert!(b.work_uj <= b.per_task_uj + 1.0, "{board} {wl}");
+                assert!(b.per_task_uj <= b.deadline_uj, "{board} {wl}");
+                // With or without misses: the bound is for the job set the run met.
+                assert!(
+                    e >= b.deadline_uj,
+                    "{board} {wl} eas={eas}: {e} < {}",
+                    b.deadline_uj
+                );
             }
         }
     }
@@ -81,4 +81,51 @@ fn periodic_small_bound_by_hand() {
         "{} vs {want}",
         b.work_uj
     );
+}
+
+/// The cluster bound by hand: eight tasks of 1.6 ms of work every 16 ms, all allowed only
+/// on juno-r2's four LITTLEs, 2 s. Each alone fits the most efficient point (450 MHz,
+/// capacity 181, 43 296 µW), so the per-task bound is the work at that efficiency:
+/// 8 × 125 × 1.6 ms × 1024 × 43 296 / 181 fJ = 391.9 mJ. Together they need an average
+/// speed of 8 × 1.6 × 1024 / (4 × 16) = 204.8 per LITTLE in every period, past 181: on
+/// the LITTLEs' hull, between 450 MHz and 800 MHz (322, 92 543 µW), P(204.8) =
+/// 43 296 + 23.8 × 49 247 / 141 µW, so each period costs at least 4 × 16 ms × P(204.8)
+/// and the run 125 × that = 412.9 mJ (less what the run cut off of its last periods).
+#[test]
+fn cluster_bound_by_hand() {
+    let spec = RunSpec {
+        board: "juno-r2".into(),
+        workload: PathBuf::from("eight-on-littles.json"),
+        duration_ns: None,
+        set: vec!["ENERGY_AWARE=on".into()],
+        governor: Governor::Schedutil,
+        seed: 0,
+        hz: 250,
+        out: None,
+        plot: false,
+        load_balance: true,
+        placement: Placement::Linux,
+        freq_limits: Vec::new(),
+    };
+    let wl = r#"{ "global": { "duration": 2 }, "tasks": { "t": { "instance": 8, "loop": -1,
+        "cpus": [2, 3, 4, 5],
+        "phases": { "p": { "run": 1600, "timer": { "ref": "unique", "period": 16000 } } } } } }"#;
+    let r = asym_sim::run_source(&spec, wl, false).unwrap().report;
+    let b = r.energy_bound.unwrap();
+    let per_task = 8.0 * 125.0 * 1.6e6 * 1024.0 * 43_296.0 / 181.0 / 1e9;
+    let p = 43_296.0 + 23.8 * 49_247.0 / 141.0;
+    let cluster = 125.0 * 4.0 * 16e6 * p / 1e9;
+    assert!(
+        b.per_task_uj <= per_task && b.per_task_uj > 0.99 * per_task,
+        "per-task {} vs {per_task}",
+        b.per_task_uj
+    );
+    assert!(
+        b.deadline_uj <= cluster && b.deadline_uj > 0.99 * cluster,
+        "cluster {} vs {cluster}",
+        b.deadline_uj
+    );
+    let misses: u64 = r.tasks.iter().map(|t| t.deadline_misses).sum();
+    assert_eq!(misses, 0);
+    assert!(r.energy.total_uj >= b.deadline_uj);
 }
