@@ -103,16 +103,14 @@ static INITIAL: [(AtomicU64, AtomicU64); MAX_CPUS] =
 
 /// Starts recording, with time zero now.
 pub fn enable() {
-    for c in 0..crate::sched::nr_cpus().min(MAX_CPUS) {
+    for (c, init) in INITIAL.iter().enumerate().take(crate::sched::nr_cpus()) {
         let cpu = CpuId(c as u16);
         let curr = crate::sched::rq_lock(cpu).map_or(c, |g| g.curr_slot());
         let khz = crate::cpufreq::domain_of(cpu)
             .and_then(crate::cpufreq::policy)
             .map_or(0, |p| p.cur().0);
-        INITIAL[c]
-            .0
-            .store(u64::from(thread(curr, c)), Ordering::Relaxed);
-        INITIAL[c].1.store(u64::from(khz), Ordering::Relaxed);
+        init.0.store(u64::from(thread(curr, c)), Ordering::Relaxed);
+        init.1.store(u64::from(khz), Ordering::Relaxed);
     }
     T0.store(crate::time::now().0, Ordering::Relaxed);
     ENABLED.store(RINGS.get().is_some(), Ordering::Release);
