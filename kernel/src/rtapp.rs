@@ -241,7 +241,6 @@ fn spawn(exec: &'static Exec, i: usize) -> Result<(), String> {
         },
         uclamp: p.uclamp.unwrap_or((0, 1024)),
         detached: true,
-        ..ThreadParams::default()
     };
     let name: String = spec.name.chars().take(task::NAME_LEN).collect();
     let id = task::spawn(&name, params, thread_main, i)
@@ -273,7 +272,7 @@ fn thread_main(i: usize) {
             Action::Marker(m) => tracing::marker(m),
             Action::Phase(p) => {
                 if let Some(id) = me.map(ThreadId::from_task_id) {
-                    apply_phase(exec, id, p);
+                    apply_phase(id, p);
                 }
             }
             Action::Run { work_ns } => {
@@ -322,14 +321,13 @@ fn thread_main(i: usize) {
     }
 }
 
-fn apply_phase(exec: &Exec, id: ThreadId, p: Params) {
+fn apply_phase(id: ThreadId, p: Params) {
     let _ = sched::set_nice(id, p.nice);
     let online = CpuMask(crate::smp::online_mask());
     let mask = CpuMask(p.allowed).and(online);
     if !mask.is_empty() && sched::set_affinity(id, mask).is_ok() {
         sched::migrate_self();
     }
-    let _ = exec.nr_cpus;
 }
 
 fn write_trace(exec: &Exec, path: &str) -> Result<(), String> {

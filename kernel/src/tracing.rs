@@ -76,6 +76,10 @@ static RINGS: InitOnce<&'static [SliceRing<'static, W>]> = InitOnce::new();
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Guest ns of the trace's time zero.
 static T0: AtomicU64 = AtomicU64::new(0);
+/// Per CPU: the thread the last recorded switch put there (the context of records made in
+/// interrupt context, where the stack names no thread).
+static CURR: [core::sync::atomic::AtomicU32; MAX_CPUS] =
+    [const { core::sync::atomic::AtomicU32::new(IDLE) }; MAX_CPUS];
 /// Per thread slot: its nice value (for the `prio` fields), kept by the scheduler.
 static NICE: [AtomicI8; MAX_THREADS] = [const { AtomicI8::new(0) }; MAX_THREADS];
 
@@ -103,16 +107,15 @@ static INITIAL: [(AtomicU64, AtomicU64); MAX_CPUS] =
 
 /// Starts recording, with time zero now.
 pub fn enable() {
-    for c in 0..crate::sched::nr_cpus().min(MAX_CPUS) {
+    for (c, init) in INITIAL.iter().enumerate().take(crate::sched::nr_cpus()) {
         let cpu = CpuId(c as u16);
         let curr = crate::sched::rq_lock(cpu).map_or(c, |g| g.curr_slot());
         let khz = crate::cpufreq::domain_of(cpu)
             .and_then(crate::cpufreq::policy)
             .map_or(0, |p| p.cur().0);
-        INITIAL[c]
-            .0
-            .store(u64::from(thread(curr, c)), Ordering::Relaxed);
-        INITIAL[c].1.store(u64::from(khz), Ordering::Relaxed);
+        init.0.store(u64::from(thread(curr, c)), Ordering::Relaxed);
+        CURR[c].store(thread(curr, c), Ordering::Relaxed);
+        init.1.store(u64::from(khz), Ordering::Relaxed);
     }
     T0.store(crate::time::now().0, Ordering::Relaxed);
     ENABLED.store(RINGS.get().is_some(), Ordering::Release);
@@ -172,6 +175,8 @@ pub fn switch(prev: usize, state: PrevState, next: usize, idle: usize) {
             0,
         ],
     );
+
+    CURR[current_cpu().index() % MAX_CPUS].store(n, Ordering::Relaxed);
 }
 
 /// `sched_waking` of slot `s` (on the waker's CPU), its CPU then `cpu`.
@@ -307,7 +312,7 @@ fn record(kind: Kind, tag: u8, p: [u64; 3]) {
     // IRQs masked: this CPU is its ring's only producer, and the timestamp is taken in order.
     let irq = arch::irq_save_disable();
     let cpu = current_cpu();
-    let ctx = task::current_slot().map_or(IDLE, |s| thread(s, usize::MAX));
+    let ctx = CURR[cpu.index() % MAX_CPUS].load(Ordering::Relaxed);
     let ts = crate::time::now()
         .0
         .saturating_sub(T0.load(Ordering::Relaxed));

@@ -21,6 +21,7 @@ mod qemu;
 mod test;
 mod uboot;
 mod vslinux;
+mod workload;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -76,6 +77,9 @@ enum Cmd {
     Qemu(QemuArgs),
     /// Run everything: fmt, clippy, host tests, the QEMU self-test matrix and the u-boot boot.
     Test(TestArgs),
+    /// Run an rt-app workload in the simulator and on QEMU (the in-kernel executor) and print
+    /// both side by side: energy, placement class per task, frequency residency per domain.
+    Compare(CompareArgs),
     /// Benchmarks: one of the subcommands, or --vs-linux.
     #[command(args_conflicts_with_subcommands = true)]
     Bench {
@@ -194,9 +198,86 @@ struct QemuArgs {
     /// Show the source location of each defmt message.
     #[arg(long)]
     locations: bool,
+    /// Run this rt-app workload with the in-kernel executor (under -icount unless
+    /// --no-icount) and write --out/trace.txt and --out/report.json. Without --workload and
+    /// --append, the bundled demo workload runs with a status line every guest second.
+    #[arg(long)]
+    workload: Option<PathBuf>,
+    /// With --workload: the output directory.
+    #[arg(long, requires = "workload", default_value = "out/qemu")]
+    out: PathBuf,
+    /// With --workload: guest duration (e.g. 2s, 500ms); default the workload's own.
+    #[arg(long, requires = "workload", value_parser = parse_duration)]
+    duration: Option<u64>,
+    /// With --workload: energy-aware scheduling on or off (sched_features ENERGY_AWARE).
+    #[arg(long, value_enum, requires = "workload")]
+    eas: Option<workload::OnOff>,
+    /// With --workload: load balancing (the kernel has none yet: only `off`).
+    #[arg(long, value_enum, requires = "workload")]
+    lb: Option<workload::OnOff>,
+    /// With --workload: a scheduler feature, FEATURE=on|off (repeatable).
+    #[arg(long = "set", value_name = "FEATURE=on|off", requires = "workload")]
+    set: Vec<String>,
+    /// With --workload: real-time guest clock instead of -icount.
+    #[arg(long, requires = "workload")]
+    no_icount: bool,
     /// Extra QEMU arguments, after `--`.
     #[arg(last = true)]
     qemu_args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// The rt-app workload.
+    #[arg(long)]
+    workload: PathBuf,
+    /// Emulated board (and the simulator's model of it).
+    #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+    board: dtb::Board,
+    /// Output directory (sim/ and qemu/ below it).
+    #[arg(long, default_value = "out/compare")]
+    out: PathBuf,
+    /// Guest and simulated duration (e.g. 2s); default the workload's own.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<u64>,
+    /// Energy-aware scheduling on or off on both sides (default: each side's default).
+    #[arg(long, value_enum)]
+    eas: Option<workload::OnOff>,
+    /// A scheduler feature, FEATURE=on|off, on both sides (repeatable).
+    #[arg(long = "set", value_name = "FEATURE=on|off")]
+    set: Vec<String>,
+    /// Kill QEMU after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// Exit with a failure unless the tolerances hold.
+    #[arg(long)]
+    strict: bool,
+}
+
+/// `5s`, `250ms`, `100us` or plain seconds, as ns.
+fn parse_duration(s: &str) -> std::result::Result<u64, String> {
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1_000_000)
+    } else if let Some(n) = s.strip_suffix("us") {
+        (n, 1_000)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1_000_000_000)
+    } else {
+        (s, 1_000_000_000)
+    };
+    match num
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|v| v.checked_mul(mult))
+    {
+        Some(ns) if ns > 0 && ns <= 3_600_000_000_000 => Ok(ns),
+        _ => Err(format!(
+            "bad duration \"{s}\" (use e.g. 2s, 500ms; at most 3600s)"
+        )),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -366,6 +447,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Cmd::DtCheck { dtb, board, json } => dtcheck::run(&dtb, board, json),
         Cmd::Qemu(args) => run_qemu(args),
         Cmd::Test(args) => test::run(&args),
+        Cmd::Compare(args) => run_compare(args),
         Cmd::Bench { vs, what } => match what {
             None if vs.vs_linux => vslinux::run(&vslinux::VsLinuxOpts {
                 machine: vs.machine,
@@ -452,7 +534,86 @@ impl MachineArgs {
     }
 }
 
+fn run_compare(args: CompareArgs) -> Result<ExitCode> {
+    let r = workload::Run {
+        workload: args.workload.clone(),
+        out: args.out.join("qemu"),
+        duration_ns: args.duration,
+        eas: args.eas,
+        lb: None,
+        set: args.set.clone(),
+        board: args.board,
+        icount: true,
+        timeout: Duration::from_secs(args.timeout),
+        echo: false,
+    };
+    let desc = args
+        .board
+        .desc()
+        .with_context(|| format!("--board {}: no simulator model", args.board.name()))?;
+    let sim_r = workload::Run {
+        out: args.out.clone(),
+        ..r.clone()
+    };
+    let sim = workload::run_sim(&sim_r, &args.set)?;
+    let qemu = workload::run_on_qemu(&args.machine, &r)?;
+    let duration = match args.duration {
+        Some(d) => d,
+        None => {
+            let rep: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(args.out.join("qemu/report.json"))?)?;
+            rep["duration_ns"].as_u64().unwrap_or(1)
+        }
+    };
+    println!(
+        "xtask: compare {} on {} ({} ms)",
+        args.workload.display(),
+        args.board.name(),
+        duration / 1_000_000
+    );
+    let v = workload::print_comparison(desc, &sim, &qemu, duration);
+    Ok(
+        if args.strict && !(v.energy_ok && v.placement_ok && v.residency_ok) {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
+}
+
 fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
+    if let Some(w) = &args.workload {
+        let r = workload::Run {
+            workload: w.clone(),
+            out: args.out.clone(),
+            duration_ns: args.duration,
+            eas: args.eas,
+            lb: args.lb,
+            set: args.set.clone(),
+            board: args.board,
+            icount: !args.no_icount,
+            timeout: Duration::from_secs(if args.timeout == 0 {
+                3600
+            } else {
+                args.timeout
+            }),
+            echo: true,
+        };
+        let a = workload::run_on_qemu(&args.machine, &r)?;
+        println!(
+            "xtask: {}: {} trace lines, energy {:.1} uJ; wrote {}/trace.txt and report.json",
+            w.display(),
+            a.lines,
+            a.total_energy_uj,
+            args.out.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut args = args;
+    if args.append.is_empty() && !args.uboot {
+        // A new user's first run: the bundled demo workload, a status line per guest second.
+        args.append = "rtapp=demo".into();
+    }
     if args.machine.smp == 0 || args.machine.smp > 8 {
         bail!(
             "--smp {}: the kernel supports 1 to 8 CPUs",

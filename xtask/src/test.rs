@@ -8,7 +8,7 @@
 //! the boot through Debian's u-boot from a FAT disk, as on a board. A failing stage does not
 //! stop the others (except that QEMU stages need the build).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -684,6 +684,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         time: t.elapsed(),
     });
     results.extend(fuzz.into_iter().filter(|r| !r.ok));
+    workload_stage(results);
 }
 
 /// What the batch stages (fault injection, DT fuzz, machine shapes) need from the QEMU stages.
@@ -883,6 +884,116 @@ fn verdict(run: &QemuRun, o: &qemu::Outcome, timeout: Duration) -> (bool, String
         (None, Some((p, 0)), Some(0)) if p > 0 => (true, counts),
         (None, _, _) => (false, format!("{counts}, QEMU exit {code:?}")),
     }
+}
+
+/// Workloads each bundled workload runs on QEMU for, reduced to keep the suite short.
+const WORKLOAD_RUN_NS: u64 = 300_000_000;
+/// The workloads also run on HiKey960: those whose point is energy-aware placement.
+const EAS_WORKLOADS: &[&str] = &[
+    "periodic-small.json",
+    "periodic-big.json",
+    "ramp.json",
+    "uclamp-topapp.json",
+];
+
+/// Every bundled workload (`tests/workloads/`) with the in-kernel rt-app executor on
+/// qemu-juno-r2, and the EAS ones on qemu-hikey960, for [`WORKLOAD_RUN_NS`]: the kernel's
+/// `trace.txt` must pass the simulator's trace validators and its `report.json` (from the
+/// one analyser) the analysis checks, and every workload thread must have run.
+fn workload_stage(results: &mut Vec<StageResult>) {
+    println!("\n== rt-app workloads on QEMU (in-kernel executor)");
+    let t = Instant::now();
+    let dir = cmd::workspace_root().join("tests/workloads");
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(d) => d
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect(),
+        Err(e) => {
+            results.push(StageResult {
+                name: "rt-app workloads on QEMU".into(),
+                ok: false,
+                detail: format!("{}: {e}", dir.display()),
+                time: t.elapsed(),
+            });
+            return;
+        }
+    };
+    files.sort();
+    let machine = crate::MachineArgs {
+        smp: 6,
+        gic: 3,
+        el2: false,
+        cpu: qemu::DEFAULT_CPU.into(),
+        memory: 512,
+    };
+    let out_root = cmd::target_dir().join("asym").join("workloads");
+    let (mut ran, mut failed) = (0, Vec::new());
+    for f in &files {
+        let name = f
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let mut boards = vec![crate::dtb::Board::QemuJunoR2];
+        if EAS_WORKLOADS.contains(&name.as_str()) {
+            boards.push(crate::dtb::Board::QemuHikey960);
+        }
+        for board in boards {
+            let r = crate::workload::Run {
+                workload: f.clone(),
+                out: out_root.join(format!(
+                    "{}-{}",
+                    board.name(),
+                    name.trim_end_matches(".json")
+                )),
+                duration_ns: Some(WORKLOAD_RUN_NS),
+                eas: None,
+                lb: None,
+                set: Vec::new(),
+                board,
+                icount: true,
+                timeout: Duration::from_secs(300),
+                echo: false,
+            };
+            ran += 1;
+            let res = crate::workload::run_on_qemu(&machine, &r).and_then(|a| {
+                asym_trace::validate::check_analysis(&a, WORKLOAD_RUN_NS)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                if a.tasks.is_empty() || a.tasks.iter().any(|t| t.runtime_ns == 0) {
+                    anyhow::bail!(
+                        "a workload thread never ran: {:?}",
+                        a.tasks
+                            .iter()
+                            .map(|t| (&t.name, t.runtime_ns))
+                            .collect::<Vec<_>>()
+                    );
+                }
+                Ok(a)
+            });
+            match res {
+                Ok(a) => println!(
+                    "ok     {name} on {}: {} lines, {} tasks, {:.0} uJ",
+                    board.name(),
+                    a.lines,
+                    a.tasks.len(),
+                    a.total_energy_uj
+                ),
+                Err(e) => {
+                    println!("FAILED {name} on {}: {e:#}", board.name());
+                    failed.push(format!("{name} on {}: {e:#}", board.name()));
+                }
+            }
+        }
+    }
+    results.push(StageResult {
+        name: "rt-app workloads on QEMU".into(),
+        ok: failed.is_empty() && ran > 0,
+        detail: if failed.is_empty() {
+            format!("{ran} runs")
+        } else {
+            failed.join("; ")
+        },
+        time: t.elapsed(),
+    });
 }
 
 #[cfg(test)]

@@ -1,0 +1,443 @@
+//! rt-app workloads on QEMU: `cargo xtask qemu --workload W.json --out DIR` and
+//! `cargo xtask compare --workload W.json`.
+//!
+//! The kernel reads the workload over semihosting (`rtapp=`), runs it with its in-kernel
+//! executor under `-icount` (repeatable guest time) and writes `DIR/trace.txt` over
+//! semihosting (`rtapp_trace=`). xtask then checks the trace with the validators the
+//! simulator's tests use (`asym_trace::validate`) and writes `DIR/report.json` from the trace
+//! with the one analyser (`asym_trace::analyse`). `compare` runs the simulator on the same
+//! workload and board, analyses its `trace.txt` with the same code, and prints both side by
+//! side.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use asym_trace::analyse::{analyse, Analysis, DomainModel};
+use serde_json::json;
+
+use crate::dtb;
+use crate::qemu::{self, Boot, RunOpts};
+use crate::MachineArgs;
+
+/// `on` / `off` switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+/// One workload run's settings.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub workload: PathBuf,
+    pub out: PathBuf,
+    /// Guest ns (else the workload's `global.duration`).
+    pub duration_ns: Option<u64>,
+    pub eas: Option<OnOff>,
+    pub lb: Option<OnOff>,
+    /// `FEATURE=on|off`.
+    pub set: Vec<String>,
+    pub board: dtb::Board,
+    pub icount: bool,
+    pub timeout: Duration,
+    pub echo: bool,
+}
+
+/// `sched_features=` for the kernel from `--eas` and `--set`.
+pub fn features_arg(eas: Option<OnOff>, lb: Option<OnOff>, set: &[String]) -> Result<String> {
+    let mut words = Vec::new();
+    if let Some(e) = eas {
+        words.push(
+            if e == OnOff::On {
+                "ENERGY_AWARE"
+            } else {
+                "NO_ENERGY_AWARE"
+            }
+            .to_string(),
+        );
+    }
+    if lb == Some(OnOff::On) {
+        bail!(
+            "--lb on: the kernel has no load balancer yet (only the simulator has); use --lb off"
+        );
+    }
+    for s in set {
+        let (name, v) = s
+            .split_once('=')
+            .with_context(|| format!("--set {s}: use FEATURE=on|off"))?;
+        let mut f = asym_sched::features::SchedFeatures::default();
+        f.apply(s).map_err(|e| anyhow::anyhow!("--set {s}: {e}"))?;
+        words.push(match v {
+            "on" => name.to_string(),
+            "off" => format!("NO_{name}"),
+            _ => bail!("--set {s}: use FEATURE=on|off"),
+        });
+    }
+    Ok(if words.is_empty() {
+        String::new()
+    } else {
+        format!("sched_features={}", words.join(","))
+    })
+}
+
+/// Runs `r` on QEMU; writes `trace.txt` and `report.json` into `r.out`; returns the analysis.
+pub fn run_on_qemu(machine: &MachineArgs, r: &Run) -> Result<Analysis> {
+    let desc = r.board.desc().with_context(|| {
+        format!(
+            "--board {}: no energy model to run a workload on",
+            r.board.name()
+        )
+    })?;
+    let features = features_arg(r.eas, r.lb, &r.set)?;
+    let workload =
+        std::fs::canonicalize(&r.workload).with_context(|| format!("{}", r.workload.display()))?;
+    std::fs::create_dir_all(&r.out).with_context(|| format!("{}", r.out.display()))?;
+    let out = std::fs::canonicalize(&r.out)?;
+    let trace_path = out.join("trace.txt");
+    let _ = std::fs::remove_file(&trace_path);
+    let mut append = format!(
+        "rtapp={} rtapp_trace={}",
+        workload.display(),
+        trace_path.display()
+    );
+    for p in [&workload, &trace_path] {
+        let s = p.display().to_string();
+        if s.len() > 200 || s.contains(char::is_whitespace) {
+            bail!("{s}: the kernel takes paths of at most 200 bytes without spaces");
+        }
+    }
+    if let Some(ns) = r.duration_ns {
+        append.push_str(&format!(" rtapp_duration_ms={}", ns.div_ceil(1_000_000)));
+    }
+    if !features.is_empty() {
+        append.push(' ');
+        append.push_str(&features);
+    }
+    let a = crate::kernel::build(crate::boards::Target::QemuVirt, None)?;
+    let dir = a
+        .image
+        .parent()
+        .expect("Image has a directory")
+        .to_path_buf();
+    let mut m = machine.clone();
+    if let Some(n) = r.board.nr_cpus() {
+        m.smp = n;
+    }
+    let mut m = m.machine(
+        Boot::Direct {
+            image: a.image.clone(),
+        },
+        &append,
+        r.icount,
+        false,
+    );
+    if let Some(path) = dtb::board_dtb(r.board, &mut m, &dir)? {
+        m.extra.push("-dtb".into());
+        m.extra.push(path.display().to_string());
+    }
+    let defmt = crate::load_defmt(&a.elf)?;
+    let outcome = qemu::run(
+        m.command(),
+        defmt.as_ref(),
+        &RunOpts {
+            timeout: Some(r.timeout),
+            echo: r.echo,
+            ..Default::default()
+        },
+    )?;
+    if outcome.timed_out {
+        bail!("QEMU killed after {} s", r.timeout.as_secs());
+    }
+    let code = outcome.status.and_then(|s| s.code());
+    if code != Some(0) {
+        let why: Vec<&String> = outcome
+            .lines
+            .iter()
+            .filter(|l| l.starts_with("rtapp:") || l.contains("panic"))
+            .collect();
+        bail!("the kernel ended with status {code:?}: {why:?}");
+    }
+    let trace = std::fs::read_to_string(&trace_path)
+        .with_context(|| format!("{}: the kernel wrote no trace", trace_path.display()))?;
+    let duration_ns = match r.duration_ns {
+        Some(d) => d,
+        None => workload_duration(&workload, desc.cpus.len())?,
+    };
+    let an = analyse(
+        &trace,
+        desc.cpus.len(),
+        &DomainModel::of_board(desc),
+        duration_ns,
+    );
+    let report = report_json(desc, &file_label(&r.workload), duration_ns, &an, "qemu");
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_string_pretty(&report)? + "\n",
+    )?;
+    asym_trace::validate::check_trace(&trace)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", trace_path.display()))?;
+    Ok(an)
+}
+
+/// The workload's `global.duration` (or the simulator's default of 10 s).
+fn workload_duration(path: &Path, nr_cpus: usize) -> Result<u64> {
+    let text = std::fs::read_to_string(path)?;
+    let wl = asym_rtapp::workload::parse(&text, &path.display().to_string(), nr_cpus)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(wl.duration_ns.unwrap_or(10_000_000_000))
+}
+
+fn file_label(p: &Path) -> String {
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// `report.json` from an analysis: the simulator's schema, with the parts a trace gives
+/// (`energy`, per-task running time, residency, activations and migrations, context
+/// switches) and `producer` saying who ran it.
+pub fn report_json(
+    desc: &asym_sched::topology::BoardDesc,
+    workload: &str,
+    duration_ns: u64,
+    a: &Analysis,
+    producer: &str,
+) -> serde_json::Value {
+    let models = DomainModel::of_board(desc);
+    let domains: Vec<_> = models
+        .iter()
+        .zip(&a.domains)
+        .map(|(m, d)| {
+            json!({
+                "name": m.name,
+                "cpus": m.cpus,
+                "energy_uj": d.energy_uj,
+                "residency": m.cpus.iter().zip(&d.busy_ns).map(|(c, busy)| json!({
+                    "cpu": c,
+                    "opps": m.opps.iter().zip(busy).map(|(o, ns)| json!({
+                        "khz": o.0, "power_uw": o.1, "busy_ns": ns,
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+                "frequency_residency": m.opps.iter().zip(&d.frequency_ns).map(|(o, ns)| json!({
+                    "khz": o.0, "time_ns": ns,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "schema": "asym-sim-report/1",
+        "producer": producer,
+        "board": desc.name,
+        "workload": workload,
+        "duration_ns": duration_ns,
+        "energy": {
+            "model_available": models.iter().all(|m| m.opps.iter().all(|o| o.1 > 0)),
+            "total_uj": a.total_energy_uj,
+            "perf_domains": domains,
+        },
+        "tasks": a.tasks.iter().map(|t| json!({
+            "name": t.name,
+            "pid": t.pid,
+            "activations": t.activations,
+            "runtime_ns": t.runtime_ns,
+            "residency_ns": t.residency_ns,
+            "migrations": t.migrations,
+        })).collect::<Vec<_>>(),
+        "counters": {
+            "context_switches": a.context_switches,
+            "sched_softirq_raises": a.sched_softirq_raises,
+        },
+        "trace": {
+            "lines": a.lines,
+            "lost_records": a.lost_records,
+            "bad_lines": a.bad_lines,
+        },
+    })
+}
+
+/// The cluster (domain index) where a task spent most of its running time.
+pub fn placement_class(models: &[DomainModel], residency: &[u64]) -> Option<usize> {
+    models
+        .iter()
+        .enumerate()
+        .map(|(d, m)| {
+            (
+                d,
+                m.cpus
+                    .iter()
+                    .map(|&c| residency.get(c).copied().unwrap_or(0))
+                    .sum::<u64>(),
+            )
+        })
+        .filter(|&(_, ns)| ns > 0)
+        .max_by_key(|&(_, ns)| ns)
+        .map(|(d, _)| d)
+}
+
+/// Relative difference of `b` from `a` in %, `None` when both are 0.
+fn pct(a: f64, b: f64) -> Option<f64> {
+    if a == 0.0 && b == 0.0 {
+        None
+    } else {
+        Some((b - a) / a.abs().max(1e-12) * 100.0)
+    }
+}
+
+/// One comparison's verdict on the tolerances.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    pub energy_ok: bool,
+    pub placement_ok: bool,
+    pub residency_ok: bool,
+}
+
+/// Prints the simulator's and the kernel's analyses side by side; the verdict on energy
+/// within 15 %, equal placement classes and frequency residency within 15 % (of the run).
+pub fn print_comparison(
+    desc: &asym_sched::topology::BoardDesc,
+    sim: &Analysis,
+    qemu: &Analysis,
+    duration_ns: u64,
+) -> Verdict {
+    let models = DomainModel::of_board(desc);
+    let mut v = Verdict::default();
+    let d = pct(sim.total_energy_uj, qemu.total_energy_uj).unwrap_or(0.0);
+    v.energy_ok = d.abs() <= 15.0;
+    println!(
+        "{:<28} {:>14} {:>14} {:>9}",
+        "", "simulator", "qemu", "delta"
+    );
+    println!(
+        "{:<28} {:>14.1} {:>14.1} {:>8.1}% {}",
+        "energy (uJ)",
+        sim.total_energy_uj,
+        qemu.total_energy_uj,
+        d,
+        if v.energy_ok { "ok" } else { "OUT" }
+    );
+    for (dm, (ds, dq)) in models.iter().zip(sim.domains.iter().zip(&qemu.domains)) {
+        println!(
+            "{:<28} {:>14.1} {:>14.1} {:>8.1}%",
+            format!("  {} energy (uJ)", dm.name),
+            ds.energy_uj,
+            dq.energy_uj,
+            pct(ds.energy_uj, dq.energy_uj).unwrap_or(0.0)
+        );
+    }
+    v.residency_ok = true;
+    for (dm, (ds, dq)) in models.iter().zip(sim.domains.iter().zip(&qemu.domains)) {
+        for (o, (s, q)) in dm
+            .opps
+            .iter()
+            .zip(ds.frequency_ns.iter().zip(&dq.frequency_ns))
+        {
+            // Residency as a share of the run: points of the run's time.
+            let (sp, qp) = (
+                *s as f64 * 100.0 / duration_ns.max(1) as f64,
+                *q as f64 * 100.0 / duration_ns.max(1) as f64,
+            );
+            let ok = (qp - sp).abs() <= 15.0;
+            v.residency_ok &= ok;
+            println!(
+                "{:<28} {:>13.1}% {:>13.1}% {:>7.1}pt {}",
+                format!("  {} @ {} MHz", dm.name, o.0 / 1000),
+                sp,
+                qp,
+                qp - sp,
+                if ok { "ok" } else { "OUT" }
+            );
+        }
+    }
+    v.placement_ok = true;
+    for ts in &sim.tasks {
+        let tq = qemu.tasks.iter().find(|t| t.pid == ts.pid);
+        let cs = placement_class(&models, &ts.residency_ns);
+        let cq = tq.and_then(|t| placement_class(&models, &t.residency_ns));
+        let name = |c: Option<usize>| c.map_or("-", |d| models[d].name.as_str());
+        let ok = cs == cq;
+        v.placement_ok &= ok;
+        println!(
+            "{:<28} {:>14} {:>14} {:>9} {}",
+            format!("  {} ({})", ts.name, ts.pid),
+            format!("{} {:.0}ms", name(cs), ts.runtime_ns as f64 / 1e6),
+            format!(
+                "{} {:.0}ms",
+                name(cq),
+                tq.map_or(0.0, |t| t.runtime_ns as f64 / 1e6)
+            ),
+            "",
+            if ok { "ok" } else { "DIFF" }
+        );
+    }
+    println!(
+        "{:<28} {:>14} {:>14}",
+        "context switches", sim.context_switches, qemu.context_switches
+    );
+    println!(
+        "verdict: energy {}, placement {}, frequency residency {}",
+        if v.energy_ok {
+            "within 15 %"
+        } else {
+            "OUTSIDE 15 %"
+        },
+        if v.placement_ok { "same" } else { "DIFFERENT" },
+        if v.residency_ok {
+            "within 15 pt"
+        } else {
+            "OUTSIDE 15 pt"
+        }
+    );
+    v
+}
+
+/// The simulator board name of a QEMU board.
+pub fn sim_board(b: dtb::Board) -> Option<&'static str> {
+    b.desc().map(|d| d.name)
+}
+
+/// Runs the simulator on `r`'s workload and board into `r.out/sim`, and analyses its trace.
+pub fn run_sim(r: &Run, features: &[String]) -> Result<Analysis> {
+    let board = sim_board(r.board).context("--board has no simulator model")?;
+    let desc = r.board.desc().context("no board")?;
+    let dir = r.out.join("sim");
+    let mut args: Vec<String> = vec![
+        "--board".into(),
+        board.into(),
+        "--workload".into(),
+        r.workload.display().to_string(),
+        "--out".into(),
+        dir.display().to_string(),
+    ];
+    if let Some(ns) = r.duration_ns {
+        args.push("--duration".into());
+        args.push(format!("{}ms", ns.div_ceil(1_000_000)));
+    }
+    if let Some(e) = r.eas {
+        args.push("--eas".into());
+        args.push(if e == OnOff::On { "on" } else { "off" }.into());
+    }
+    args.push("--lb".into());
+    args.push(if r.lb == Some(OnOff::On) { "on" } else { "off" }.into());
+    for s in features {
+        args.push("--set".into());
+        args.push(s.clone());
+    }
+    let code = crate::bench::run_sim(&[], &args)?;
+    if code != std::process::ExitCode::SUCCESS {
+        bail!("the simulator failed");
+    }
+    let trace = std::fs::read_to_string(dir.join("trace.txt"))?;
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json"))?)?;
+    let duration_ns = report["duration_ns"]
+        .as_u64()
+        .context("report.json: no duration_ns")?;
+    Ok(analyse(
+        &trace,
+        desc.cpus.len(),
+        &DomainModel::of_board(desc),
+        duration_ns,
+    ))
+}
