@@ -13,17 +13,85 @@
 //! - `tick`: the scheduler tick's work (`sched::tick`, cpufreq included) on a CPU running a
 //!   thread, per tick (the vector entry and exit around it are not counted);
 //! - `wakeup_6cpu`: one `try_to_wake_up` of an unpinned thread (placement over every CPU's
-//!   view, remote enqueue), measured in the waker.
+//!   view, remote enqueue), measured in the waker;
+//! - `el0_null_syscall`: an EL0 task's `gettid` round trip (SVC, the kernel's entry and exit,
+//!   `eret`), from the task's spawn to its join over all its calls;
+//! - `el0_wait_wake_same_cpu`: two EL0 tasks in their own address spaces on one CPU waking
+//!   each other with `wake` / `wait` (docs/syscalls.md): a round trip is two system calls
+//!   each, two wake-ups and two switches with a TTBR1 change each.
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use asym_sched::types::{CpuId, CpuMask};
 
-use crate::task::{self, ThreadId, ThreadParams};
+use crate::task::{self, ExitStatus, ThreadId, ThreadParams};
+use crate::user::{self, el0_program};
 use crate::wait::Completion;
 use crate::{sched, smp};
 
 const ROUND_TRIPS: u64 = 20_000;
+
+// EL0 programs. `null`: x0 = calls: `gettid` that many times, exit(0). `ping`: x0 = calls << 32
+// | the partner's id: wake it, wait for its answer, that many times. `pong`: x0 = calls: wait,
+// wake whoever woke it, that many times.
+core::arch::global_asm!(
+    r#"
+    .section .rodata.el0bench, "a"
+    .balign 4
+    .global __el0_null_start
+__el0_null_start:
+    mov     x19, x0
+    cbz     x19, 2f
+1:  mov     x8, #10
+    svc     #0
+    subs    x19, x19, #1
+    b.ne    1b
+2:  mov     x8, #0
+    mov     x0, #0
+    svc     #0
+    .global __el0_null_end
+__el0_null_end:
+
+    .global __el0_ping_start
+__el0_ping_start:
+    lsr     x19, x0, #32
+    mov     w20, w0
+1:  mov     x8, #9
+    mov     x0, x20
+    svc     #0
+    mov     x8, #8
+    mov     x0, #-1
+    svc     #0
+    subs    x19, x19, #1
+    b.ne    1b
+    mov     x8, #0
+    mov     x0, #0
+    svc     #0
+    .global __el0_ping_end
+__el0_ping_end:
+
+    .global __el0_pong_start
+__el0_pong_start:
+    mov     x19, x0
+1:  mov     x8, #8
+    mov     x0, #-1
+    svc     #0
+    mov     x8, #9
+    svc     #0
+    subs    x19, x19, #1
+    b.ne    1b
+    mov     x8, #0
+    mov     x0, #0
+    svc     #0
+    .global __el0_pong_end
+__el0_pong_end:
+    .text
+"#
+);
+
+el0_program!(null_program, __el0_null_start, __el0_null_end);
+el0_program!(ping_program, __el0_ping_start, __el0_ping_end);
+el0_program!(pong_program, __el0_pong_start, __el0_pong_end);
 
 static A: Completion = Completion::new();
 static B: Completion = Completion::new();
@@ -42,6 +110,39 @@ fn spawn_pinned(name: &str, cpu: Option<CpuId>, f: fn(usize)) -> Option<ThreadId
             None
         }
     }
+}
+
+fn spawn_el0(name: &str, cpu: CpuId, text: &[u8], arg: u64) -> Option<ThreadId> {
+    let params = ThreadParams {
+        affinity: CpuMask::of(cpu),
+        ..ThreadParams::default()
+    };
+    match user::spawn(name, params, text, arg) {
+        Ok(id) => Some(id),
+        Err(e) => {
+            crate::println!("bench switch: {}", e);
+            None
+        }
+    }
+}
+
+/// Joins EL0 task `id`; whether it exited 0.
+fn join_el0(id: ThreadId) -> bool {
+    matches!(task::join(id), Ok(ExitStatus::Exited(0)))
+}
+
+/// The two EL0 rows (module docs): guest ns of `n` null calls, and of `n` round trips.
+fn el0_rows(cpu: CpuId, n: u64) -> Option<(u64, u64)> {
+    let t0 = sched::now().0;
+    let id = spawn_el0("bench-el0-null", cpu, null_program(), n)?;
+    let null_ok = join_el0(id);
+    let t1 = sched::now().0;
+    let pong = spawn_el0("bench-el0-pong", cpu, pong_program(), n)?;
+    let arg = (n << 32) | u64::from(pong.task_id().0);
+    let ping = spawn_el0("bench-el0-ping", cpu, ping_program(), arg)?;
+    let ok = join_el0(ping) & join_el0(pong) & null_ok;
+    let t2 = sched::now().0;
+    ok.then_some((t1 - t0, t2 - t1))
 }
 
 fn report(name: &str, n: u64, total_ns: u64) {
@@ -139,6 +240,17 @@ pub fn run_switch() -> bool {
             report("tick", n1 - n0, ns1 - ns0);
         }
         None => ok = false,
+    }
+
+    match el0_rows(x, ROUND_TRIPS) {
+        Some((null, pp)) => {
+            report("el0_null_syscall", ROUND_TRIPS, null);
+            report("el0_wait_wake_same_cpu", ROUND_TRIPS, pp);
+        }
+        None => {
+            crate::println!("bench switch: an EL0 benchmark task failed");
+            ok = false;
+        }
     }
 
     // try_to_wake_up of a thread that may go to any CPU, from this one.

@@ -90,6 +90,9 @@ pub struct Cmdline {
     pub bench_switch: bool,
     /// `soak=<seconds>`: run the long stress run for this much guest time, then end.
     pub soak_s: Option<u32>,
+    /// `el0_fuzz=<calls>`: system calls the EL0 fuzz self test makes (default: its short
+    /// size; 100000 for the full run).
+    pub el0_fuzz_calls: Option<u64>,
     /// `lockdep` (implied by `selftest`): check the lock order at every lock taken.
     pub lockdep: bool,
     /// `crash=panic|fault|stack|nested|locked|park|held|deaf|lockorder`: after the banner, fail on purpose (tests of
@@ -130,6 +133,7 @@ impl Default for Cmdline {
             bench: false,
             bench_switch: false,
             soak_s: None,
+            el0_fuzz_calls: None,
             lockdep: false,
             crash: None,
             panic_timeout_s: 0,
@@ -307,6 +311,23 @@ impl Cmdline {
                     _ => {
                         return Err(CmdlineError::BadValue {
                             option: "maxcpus",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                }
+            }
+            "el0_fuzz" => {
+                const EXP: &str = "an integer in 1..=10000000";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "el0_fuzz",
+                    expected: EXP,
+                })?;
+                match v.parse::<u64>() {
+                    Ok(n) if (1..=10_000_000).contains(&n) => self.el0_fuzz_calls = Some(n),
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "el0_fuzz",
                             value: v,
                             expected: EXP,
                         })
@@ -554,7 +575,13 @@ mod tests {
         let c = Cmdline::parse("bench=switch soak=600 lockdep").cmdline;
         assert!(c.bench_switch && !c.bench && c.lockdep);
         assert_eq!(c.soak_s, Some(600));
+        assert_eq!(
+            Cmdline::parse("el0_fuzz=100000").cmdline.el0_fuzz_calls,
+            Some(100_000)
+        );
         for bad in [
+            "el0_fuzz=0",
+            "el0_fuzz=x",
             "soak=0",
             "soak=86401",
             "soak=x",

@@ -45,6 +45,7 @@ use asym_sched::features::SchedFeatures;
 use asym_sched::rq::{CpufreqUpdate, Rq, RqConfig, RqSnapshot};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Nanos, SCHED_CAPACITY_SCALE};
+use asym_sched::uclamp::TaskUclamp;
 use asym_sched::wakeup::WakeKind;
 
 use crate::arch;
@@ -1223,6 +1224,28 @@ pub fn set_nice(id: ThreadId, nice: i32) -> Result<(), SchedError> {
     }
     pi.params.nice = nice;
     tracing::set_nice(id.slot(), nice);
+    Ok(())
+}
+
+/// Sets the clamp request of thread `id` to `req` (Linux `__setscheduler_uclamp`, after
+/// `uclamp_validate`): a queued thread's run queue re-accounts it at once, a sleeping one takes
+/// it at its next wake-up.
+pub fn set_uclamp(id: ThreadId, req: TaskUclamp) -> Result<(), SchedError> {
+    let st = STATE.get().ok_or(SchedError::NotInitialised)?;
+    let t = task::get(id).ok_or(SchedError::NoSuchThread(id))?;
+    let mut pi = t.sched.lock();
+    UCLAMP_USED.store(true, Ordering::Relaxed);
+    let cpu = t.cpu.load(Ordering::Relaxed);
+    let mut g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
+    clock_update(&mut g);
+    if t.on_rq.load(Ordering::Relaxed) {
+        g.rq.set_uclamp(id.task_id(), req).map_err(SchedError::Rq)?;
+        stash_cpufreq(&mut g);
+    } else if let Some(task) = t.parked.lock().as_mut() {
+        task.uclamp.req = req.req;
+    }
+    drop(g);
+    pi.params.uclamp = (req.req[0].value.0, req.req[1].value.0);
     Ok(())
 }
 

@@ -3,27 +3,16 @@
 //! killed with a report when it faults.
 //!
 //! # System call ABI
-//! `SVC #0` with the call number in `x8`, arguments in `x0`–`x5`; the result comes back in `x0`:
-//! a value ≥ 0, or a negative Linux errno. Every other register is preserved (the kernel saves
-//! and restores the full EL0 state: x0–x30, SP_EL0, ELR, SPSR; TPIDR_EL0 and TPIDRRO_EL0 follow
-//! the thread through the context switch).
+//! `SVC #0` with the call number in `x8`, arguments in `x0`–`x5`; the result comes back in
+//! `x0`: a value ≥ 0, or a negative Linux errno. Every other register is preserved. The table
+//! of calls, arguments and errors is `docs/syscalls.md` (the one place it is written down);
+//! the constants below are its numbers.
 //!
-//! | nr | name | arguments | result | errors |
-//! |---|---|---|---|---|
-//! | 0 | `exit` | `status` (i32) | does not return | — |
-//! | 1 | `yield` | — | 0 | — |
-//! | 2 | `sleep_for` | `ns` (u64) | 0 | — |
-//! | 3 | `sleep_until` | `deadline_ns` (u64, [`clock`](SYS_CLOCK)'s time base) | 0 | — |
-//! | 4 | `clock` | — | ns since boot (monotonic) | — |
-//! | 5 | `write` | `ptr`, `len` | bytes written (`len`) | `EINVAL`: `len` > [`WRITE_MAX`]; `EFAULT`: any byte of `[ptr, ptr + len)` not readable in the task's own mapping (or the range wraps) |
-//! | 6 | `set_nice` | `nice` (i64) | 0 | `EINVAL`: outside −20..=19 |
-//! | 7 | `set_affinity` | `mask` (u64, bit n = CPU n) | 0 | `EINVAL`: no online CPU in `mask` |
-//! | other | — | — | — | `ENOSYS` |
-//!
-//! User pointers are checked against the task's own page list (present, EL0-readable) before
-//! the kernel reads anything, and then read through the kernel's identity alias of those same
-//! pages: a bad pointer is an error return, never a kernel fault. One address space holds one
-//! thread, so nothing unmaps a page between the check and the read.
+//! User pointers are checked against the task's own page list (present, EL0-accessible with
+//! the access asked for) before the kernel touches anything, and then accessed through the
+//! kernel's identity alias of those same pages: a bad pointer is an error return, never a
+//! kernel fault. One address space holds one thread, so nothing unmaps a page between the
+//! check and the access.
 //!
 //! # Faults
 //! Any synchronous exception from EL0 other than `SVC` (data or instruction abort, alignment,
@@ -33,14 +22,16 @@
 
 use alloc::boxed::Box;
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use asym_sched::types::CpuMask;
+use asym_sched::types::{CpuMask, Nanos};
+use asym_sched::uclamp::TaskUclamp;
 
 use crate::arch::exceptions::TrapFrame;
 use crate::arch::uspace::{self, AddressSpace, Perm, SpaceError, USER_BASE};
 use crate::sync::IrqSpinLock;
 use crate::task::{self, ExitStatus, ThreadId, ThreadParams, MAX_THREADS};
+use crate::wait::Completion;
 
 pub const SYS_EXIT: u64 = 0;
 pub const SYS_YIELD: u64 = 1;
@@ -48,12 +39,37 @@ pub const SYS_SLEEP_FOR: u64 = 2;
 pub const SYS_SLEEP_UNTIL: u64 = 3;
 pub const SYS_CLOCK: u64 = 4;
 pub const SYS_WRITE: u64 = 5;
-pub const SYS_SET_NICE: u64 = 6;
-pub const SYS_SET_AFFINITY: u64 = 7;
+pub const SYS_SCHED_SETATTR: u64 = 6;
+pub const SYS_SCHED_SETAFFINITY: u64 = 7;
+pub const SYS_WAIT: u64 = 8;
+pub const SYS_WAKE: u64 = 9;
+pub const SYS_GETTID: u64 = 10;
+/// One past the highest call number.
+pub const NR_SYSCALLS: u64 = 11;
 
+pub const EPERM: i64 = 1;
+pub const ESRCH: i64 = 3;
+pub const E2BIG: i64 = 7;
 pub const EFAULT: i64 = 14;
 pub const EINVAL: i64 = 22;
 pub const ENOSYS: i64 = 38;
+pub const ETIMEDOUT: i64 = 110;
+
+/// `struct sched_attr` sizes (Linux `include/uapi/linux/sched/types.h`).
+pub const SCHED_ATTR_SIZE_VER0: usize = 48;
+pub const SCHED_ATTR_SIZE_VER1: usize = 56;
+/// `SCHED_NORMAL` (`SCHED_OTHER`), the one policy this kernel runs.
+pub const SCHED_NORMAL: u32 = 0;
+/// `sched_flags` bits (Linux `include/uapi/linux/sched.h`).
+pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+pub const SCHED_FLAG_RECLAIM: u64 = 0x02;
+pub const SCHED_FLAG_DL_OVERRUN: u64 = 0x04;
+pub const SCHED_FLAG_KEEP_POLICY: u64 = 0x08;
+pub const SCHED_FLAG_KEEP_PARAMS: u64 = 0x10;
+pub const SCHED_FLAG_UTIL_CLAMP_MIN: u64 = 0x20;
+pub const SCHED_FLAG_UTIL_CLAMP_MAX: u64 = 0x40;
+/// `SCHED_FLAG_ALL`: any other bit is `-EINVAL`.
+pub const SCHED_FLAG_ALL: u64 = 0x7f;
 
 /// Most bytes one `write` takes.
 pub const WRITE_MAX: usize = 1024;
@@ -69,12 +85,39 @@ pub const STACK_PAGES: usize = 4;
 /// The initial SP_EL0.
 pub const STACK_TOP: usize = STACK_GUARD_VA + (1 + STACK_PAGES) * 4096;
 
+/// `fn $name() -> &'static [u8]`: the bytes between two labels of a position-independent EL0
+/// program assembled into the kernel's `.rodata` (never executable there), for [`spawn`].
+macro_rules! el0_program {
+    ($name:ident, $start:ident, $end:ident) => {
+        fn $name() -> &'static [u8] {
+            unsafe extern "C" {
+                static $start: u8;
+                static $end: u8;
+            }
+            let (a, b) = (&raw const $start, &raw const $end);
+            // SAFETY: the two labels bracket one program in `.rodata`, `a <= b`.
+            unsafe { core::slice::from_raw_parts(a, b as usize - a as usize) }
+        }
+    };
+}
+pub(crate) use el0_program;
+
 /// Each thread slot's address space, while it runs an EL0 task.
 static SPACES: [IrqSpinLock<Option<Box<AddressSpace>>>; MAX_THREADS] =
     [const { IrqSpinLock::new(None) }; MAX_THREADS];
 /// Each slot's TTBR1 value (0: a kernel thread, which runs on the empty table). Read by the
 /// context switch, which may take no lock.
 static TTBR: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// Each slot's EL0 task's id (`ThreadId` raw), written at spawn and again when it starts: what
+/// a `tid` argument is checked against. A stale value names a dead generation, which
+/// `task::get` refuses first.
+static USER_ID: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
+/// Each slot's wake-ups not yet consumed by [`SYS_WAIT`], and the id of its latest waker.
+static EVENTS: [Completion; MAX_THREADS] = [const { Completion::new() }; MAX_THREADS];
+static LAST_WAKER: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// System calls made, and those that returned an error (the fuzzer's counts).
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static CALL_ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// Why an EL0 task could not be started.
 #[derive(Debug)]
@@ -114,11 +157,15 @@ pub fn spawn(
     let space = Box::new(build_space(text).map_err(UserError::Space)?);
     let start = Box::new(Start { space, arg });
     let raw = Box::into_raw(start) as usize;
-    task::spawn(name, params, user_start, raw).map_err(|e| {
+    let id = task::spawn(name, params, user_start, raw).map_err(|e| {
         // SAFETY: the thread was not created, so `raw` is still ours, from `Box::into_raw`.
         drop(unsafe { Box::from_raw(raw as *mut Start) });
         UserError::Spawn(e)
-    })
+    })?;
+    // Before the caller can pass the id on: a task woken by id before it first ran is an EL0
+    // task all the same (`user_start` writes it too, whichever comes first).
+    USER_ID[id.slot()].store(id.task_id().0, Ordering::Release);
+    Ok(id)
 }
 
 struct Start {
@@ -140,6 +187,30 @@ pub fn release(s: usize) {
     t.store(0, Ordering::Release);
     let space = SPACES[s].lock().take();
     drop(space);
+    // Wake-ups nobody consumed die with the task, not with the slot's next thread.
+    while EVENTS[s].try_wait() {}
+    LAST_WAKER[s].store(0, Ordering::Relaxed);
+}
+
+/// Whether EL0 task `id` sleeps in [`SYS_WAIT`].
+pub fn waits(id: ThreadId) -> bool {
+    task::get(id).is_some() && EVENTS[id.slot()].has_waiters()
+}
+
+/// A wake-up of EL0 task `id` from the kernel (waker id 0).
+pub fn wake_from_kernel(id: ThreadId) {
+    if task::get(id).is_some() {
+        LAST_WAKER[id.slot()].store(0, Ordering::Relaxed);
+        EVENTS[id.slot()].complete();
+    }
+}
+
+/// System calls made so far and how many of them returned an error.
+pub fn call_counts() -> (u64, u64) {
+    (
+        CALLS.load(Ordering::Relaxed),
+        CALL_ERRORS.load(Ordering::Relaxed),
+    )
 }
 
 /// The page-table pages and ASIDs of live EL0 tasks (the leak checks' count).
@@ -162,6 +233,9 @@ fn user_start(raw: usize) {
     };
     let ttbr = space.ttbr();
     *SPACES[s].lock() = Some(space);
+    if let Some(id) = task::current() {
+        USER_ID[s].store(id.task_id().0, Ordering::Release);
+    }
     crate::arch::irq_save_disable();
     TTBR[s].store(ttbr, Ordering::Release);
     // SAFETY: the space is owned by SPACES[s] until `release`, which runs only after this
@@ -221,7 +295,7 @@ pub fn el0_sync(frame: &mut TrapFrame, esr: u64, far: u64) {
 
 fn syscall(frame: &TrapFrame) -> i64 {
     let a = &frame.x;
-    match frame.x[8] {
+    let r = match frame.x[8] {
         SYS_EXIT => task::exit(a[0] as i32),
         SYS_YIELD => {
             crate::sched::yield_now();
@@ -232,28 +306,209 @@ fn syscall(frame: &TrapFrame) -> i64 {
             0
         }
         SYS_SLEEP_UNTIL => {
-            crate::sched::sleep_until(asym_sched::types::Nanos(a[0]));
+            crate::sched::sleep_until(Nanos(a[0]));
             0
         }
         SYS_CLOCK => crate::sched::now().0 as i64,
         SYS_WRITE => sys_write(a[0] as usize, a[1] as usize),
-        SYS_SET_NICE => {
-            let Ok(nice) = i32::try_from(a[0] as i64) else {
-                return -EINVAL;
-            };
-            match task::current().map(|id| crate::sched::set_nice(id, nice)) {
-                Some(Ok(())) => 0,
-                _ => -EINVAL,
-            }
-        }
-        SYS_SET_AFFINITY => {
-            match task::current().map(|id| crate::sched::set_affinity(id, CpuMask(a[0]))) {
-                Some(Ok(())) => 0,
-                _ => -EINVAL,
-            }
-        }
+        SYS_SCHED_SETATTR => sys_sched_setattr(a[0], a[1] as usize, a[2]),
+        SYS_SCHED_SETAFFINITY => sys_sched_setaffinity(a[0], a[1] as usize, a[2] as usize),
+        SYS_WAIT => sys_wait(a[0]),
+        SYS_WAKE => sys_wake(a[0]),
+        SYS_GETTID => task::current().map_or(-ESRCH, |id| i64::from(id.task_id().0)),
         _ => -ENOSYS,
+    };
+    CALLS.fetch_add(1, Ordering::Relaxed);
+    if r < 0 {
+        CALL_ERRORS.fetch_add(1, Ordering::Relaxed);
     }
+    r
+}
+
+/// The EL0 task a system call's `tid` argument names: 0 is the caller. A kernel thread is not
+/// the user's to change (`-EPERM`); an id of no live thread is `-ESRCH`.
+fn user_target(tid: u64) -> Result<ThreadId, i64> {
+    if tid == 0 {
+        return task::current().ok_or(-ESRCH);
+    }
+    let raw = u32::try_from(tid).map_err(|_| -ESRCH)?;
+    let id = ThreadId::from_task_id(asym_sched::types::TaskId(raw));
+    task::get(id).ok_or(-ESRCH)?;
+    match USER_ID.get(id.slot()) {
+        Some(u) if u.load(Ordering::Acquire) == raw => Ok(id),
+        _ => Err(-EPERM),
+    }
+}
+
+/// `sched_setattr(tid, attr, flags)` with Linux's checks (`sys_sched_setattr`,
+/// `sched_copy_attr`, `__sched_setscheduler`, `uclamp_validate`): `flags` must be 0; `size` 0
+/// means [`SCHED_ATTR_SIZE_VER0`], below it or above a page is `-E2BIG`, and bytes past the
+/// known struct must be zero (`-E2BIG`); the clamps need a VER1 struct; the policy must be
+/// `SCHED_NORMAL` (unless `SCHED_FLAG_KEEP_POLICY`) with priority 0; nice is clamped to
+/// −20..=19 as Linux does; a clamp is ≤ 1024 or −1 (back to the default), min ≤ max counting
+/// the task's other current clamp. No privilege check (one user): lowering nice is allowed.
+fn sys_sched_setattr(tid: u64, uattr: usize, flags: u64) -> i64 {
+    if uattr == 0 || (tid as i64) < 0 || flags != 0 {
+        return -EINVAL;
+    }
+    let mut head = [0u8; 4];
+    if let Err(e) = copy_from_user(uattr, &mut head) {
+        return e;
+    }
+    let size = match u32::from_le_bytes(head) as usize {
+        0 => SCHED_ATTR_SIZE_VER0,
+        n if !(SCHED_ATTR_SIZE_VER0..=4096).contains(&n) => return -E2BIG,
+        n => n,
+    };
+    let mut raw = [0u8; SCHED_ATTR_SIZE_VER1];
+    let known = size.min(SCHED_ATTR_SIZE_VER1);
+    if let Err(e) = copy_from_user(uattr, &mut raw[..known]) {
+        return e;
+    }
+    // Linux `copy_struct_from_user`: a larger struct than ours is fine if the rest is zero.
+    let mut at = known;
+    while at < size {
+        let mut chunk = [0u8; 64];
+        let n = (size - at).min(chunk.len());
+        if let Err(e) = copy_from_user(uattr + at, &mut chunk[..n]) {
+            return e;
+        }
+        if chunk[..n].iter().any(|&b| b != 0) {
+            return -E2BIG;
+        }
+        at += n;
+    }
+    let u32_at = |o: usize| u32::from_le_bytes([raw[o], raw[o + 1], raw[o + 2], raw[o + 3]]);
+    let policy = u32_at(4);
+    let sched_flags = u64::from(u32_at(8)) | (u64::from(u32_at(12)) << 32);
+    let nice = (u32_at(16) as i32).clamp(-20, 19);
+    let priority = u32_at(20);
+    let (util_min, util_max) = (u32_at(48), u32_at(52));
+    const CLAMP: u64 = SCHED_FLAG_UTIL_CLAMP_MIN | SCHED_FLAG_UTIL_CLAMP_MAX;
+    if sched_flags & CLAMP != 0 && size < SCHED_ATTR_SIZE_VER1 {
+        return -EINVAL;
+    }
+    if (policy as i32) < 0 || sched_flags & !SCHED_FLAG_ALL != 0 {
+        return -EINVAL;
+    }
+    let keep_policy = sched_flags & SCHED_FLAG_KEEP_POLICY != 0;
+    if (!keep_policy && policy != SCHED_NORMAL) || priority != 0 {
+        return -EINVAL;
+    }
+    let id = match user_target(tid) {
+        Ok(id) => id,
+        Err(e) => return e,
+    };
+    let Some(t) = task::get(id) else {
+        return -ESRCH;
+    };
+    if sched_flags & CLAMP != 0 {
+        let (cur_min, cur_max) = t.sched.lock().params.uclamp;
+        // −1 (`u32::MAX`) resets a clamp to its default; anything else above 1024 is refused
+        // (Linux's `value + 1 > SCHED_CAPACITY_SCALE + 1`).
+        let pick = |flag: u64, v: u32, cur: u32, default: u32| -> Result<u32, i64> {
+            if sched_flags & flag == 0 {
+                Ok(cur)
+            } else if v == u32::MAX {
+                Ok(default)
+            } else if v > 1024 {
+                Err(-EINVAL)
+            } else {
+                Ok(v)
+            }
+        };
+        let min = match pick(SCHED_FLAG_UTIL_CLAMP_MIN, util_min, cur_min, 0) {
+            Ok(v) => v,
+            Err(e) => return e,
+        };
+        let max = match pick(SCHED_FLAG_UTIL_CLAMP_MAX, util_max, cur_max, 1024) {
+            Ok(v) => v,
+            Err(e) => return e,
+        };
+        let mut req = TaskUclamp::new();
+        if req.set_request(min, max).is_err() {
+            return -EINVAL;
+        }
+        if crate::sched::set_uclamp(id, req).is_err() {
+            return -ESRCH;
+        }
+    }
+    if sched_flags & SCHED_FLAG_KEEP_PARAMS == 0 && crate::sched::set_nice(id, nice).is_err() {
+        return -ESRCH;
+    }
+    0
+}
+
+/// `sched_setaffinity(tid, len, mask)`: `len` bytes of CPU bitmap at `mask` (bit n = CPU n;
+/// bits past the 64 CPUs this kernel can have must be read but are ignored, as Linux ignores
+/// CPUs past `nr_cpu_ids`). `len` not a multiple of 8 is `-EINVAL` (Linux: of
+/// `sizeof(unsigned long)`), a mask with no online CPU `-EINVAL`. Takes effect at the task's
+/// next wake-up (the caller's own: at once, it moves itself).
+fn sys_sched_setaffinity(tid: u64, len: usize, umask: usize) -> i64 {
+    if !len.is_multiple_of(8) || len == 0 {
+        return -EINVAL;
+    }
+    let mut first = [0u8; 8];
+    if let Err(e) = copy_from_user(umask, &mut first) {
+        return e;
+    }
+    // The rest must be readable too (a bad pointer is an error even where the bits are unused).
+    if len > 8 {
+        let Some(end) = umask.checked_add(len - 1) else {
+            return -EFAULT;
+        };
+        let mut last = [0u8; 1];
+        let mut page = (umask & !4095) + 4096;
+        while page <= end {
+            if let Err(e) = copy_from_user(page, &mut last) {
+                return e;
+            }
+            page += 4096;
+        }
+    }
+    let id = match user_target(tid) {
+        Ok(id) => id,
+        Err(e) => return e,
+    };
+    if crate::sched::set_affinity(id, CpuMask(u64::from_le_bytes(first))).is_err() {
+        return -EINVAL;
+    }
+    if task::current() == Some(id) {
+        crate::sched::migrate_self();
+    }
+    0
+}
+
+/// `wait(timeout_ns)`: consumes one pending wake-up of the caller, sleeping for one if none is
+/// pending, at most `timeout_ns` (`u64::MAX`: no limit; 0: only a check). Returns the id of
+/// the latest waker, or `-ETIMEDOUT`.
+fn sys_wait(timeout_ns: u64) -> i64 {
+    let Some(s) = task::current_slot() else {
+        return -ESRCH;
+    };
+    let ok = if timeout_ns == u64::MAX {
+        EVENTS[s].wait();
+        true
+    } else {
+        EVENTS[s].wait_deadline(Nanos(crate::sched::now().0.saturating_add(timeout_ns)))
+    };
+    if ok {
+        LAST_WAKER[s].load(Ordering::Relaxed) as i64
+    } else {
+        -ETIMEDOUT
+    }
+}
+
+/// `wake(tid)`: records a wake-up for EL0 task `tid` (0: the caller) and wakes it if it waits.
+fn sys_wake(tid: u64) -> i64 {
+    let id = match user_target(tid) {
+        Ok(id) => id,
+        Err(e) => return e,
+    };
+    let me = task::current().map_or(0, |m| u64::from(m.task_id().0));
+    LAST_WAKER[id.slot()].store(me, Ordering::Relaxed);
+    EVENTS[id.slot()].complete();
+    0
 }
 
 /// Reads `[ptr, ptr + len)` of the calling task's memory into `buf`, page by page through the

@@ -13,6 +13,8 @@
 
 use core::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 
+use asym_sched::types::Nanos;
+
 use crate::sync::{IrqSpinLock, LockRank};
 use crate::task::{self, ThreadState};
 
@@ -223,6 +225,35 @@ impl Completion {
             }
             task::slot(me).set_state(ThreadState::Sleeping);
             drop(g);
+            crate::sched::schedule();
+        }
+    }
+
+    /// As [`wait`](Completion::wait), giving up at guest time `deadline`: whether an event was
+    /// consumed (a timer on this CPU wakes the thread at the deadline).
+    pub fn wait_deadline(&self, deadline: Nanos) -> bool {
+        let me = task::current_slot().expect("Completion::wait_deadline outside a thread");
+        loop {
+            let mut g = self.inner.lock();
+            let got = g.1 > 0;
+            if got || crate::sched::now() >= deadline {
+                if got {
+                    g.1 -= 1;
+                }
+                g.0.remove(me);
+                drop(g);
+                crate::timer::cancel_sleep(me);
+                return got;
+            }
+            if !g.0.contains(me) {
+                g.0.push_back(me);
+            }
+            task::slot(me).set_state(ThreadState::Sleeping);
+            drop(g);
+            // Armed after the queue's lock is dropped (timer queues rank below nothing here);
+            // a `complete` in between finds the thread asleep or already woken, and either
+            // way the loop sees its event.
+            crate::timer::arm_sleep(me, crate::time::ns_to_cyc(deadline.0));
             crate::sched::schedule();
         }
     }

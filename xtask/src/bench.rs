@@ -251,6 +251,13 @@ const SWITCH_ROWS: &[(&str, &str, Option<u64>)] = &[
     ),
     ("tick", "tick handler (sched + cpufreq)", None),
     ("wakeup_6cpu", "wake-up path, 6 CPUs (try_to_wake_up)", None),
+    ("el0_null_syscall", "EL0 null system call round trip", None),
+    // The EL0 issue's goal: at most twice the in-kernel threads' same-CPU round trip.
+    (
+        "el0_wait_wake_same_cpu",
+        "EL0<->EL0 wait/wake round trip, same CPU",
+        Some(4_000),
+    ),
 ];
 
 /// One `bench=switch` boot and what it printed: the kernel's `bench=switch` under `-icount

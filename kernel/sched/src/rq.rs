@@ -76,7 +76,7 @@ use crate::pelt::{
 };
 use crate::topology::Topology;
 use crate::types::{Capacity, CpuId, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
-use crate::uclamp::{uclamp_eff_range, ClampRange, UclampRq, UclampSysctl};
+use crate::uclamp::{uclamp_eff_range, ClampRange, TaskUclamp, UclampRq, UclampSysctl};
 use crate::util_est::{util_est_dequeue, util_est_enqueue, util_est_update};
 
 mod arena;
@@ -900,6 +900,34 @@ impl Rq {
             });
         }
         self.reweight_task(task, nice);
+        Ok(())
+    }
+
+    /// `__setscheduler_uclamp` for a queued task (`sched_setattr` with
+    /// `SCHED_FLAG_UTIL_CLAMP_*`; the caller validated `req` with
+    /// [`TaskUclamp::set_request`](crate::uclamp::TaskUclamp::set_request)). As
+    /// `__sched_setscheduler` does: dequeue (SAVE), change, enqueue (RESTORE), so the
+    /// rq's clamp buckets account the new request at once; `curr` stays `curr`.
+    pub fn set_uclamp(&mut self, id: TaskId, req: TaskUclamp) -> Result<(), RqError> {
+        let running = self.cfs.curr() == Some(id);
+        self.update_curr();
+        let resched_before = self.need_resched;
+        let mut task = self.dequeue_task(id, DequeueFlags::SAVE)?;
+        task.uclamp.req = req.req;
+        if let Err(e) = self.enqueue_task(task, EnqueueFlags::RESTORE) {
+            debug_assert!(
+                false,
+                "re-enqueue after a clamp change failed: {}",
+                e.reason
+            );
+            return Err(e.reason);
+        }
+        if running {
+            self.need_resched = resched_before;
+            self.set_next_task(id);
+        }
+        // The clamped utilization may have changed the frequency this CPU wants.
+        self.request_cpufreq(false);
         Ok(())
     }
 

@@ -197,3 +197,47 @@ proptest! {
         }
     }
 }
+
+/// `sched_setattr(SCHED_FLAG_UTIL_CLAMP)` on a queued task (`Rq::set_uclamp`): the rq's clamp
+/// is the max over its runnable tasks' new requests at once, as Linux re-accounts with
+/// `DEQUEUE_SAVE` / `ENQUEUE_RESTORE`; the running task stays current.
+#[test]
+fn set_uclamp_on_a_queued_task_reaccounts_the_rq_at_once() {
+    use asym_sched::rq::{EnqueueFlags, Rq, RqConfig, Task};
+    use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
+    let mut c = RqConfig::new(CpuId(0), 1);
+    c.uclamp.used = true;
+    let mut rq = Rq::new(c, Nanos(1_000_000_000));
+    let new = |id, u| Task::new(TaskId(id), 0, u, CpuMask::first_n(1)).unwrap();
+    rq.enqueue_task(new(1, TaskUclamp::new()), EnqueueFlags::NEW)
+        .unwrap();
+    rq.enqueue_task(new(2, task(100, 1024)), EnqueueFlags::NEW)
+        .unwrap();
+    let curr = rq.pick_next_task().unwrap();
+    assert_eq!(rq.uclamp_range().min, Util(100));
+    rq.set_uclamp(TaskId(1), task(600, 800)).unwrap();
+    assert_eq!(
+        rq.uclamp_range(),
+        ClampRange {
+            min: Util(600),
+            max: Util(1024)
+        }
+    );
+    assert_eq!(rq.task(TaskId(1)).unwrap().uclamp.req[0].value, Util(600));
+    rq.set_uclamp(TaskId(2), task(0, 700)).unwrap();
+    assert_eq!(
+        rq.uclamp_range(),
+        ClampRange {
+            min: Util(600),
+            max: Util(800)
+        }
+    );
+    assert_eq!(rq.curr(), Some(curr));
+    rq.set_uclamp(TaskId(1), TaskUclamp::new()).unwrap();
+    assert_eq!(rq.uclamp_range().min, Util(0));
+    rq.check_invariants().unwrap();
+    assert!(
+        rq.set_uclamp(TaskId(9), TaskUclamp::new()).is_err(),
+        "a task not queued here"
+    );
+}
