@@ -48,6 +48,9 @@ pub struct EasTask {
     pub clamp: ClampRange,
     /// `p->cpus_ptr`.
     pub allowed: CpuMask,
+    /// `task_h_load(p)`: the task's `load_avg` as of its last update (`wake_affine_weight`
+    /// reads it before any sync).
+    pub load_avg: u64,
 }
 
 /// The system as `find_energy_efficient_cpu` sees it.

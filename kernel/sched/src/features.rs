@@ -70,6 +70,19 @@ sched_features! {
     WAKEUP_PREEMPTION = true,
     /// EEVDF: a waking task with a shorter slice may preempt (v6.12).
     PREEMPT_SHORT = true,
+    /// `wake_affine`: an idle waking CPU or an idle previous CPU decides the target
+    /// (`wake_affine_idle`).
+    WA_IDLE = true,
+    /// `wake_affine`: otherwise compare the waking and the previous CPU's loads
+    /// (`wake_affine_weight`).
+    WA_WEIGHT = true,
+    /// `wake_affine_weight`: weigh the previous CPU's load up by half the domain's
+    /// imbalance_pct (108 against 100), which favours the waking CPU.
+    WA_BIAS = true,
+    /// On: the fork path is v6.12's `sched_balance_find_dst_cpu` (the local group kept
+    /// while at least as idle, the most recently idled CPU). Off: asym's earlier
+    /// simplified cluster-then-CPU choice. Not a Linux feature (Linux has only the former).
+    FORK_FIND_IDLEST = true,
     /// Energy-aware wake-up placement (`find_energy_efficient_cpu`) while the root domain is
     /// not overutilized. Linux's switch is the `kernel.sched_energy_aware` sysctl (default
     /// on); asym keeps it off until EAS is complete (the simulator's `--eas on` sets it).
@@ -317,6 +330,9 @@ mod tests {
             Feature::RUN_TO_PARITY,
             Feature::WAKEUP_PREEMPTION,
             Feature::PREEMPT_SHORT,
+            Feature::WA_IDLE,
+            Feature::WA_WEIGHT,
+            Feature::WA_BIAS,
         ] {
             assert!(f.enabled(feat), "{feat} should default on");
         }

@@ -202,7 +202,8 @@ impl Rq {
             next_balance: now,
             idle_calls: 0,
             avg_idle: 2 * SYSCTL_SCHED_MIGRATION_COST_NS,
-            idle_stamp: None,
+            // A CPU starts in its idle loop, as after a newidle balance that found nothing.
+            idle_stamp: Some(now),
             last_idle_ns: u64::MAX,
             has_blocked_load: false,
             last_blocked_load_update_j: 0,

@@ -43,7 +43,7 @@ use crate::rq::{
 use crate::topology::Topology;
 use crate::types::{CpuId, Nanos, TaskId};
 use crate::uclamp::{uclamp_eff_range, UclampSysctl};
-use crate::wakeup::{select_task_rq_fair, select_task_rq_interim, WakeKind, WakeupView};
+use crate::wakeup::{select_task_rq_fair, select_task_rq_interim, WakeKind, WakerInfo, WakeupView};
 
 pub use crate::rq::Resched;
 
@@ -86,6 +86,8 @@ pub struct WakeCtx<'a> {
     pub uclamp_sysctl: UclampSysctl,
     /// The placement rule.
     pub placement: Placement,
+    /// The waker (`WF_SYNC`, `wake_wide`) for `wake_affine`.
+    pub waker: WakerInfo,
 }
 
 /// What [`ttwu_activate`] decided.
@@ -132,6 +134,8 @@ pub fn ttwu_select(
     {
         return interim();
     }
+    // wake_affine_weight reads task_h_load(p) before select_idle_sibling syncs it.
+    let load_avg = p.avg.load_avg;
     let mut task = p.clone();
     if kind == WakeKind::Wakeup {
         let Some(snap) = ctx.cpus.get(prev.index()) else {
@@ -145,6 +149,7 @@ pub fn ttwu_select(
         util: TaskUtil::from_avg(&task.avg, prev, false),
         clamp: uclamp_eff_range(&task.uclamp, &ctx.uclamp_sysctl, false),
         allowed,
+        load_avg,
     };
     let view = WakeupView {
         cpus: ctx.cpus,
@@ -153,6 +158,7 @@ pub fn ttwu_select(
         overutilized: ctx.rd.overutilized,
         features: ctx.core.features,
         uclamp_used: ctx.core.uclamp_used,
+        waker: ctx.waker,
     };
     let cpu = select_task_rq_fair(&et, prev, this_cpu, kind, &view);
     if cpu.index() < ctx.cpus.len() && allowed.contains(cpu) {

@@ -124,6 +124,7 @@ fn build(sys: &System, cpus: &[CpuState], p: &TaskState) -> (Vec<RqSnapshot>, Ea
         },
         clamp: p.clamp,
         allowed: CpuMask(p.allowed),
+        load_avg: 0,
     };
     (v, t)
 }

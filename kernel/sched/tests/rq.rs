@@ -621,6 +621,8 @@ fn the_snapshot_is_what_the_rq_reports() {
         RqSnapshot {
             pelt: idle.pelt,
             next_balance: idle.next_balance,
+            // A CPU starts in its idle loop, stamped at creation.
+            idle_stamp: Some(Nanos(now)),
             ..RqSnapshot::idle(CpuId(2), Capacity(446))
         }
     );

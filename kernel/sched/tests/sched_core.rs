@@ -203,6 +203,7 @@ fn the_interim_rule_places_while_overutilized() {
                 eas: true,
             },
             uclamp_sysctl: UclampSysctl::default(),
+            waker: Default::default(),
             placement,
         };
         ttwu_select(&t, CpuId(3), CpuId(0), WakeKind::Wakeup, &w)

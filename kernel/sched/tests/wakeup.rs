@@ -15,11 +15,11 @@ use asym_sched::eas::EasTask;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::rq::RqSnapshot;
 use asym_sched::topology::Topology;
-use asym_sched::types::{Capacity, CpuId, CpuMask, Util};
+use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, Util};
 use asym_sched::uclamp::ClampRange;
 use asym_sched::wakeup::{
     sched_balance_find_dst_cpu, select_idle_capacity, select_task_rq_fair, select_task_rq_interim,
-    WakeKind, WakeupView,
+    WakeKind, WakerInfo, WakeupView,
 };
 use proptest::prelude::*;
 
@@ -64,6 +64,7 @@ fn task(util: u32, prev: usize, allowed: u64, min: u32) -> EasTask {
             max: Util(1024),
         },
         allowed: CpuMask(allowed),
+        load_avg: 0,
     }
 }
 
@@ -74,9 +75,22 @@ fn view<'a>(
     idle: u64,
     uclamp: bool,
 ) -> WakeupView<'a> {
+    set_idle(cpus, idle);
+    view_of(topo, cpus, uclamp)
+}
+
+/// CPUs `idle` (a bit mask) idle, the others running one task; every idle CPU went idle
+/// at the same time.
+fn set_idle(cpus: &mut [RqSnapshot], idle: u64) {
     for (i, c) in cpus.iter_mut().enumerate() {
         c.idle = idle & (1 << i) != 0;
+        c.nr_running = u32::from(!c.idle);
+        c.idle_stamp = c.idle.then_some(Nanos(1));
     }
+}
+
+/// The view of `cpus` as they are.
+fn view_of<'a>(topo: &'a Topology, cpus: &'a [RqSnapshot], uclamp: bool) -> WakeupView<'a> {
     WakeupView {
         cpus,
         topology: topo,
@@ -84,6 +98,7 @@ fn view<'a>(
         overutilized: true,
         features: SchedFeatures::default(),
         uclamp_used: uclamp,
+        waker: WakerInfo::default(),
     }
 }
 
@@ -191,6 +206,145 @@ fn fork_of_boosted_task_avoids_misfit_cluster() {
     let p = task(0, 0, 0b111111, 0);
     let got = select_task_rq_fair(&p, CpuId(0), CpuId(0), WakeKind::Fork, &v).index();
     assert!((2..6).contains(&got), "got {got}");
+}
+
+fn fork(p: &EasTask, this_cpu: usize, v: &WakeupView<'_>) -> usize {
+    let cpu = CpuId(this_cpu as u16);
+    select_task_rq_fair(p, cpu, cpu, WakeKind::Fork, v).index()
+}
+
+#[test]
+fn fork_stays_in_the_forking_cluster_on_equal_idle_counts() {
+    // find_idlest_group, group_has_spare: `local_sgs.idle_cpus >= idlest_sgs.idle_cpus`
+    // keeps the task in the local group. HiKey960, every CPU idle, forked on the A73 CPU 5:
+    // both clusters have 4 idle CPUs, so it stays in the A73 cluster; inside it, the MC
+    // level's local group {5} is idle, so on CPU 5 itself.
+    let topo = Topology::from_board(&HIKEY960).unwrap();
+    let mut c = cpus(&topo, &[0; 8]);
+    let v = view(&topo, &mut c, 0xff, false);
+    let p = task(0, 5, 0xff, 0);
+    assert_eq!(fork(&p, 5, &v), 5);
+    assert_eq!(fork(&p, 2, &v), 2);
+    // The forking CPU busy: its cluster has 3 idle CPUs against 4, so the task leaves for
+    // the cluster with the most idle CPUs.
+    let v = view(&topo, &mut c, 0xdf, false);
+    let got = fork(&p, 5, &v);
+    assert!((0..4).contains(&got), "got {got}");
+    // Two busy CPUs in each cluster: equal idle counts keep the local cluster, and the MC
+    // level moves off the busy forking CPU to the first idle one after it.
+    let v = view(&topo, &mut c, 0b1100_1100, false);
+    assert_eq!(fork(&p, 0, &v), 2);
+    assert_eq!(fork(&p, 4, &v), 6);
+}
+
+#[test]
+fn fork_prefers_the_most_recently_idled_cpu() {
+    // find_idlest_group_cpu without cpuidle states: the idle CPU with the latest
+    // `rq->idle_stamp`. Juno r2, forked on A72 CPU 0: the A53 cluster has more idle CPUs
+    // (4 vs 2); of its CPUs, CPU 4 went idle last.
+    let topo = Topology::from_board(&JUNO).unwrap();
+    let mut c = cpus(&topo, &[0; 6]);
+    set_idle(&mut c, 0b111111);
+    c[4].idle_stamp = Some(Nanos(9));
+    c[3].idle_stamp = Some(Nanos(5));
+    let p = task(0, 0, 0b111111, 0);
+    assert_eq!(fork(&p, 0, &view_of(&topo, &c, false)), 4);
+    // No idle CPU of the group has an idle_stamp: no candidate, so find_idlest_cpu goes
+    // down to the forking CPU's own MC level, where CPU 0 is idle and stays.
+    for s in &mut c[2..6] {
+        s.idle_stamp = None;
+    }
+    assert_eq!(fork(&p, 0, &view_of(&topo, &c, false)), 0);
+}
+
+#[test]
+fn fork_stays_local_when_fully_busy_loads_are_within_imbalance_pct() {
+    // HiKey960 with every CPU running one heavy task: both clusters fully busy. The local
+    // A53 cluster's avg_load (load × 1024 / capacity) is within imbalance_pct (117 %) of
+    // the A73 cluster's, so Linux keeps the fork local; with a clearly lower A73 load it
+    // goes there.
+    let topo = Topology::from_board(&HIKEY960).unwrap();
+    let mut c = cpus(&topo, &[440, 440, 440, 440, 1000, 1000, 1000, 1000]);
+    set_idle(&mut c, 0);
+    for (i, s) in c.iter_mut().enumerate() {
+        s.load_avg = if i < 4 { 500 } else { 1000 };
+    }
+    // avg_load: A53 4 × 500 × 1024 / 1848 = 1108; A73 4 × 1000 × 1024 / 4096 = 1000.
+    let p = task(0, 0, 0xff, 0);
+    let got = fork(&p, 0, &view_of(&topo, &c, false));
+    assert!(got < 4, "got {got}");
+    // A73 load halved: avg_load 500 < 1108 - 174 and 100 × 1108 > 117 × 500.
+    for s in &mut c[4..8] {
+        s.load_avg = 500;
+    }
+    let got = fork(&p, 0, &view_of(&topo, &c, false));
+    assert!((4..8).contains(&got), "got {got}");
+}
+
+/// A wake-up from `this_cpu` (EAS off) of a task with `load` that last ran on `prev`.
+fn wake_from(p: &EasTask, prev: usize, this_cpu: usize, v: &WakeupView<'_>) -> usize {
+    select_task_rq_fair(
+        p,
+        CpuId(prev as u16),
+        CpuId(this_cpu as u16),
+        WakeKind::Wakeup,
+        v,
+    )
+    .index()
+}
+
+#[test]
+fn wake_affine_idle_pulls_to_an_idle_waking_cpu_sharing_the_cache() {
+    // wake_affine_idle: the waking A53 CPU 2 is idle (a timer or IRQ wake-up) and shares its
+    // cluster with the busy prev CPU 3, so the target becomes CPU 2 and, idle and fitting,
+    // select_idle_sibling returns it. Without wake_affine the target stays prev (busy)
+    // and the capacity scan from 3 finds CPU 4 first.
+    let topo = Topology::from_board(&JUNO).unwrap();
+    let mut c = cpus(&topo, &[0; 6]);
+    let v = view(&topo, &mut c, 0b110100, false);
+    let p = task(50, 3, 0b111111, 0);
+    assert_eq!(wake_from(&p, 3, 2, &v), 2);
+    let mut off = v;
+    off.features = off
+        .features
+        .with(Feature::WA_IDLE, false)
+        .with(Feature::WA_WEIGHT, false);
+    assert_eq!(wake_from(&p, 3, 2, &off), 4);
+    // wake_wide: a 1:N waker keeps the wakee on prev's side.
+    let mut wide = v;
+    wide.waker.wake_wide = true;
+    assert_eq!(wake_from(&p, 3, 2, &wide), 4);
+}
+
+#[test]
+fn wake_affine_weight_compares_capacity_scaled_loads_with_wa_bias() {
+    // Both CPUs busy, no idle opinion: wake_affine_weight. Waking A53 CPU 4 with load L,
+    // prev A53 CPU 2 with load 1000 of which the task's own 300: this_cpu wins when
+    // (L + 300) × 100 < (1000 − 300) × 108 (WA_BIAS), i.e. L < 456, or without the bias
+    // when L + 300 < 700. The target then scans from CPU 4 (idle 5 first) rather than
+    // from prev (idle 3 first).
+    let topo = Topology::from_board(&JUNO).unwrap();
+    let mut c = cpus(&topo, &[0; 6]);
+    set_idle(&mut c, 0b101000);
+    c[2].load_avg = 1000;
+    let mut p = task(50, 2, 0b111111, 0);
+    p.load_avg = 300;
+    for (l, bias, want) in [
+        (100, true, 5),
+        (420, true, 5),
+        (420, false, 3),
+        (460, true, 3),
+    ] {
+        c[4].load_avg = l;
+        let mut v = view_of(&topo, &c, false);
+        v.features = v.features.with(Feature::WA_BIAS, bias);
+        assert_eq!(wake_from(&p, 2, 4, &v), want, "load {l}, WA_BIAS {bias}");
+    }
+    // WA_WEIGHT off: no opinion, the wakee stays on prev's side.
+    c[4].load_avg = 100;
+    let mut v = view_of(&topo, &c, false);
+    v.features = v.features.with(Feature::WA_WEIGHT, false);
+    assert_eq!(wake_from(&p, 2, 4, &v), 3);
 }
 
 #[test]

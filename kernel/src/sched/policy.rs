@@ -14,7 +14,7 @@ use asym_sched::sched_core::{self, CoreCtx, Pick, Placement, Resched, WakeCtx, W
 use asym_sched::topology::Topology;
 use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
 use asym_sched::uclamp::{TaskUclamp, UclampSysctl};
-use asym_sched::wakeup::{select_task_rq_interim, WakeKind};
+use asym_sched::wakeup::{select_task_rq_interim, WakeKind, WakerInfo};
 
 use super::CpuSched;
 use crate::task::{ThreadId, ThreadParams};
@@ -77,6 +77,8 @@ pub fn select_cpu(
         rd: RD,
         uclamp_sysctl: sysctl(),
         placement: Placement::Linux,
+        // No WF_SYNC and no wakee-flip tracking in the kernel yet: never wake_wide.
+        waker: WakerInfo::default(),
     };
     let chosen = sched_core::ttwu_select(task, prev, this, kind, &ctx);
     if allowed.contains(chosen) {

@@ -73,7 +73,7 @@ use asym_sched::topology::arch_scale_freq_capacity;
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, TaskId};
 use asym_sched::uclamp::TaskUclamp;
 use asym_sched::util_est;
-use asym_sched::wakeup::WakeKind;
+use asym_sched::wakeup::{wake_wide, WakeKind, WakeeFlips, WakerInfo};
 
 use crate::board::Board;
 use crate::signals::{RtAppTotals, StepSignal};
@@ -366,6 +366,8 @@ struct SimTask {
     renamed: bool,
     /// Pre-v6.9 `util_est.enqueued`: util_avg at the last dequeue to sleep.
     ue_enqueued: u32,
+    /// `wakee_flips` and friends (`record_wakee`, `wake_wide`).
+    wakee: WakeeFlips,
 }
 
 struct SimCpu {
@@ -379,6 +381,8 @@ struct SimCpu {
     /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
     /// `cpu_idle` enter/exit alternating however the CPU is woken.
     in_idle_state: bool,
+    /// The idle task's `wakee_flips` (it is `current` for wake-ups from an idle CPU).
+    idle_wakee: WakeeFlips,
 }
 
 struct Domain {
@@ -565,6 +569,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 },
                 renamed: false,
                 ue_enqueued: 0,
+                wakee: WakeeFlips::default(),
             });
         }
         let uclamp_used = tasks.iter().any(|t| t.uclamp.is_some());
@@ -582,6 +587,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     seg_gen: 0,
                     run_start: 0,
                     in_idle_state: true,
+                    idle_wakee: WakeeFlips::default(),
                 }
             })
             .collect();
@@ -1098,6 +1104,25 @@ impl<'a, W: Write> Engine<'a, W> {
         } else {
             WakeKind::Wakeup
         };
+        // record_wakee on `current` of the waking CPU (its idle task when idle), then
+        // wake_wide over both tasks' flips with that CPU's LLC (cluster) size. rt-app's
+        // wake-ups (futexes) are not WF_SYNC.
+        let mut waker = WakerInfo::default();
+        if !new {
+            let jiffies = self.now / self.tick_ns;
+            let hz = 1_000_000_000 / self.tick_ns;
+            let flips = match self.cpus[ctx_cpu].running {
+                Some(w) => &mut self.tasks[w].wakee,
+                None => &mut self.cpus[ctx_cpu].idle_wakee,
+            };
+            flips.record_wakee(task.id, jiffies, hz);
+            let flips = *flips;
+            let topo = &self.board.topology;
+            let llc_size = topo
+                .cpu(CpuId(ctx_cpu as u16))
+                .map_or(1, |c| topo.cluster_mask(c.cluster).weight());
+            waker.wake_wide = wake_wide(&flips, &self.tasks[t].wakee, llc_size);
+        }
         self.refresh_snaps();
         let wctx = WakeCtx {
             core: core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some()),
@@ -1106,6 +1131,7 @@ impl<'a, W: Write> Engine<'a, W> {
             rd: self.rd,
             uclamp_sysctl: self.cpus[prev].rq.uclamp_sysctl(),
             placement: self.cfg.placement,
+            waker,
         };
         let cpu = ttwu_select(
             &task,

@@ -27,6 +27,10 @@ fn spec(eas: bool, big_min_khz: Option<u32>, set: &str) -> RunSpec {
         duration_ns: None,
         set: vec![
             format!("ENERGY_AWARE={}", if eas { "on" } else { "off" }),
+            // v6.12's fork path spreads the camera tasks well from the start, leaving the
+            // balancer almost nothing to move (15 migrations instead of > 100 at 1 GHz) and
+            // biggest-first nothing to choose; the earlier fork spread gives it work.
+            "FORK_FIND_IDLEST=off".into(),
             set.into(),
         ],
         governor: Governor::Schedutil,

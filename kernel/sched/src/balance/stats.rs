@@ -21,23 +21,23 @@ use crate::types::{CpuId, SCHED_CAPACITY_SCALE};
 /// `struct sg_lb_stats`.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SgLbStats {
-    avg_load: u64,
-    group_load: u64,
-    group_capacity: u64,
-    group_util: u64,
-    group_runnable: u64,
-    sum_nr_running: u32,
-    sum_h_nr_running: u32,
-    idle_cpus: u32,
-    group_weight: u32,
-    group_type: Option<GroupType>,
-    group_misfit_task_load: u64,
+    pub(crate) avg_load: u64,
+    pub(crate) group_load: u64,
+    pub(crate) group_capacity: u64,
+    pub(crate) group_util: u64,
+    pub(crate) group_runnable: u64,
+    pub(crate) sum_nr_running: u32,
+    pub(crate) sum_h_nr_running: u32,
+    pub(crate) idle_cpus: u32,
+    pub(crate) group_weight: u32,
+    pub(crate) group_type: Option<GroupType>,
+    pub(crate) group_misfit_task_load: u64,
     /// Some CPU of the group is `cpu_overutilized` (Linux's `*sg_overutilized`).
-    overutilized: bool,
+    pub(crate) overutilized: bool,
 }
 
 impl SgLbStats {
-    fn ty(&self) -> GroupType {
+    pub(crate) fn ty(&self) -> GroupType {
         self.group_type.unwrap_or(GroupType::HasSpare)
     }
 }
@@ -140,7 +140,7 @@ fn group_is_overloaded(pct: u64, s: &SgLbStats) -> bool {
     s.group_capacity * 100 < s.group_util * pct || s.group_capacity * pct < s.group_runnable * 100
 }
 
-fn group_classify(pct: u64, s: &SgLbStats) -> GroupType {
+pub(crate) fn group_classify(pct: u64, s: &SgLbStats) -> GroupType {
     if group_is_overloaded(pct, s) {
         GroupType::Overloaded
     } else if s.group_misfit_task_load > 0 {

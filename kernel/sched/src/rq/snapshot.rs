@@ -35,6 +35,9 @@ pub struct RqSnapshot {
     pub nr_running: u32,
     /// `available_idle_cpu()`: nothing running, nothing queued.
     pub idle: bool,
+    /// `rq->idle_stamp`: when the CPU last went idle without pulling work (`None`: 0,
+    /// it has run something since; the fork path prefers the most recently idled CPU).
+    pub idle_stamp: Option<Nanos>,
     /// `uclamp_rq_get(rq, UCLAMP_MIN/MAX)`.
     pub rq_clamp: ClampRange,
     /// `uclamp_rq_is_idle(rq)`: no task is contributing clamps.
@@ -66,6 +69,7 @@ impl RqSnapshot {
             runnable_avg: 0,
             nr_running: 0,
             idle: true,
+            idle_stamp: None,
             rq_clamp: ClampRange::NONE,
             uclamp_rq_idle: true,
             misfit_task_load: 0,
@@ -98,6 +102,7 @@ impl Rq {
             runnable_avg: avg.runnable_avg,
             nr_running: self.nr_running(),
             idle: self.curr().is_none() && self.nr_running() == 0,
+            idle_stamp: self.idle_stamp(),
             rq_clamp: self.uclamp_range(),
             uclamp_rq_idle: self.uclamp().is_idle(),
             misfit_task_load: self.misfit_task_load(),
