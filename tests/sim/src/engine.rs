@@ -722,12 +722,13 @@ impl<'a, W: Write> Engine<'a, W> {
         })
     }
 
-    /// Reserve room for `per_task` wake-up latency and frame-time samples per task now, so
-    /// that a run producing no more does not allocate while it runs.
+    /// Reserve room for `per_task` wake-up latency, frame-time and timer-window samples per
+    /// task now, so that a run producing no more does not allocate while it runs.
     pub fn reserve_samples(&mut self, per_task: usize) {
         for t in &mut self.tasks {
             t.stats.wakeup_latency_ns.reserve(per_task);
             t.stats.period_completion_ns.reserve(per_task);
+            t.stats.timer_windows_ns.reserve(per_task);
         }
     }
 
