@@ -221,7 +221,10 @@ impl Thread {
     }
 
     /// rt-app's `thread_body` loop: measure what just finished, then move the cursor to
-    /// the next event, queueing the markers and phase change on the way.
+    /// the next event, queueing the markers and phase change on the way. Kept out of
+    /// [`Thread::step`], whose usual call only pops a queued item: inlined, it made every
+    /// call load most of the thread's state first.
+    #[inline(never)]
     fn advance(&mut self, wl: &Workload, now: u64) {
         if let Some(l) = self.stats.as_mut() {
             if let Some(since) = l.run_since.take() {

@@ -87,7 +87,7 @@ mod task;
 
 pub use arena::ListIter;
 use arena::TaskArena;
-pub use remote::{migrate_task_rq_fair, sync_entity_load_avg, PeltRemote};
+pub use remote::{migrate_task_rq_fair, sync_entity_load_avg, synced_avg, PeltRemote};
 pub use snapshot::RqSnapshot;
 pub use task::{CpufreqUpdate, DequeueFlags, EnqueueError, EnqueueFlags, Resched, RqError, Task};
 

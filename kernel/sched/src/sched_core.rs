@@ -37,8 +37,8 @@ use crate::features::SchedFeatures;
 use crate::pelt::RemovedLoad;
 use crate::root_domain::{OverutilizedCheck, RootDomain};
 use crate::rq::{
-    migrate_task_rq_fair, sync_entity_load_avg, EnqueueError, EnqueueFlags, PeltRemote, Rq,
-    RqError, RqSnapshot, Task,
+    migrate_task_rq_fair, synced_avg, EnqueueError, EnqueueFlags, PeltRemote, Rq, RqError,
+    RqSnapshot, Task,
 };
 use crate::topology::Topology;
 use crate::types::{CpuId, Nanos, TaskId};
@@ -136,18 +136,21 @@ pub fn ttwu_select(
     }
     // wake_affine_weight reads task_h_load(p) before select_idle_sibling syncs it.
     let load_avg = p.avg.load_avg;
-    let mut task = p.clone();
-    if kind == WakeKind::Wakeup {
-        let Some(snap) = ctx.cpus.get(prev.index()) else {
-            return interim();
-        };
-        if sync_entity_load_avg(&snap.pelt, &mut task).is_err() {
-            return interim();
+    let avg = match kind {
+        WakeKind::Fork => p.avg,
+        WakeKind::Wakeup => {
+            let Some(snap) = ctx.cpus.get(prev.index()) else {
+                return interim();
+            };
+            match synced_avg(&snap.pelt, p) {
+                Ok(avg) => avg,
+                Err(_) => return interim(),
+            }
         }
-    }
+    };
     let et = EasTask {
-        util: TaskUtil::from_avg(&task.avg, prev, false),
-        clamp: uclamp_eff_range(&task.uclamp, &ctx.uclamp_sysctl, false),
+        util: TaskUtil::from_avg(&avg, prev, false),
+        clamp: uclamp_eff_range(&p.uclamp, &ctx.uclamp_sysctl, false),
         allowed,
         load_avg,
     };

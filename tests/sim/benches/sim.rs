@@ -10,7 +10,8 @@ fn main() {
         .find(|a| !a.starts_with("--"))
         .map(|a| asym_sim::parse_duration(&a))
         .transpose();
-    let result = duration.and_then(|d| asym_sim::bench::run_bench(d, true));
+    let result = duration
+        .and_then(|d| asym_sim::bench::run_bench(d, &asym_sim::bench::DEFAULT_TASKS, 1, true));
     if let Err(e) = result {
         eprintln!("asym-sim bench: {e}");
         std::process::exit(1);

@@ -43,8 +43,6 @@
 //! The policy's documented differences from Linux (the overutilized lifecycle, the
 //! simplified fork path, no `wake_affine`, ...) are listed in its module docs.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::io::Write;
 
 use asym_sched::balance::{
@@ -76,6 +74,7 @@ use asym_sched::util_est;
 use asym_sched::wakeup::{wake_wide, WakeKind, WakeeFlips, WakerInfo};
 
 use crate::board::Board;
+use crate::queue::{Entry, EventQueue};
 use crate::signals::{RtAppTotals, StepSignal};
 use crate::trace::{
     self, Comm, CpuMaskHex, Ctx, Event as TraceEvent, PeltVals, PrevState, RtApp, TaskRef,
@@ -324,14 +323,18 @@ impl From<RqError> for SimError {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// A pending event (8 bytes: the queue moves many). Task and CPU indices fit `u32`
+/// (`Engine::new` checks both counts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
     Tick,
-    Start(usize),
-    Wake(usize),
-    SegDone { cpu: usize, gen: u64 },
+    Start(u32),
+    Wake(u32),
+    /// The running task's piece of work on this CPU ends, if the entry's sequence number
+    /// is still the CPU's `seg_seq` (else a later arming or a switch superseded it).
+    SegDone(u32),
     FreqPoll,
-    Resched(usize),
+    Resched(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -370,13 +373,74 @@ struct SimTask {
     wakee: WakeeFlips,
 }
 
-struct SimCpu {
-    rq: Rq,
+use simcpu::SimCpu;
+
+/// A simulated CPU, whose run queue is reached only through [`SimCpu::rq`] and
+/// [`SimCpu::rq_mut`]: [`SimCpu::version`] changes with every mutable access, so the
+/// engine's copy of the CPU's snapshot ([`Rq::snapshot`], a function of the run queue
+/// alone) is rebuilt only when the run queue may have changed.
+mod simcpu {
+    use asym_sched::rq::Rq;
+
+    pub(super) struct SimCpu {
+        rq: Rq,
+        /// Bumped by every [`SimCpu::rq_mut`].
+        version: u64,
+        /// The simulator's side of the CPU.
+        pub state: super::CpuState,
+    }
+
+    impl SimCpu {
+        pub fn new(rq: Rq, state: super::CpuState) -> Self {
+            SimCpu {
+                rq,
+                version: 0,
+                state,
+            }
+        }
+
+        /// The run queue, read-only.
+        #[inline]
+        pub fn rq(&self) -> &Rq {
+            &self.rq
+        }
+
+        /// The run queue, to change it.
+        #[inline]
+        pub fn rq_mut(&mut self) -> &mut Rq {
+            self.version = self.version.wrapping_add(1);
+            &mut self.rq
+        }
+
+        /// Changes with every [`SimCpu::rq_mut`].
+        #[inline]
+        pub fn version(&self) -> u64 {
+            self.version
+        }
+    }
+
+    impl std::ops::Deref for SimCpu {
+        type Target = super::CpuState;
+        fn deref(&self) -> &super::CpuState {
+            &self.state
+        }
+    }
+
+    impl std::ops::DerefMut for SimCpu {
+        fn deref_mut(&mut self) -> &mut super::CpuState {
+            &mut self.state
+        }
+    }
+}
+
+/// The simulator's per-CPU state beside the run queue.
+struct CpuState {
     /// The task on the CPU as the trace sees it (`rq->curr`, kept across a
     /// dequeue of the running task until the next pick).
     running: Option<usize>,
     last_acct: u64,
-    seg_gen: u64,
+    /// The sequence number of the live [`Ev::SegDone`] of this CPU (0: none).
+    seg_seq: u64,
     run_start: u64,
     /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
     /// `cpu_idle` enter/exit alternating however the CPU is woken.
@@ -418,7 +482,7 @@ pub struct Engine<'a, W: Write> {
     cfg: SimConfig,
     now: u64,
     seq: u64,
-    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    heap: EventQueue<Ev>,
     tasks: Vec<SimTask>,
     cpus: Vec<SimCpu>,
     domains: Vec<Domain>,
@@ -447,12 +511,14 @@ pub struct Engine<'a, W: Write> {
     freq_time_ns: Vec<Vec<u64>>,
     /// Every CPU's snapshot, refreshed before a policy step reads them.
     snaps: Vec<RqSnapshot>,
+    /// The [`SimCpu::version`] each of `snaps` was taken at.
+    snaps_version: Vec<u64>,
     /// The balancer's moves not yet synced.
     moved: MovedTasks,
     /// Scratch for [`Self::sync_migrations`].
     sync_buf: Vec<(usize, usize, usize, u64)>,
     /// Scratch for [`Self::run_same_time_wakeups`].
-    later_buf: Vec<Reverse<(u64, u64, Ev)>>,
+    later_buf: Vec<Entry<Ev>>,
 }
 
 /// The simulated CPUs' run queues as the balancer's [`RqAccess`]: snapshots are built
@@ -478,13 +544,13 @@ impl Snapshots for SimRqs<'_> {
     }
 
     fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
-        self.cpus[cpu.index()].rq.snapshot()
+        self.cpus[cpu.index()].rq().snapshot()
     }
 }
 
 impl RqAccess for SimRqs<'_> {
     fn with_rq<R>(&mut self, cpu: CpuId, f: impl FnOnce(&mut Rq) -> R) -> R {
-        f(&mut self.cpus[cpu.index()].rq)
+        f(self.cpus[cpu.index()].rq_mut())
     }
 
     fn moved(&mut self, m: &Moved) {
@@ -506,7 +572,7 @@ impl Snapshots for SimSnaps<'_> {
     }
 
     fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
-        self.0[cpu.index()].rq.snapshot()
+        self.0[cpu.index()].rq().snapshot()
     }
 }
 
@@ -527,6 +593,13 @@ impl<'a, W: Write> Engine<'a, W> {
         if nr > 64 {
             return Err(SimError::Workload(format!(
                 "{nr} CPUs: the simulator supports at most 64"
+            )));
+        }
+        if wl.tasks.len() > (u32::MAX - FIRST_PID) as usize {
+            return Err(SimError::Workload(format!(
+                "{} tasks: the simulator supports at most {}",
+                wl.tasks.len(),
+                u32::MAX - FIRST_PID
             )));
         }
         if cfg.hz == 0 || cfg.hz > 10_000 {
@@ -573,22 +646,24 @@ impl<'a, W: Write> Engine<'a, W> {
             });
         }
         let uclamp_used = tasks.iter().any(|t| t.uclamp.is_some());
-        let cpus = (0..nr)
+        let cpus: Vec<SimCpu> = (0..nr)
             .map(|c| {
                 let mut rc = RqConfig::new(CpuId(c as u16), nr as u32);
                 rc.capacity_orig = Capacity(board.cpus[c].capacity_orig);
                 rc.tick_nsec = tick_ns;
                 rc.features = cfg.features;
                 rc.max_tasks = wl.tasks.len().max(1);
-                SimCpu {
-                    rq: Rq::new(rc, Nanos(0)),
-                    running: None,
-                    last_acct: 0,
-                    seg_gen: 0,
-                    run_start: 0,
-                    in_idle_state: true,
-                    idle_wakee: WakeeFlips::default(),
-                }
+                SimCpu::new(
+                    Rq::new(rc, Nanos(0)),
+                    CpuState {
+                        running: None,
+                        last_acct: 0,
+                        seg_seq: 0,
+                        run_start: 0,
+                        in_idle_state: true,
+                        idle_wakee: WakeeFlips::default(),
+                    },
+                )
             })
             .collect();
         let domains = board
@@ -667,6 +742,7 @@ impl<'a, W: Write> Engine<'a, W> {
         } else {
             None
         };
+        let snaps = cpus.iter().map(|c| c.rq().snapshot()).collect();
         Ok(Engine {
             lb,
             cpu_signals: vec![Default::default(); nr],
@@ -681,7 +757,7 @@ impl<'a, W: Write> Engine<'a, W> {
             seq: 0,
             // Pending events: a wake-up per task, segment ends (stale ones until they
             // expire), ticks, frequency polls and reschedules.
-            heap: BinaryHeap::with_capacity(16 * (wl.tasks.len() + nr) + 64),
+            heap: EventQueue::with_capacity(16 * (wl.tasks.len() + nr) + 64),
             tasks,
             cpus,
             domains,
@@ -700,7 +776,8 @@ impl<'a, W: Write> Engine<'a, W> {
                 tracked: overutilized_tracked(board),
                 eas: eas_em.is_some(),
             },
-            snaps: Vec::with_capacity(nr),
+            snaps,
+            snaps_version: vec![0; nr],
             moved: MovedTasks {
                 by_task: vec![None; wl.tasks.len()],
                 nr: 0,
@@ -766,7 +843,7 @@ impl<'a, W: Write> Engine<'a, W> {
         }
         self.trace_initial_overutilized()?;
         for i in 0..self.tasks.len() {
-            self.push(self.wl.tasks[i].delay_ns, Ev::Start(i));
+            self.push(self.wl.tasks[i].delay_ns, Ev::Start(i as u32));
         }
         self.push(self.tick_ns, Ev::Tick);
         Ok(())
@@ -777,7 +854,7 @@ impl<'a, W: Write> Engine<'a, W> {
     /// it returns.
     pub fn run_events(&mut self) -> Result<u64, SimError> {
         let mut end = self.cfg.duration_ns;
-        while let Some(Reverse((t, _, ev))) = self.heap.pop() {
+        while let Some(Entry { t, seq, ev }) = self.heap.pop() {
             if t > end {
                 break;
             }
@@ -795,10 +872,11 @@ impl<'a, W: Write> Engine<'a, W> {
                     }
                     self.tick()?
                 }
-                Ev::Start(i) => self.wake(i, None, true)?,
-                Ev::Wake(i) => self.wake(i, None, false)?,
-                Ev::SegDone { cpu, gen } => {
-                    if gen == self.cpus[cpu].seg_gen {
+                Ev::Start(i) => self.wake(i as usize, None, true)?,
+                Ev::Wake(i) => self.wake(i as usize, None, false)?,
+                Ev::SegDone(cpu) => {
+                    let cpu = cpu as usize;
+                    if seq == self.cpus[cpu].seg_seq {
                         self.account(cpu)?;
                         if let Some(t) = self.cpus[cpu].running {
                             self.tasks[t].remaining_fp = 0;
@@ -812,6 +890,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     }
                 }
                 Ev::Resched(cpu) => {
+                    let cpu = cpu as usize;
                     self.account(cpu)?;
                     self.schedule(cpu, PrevState::Preempted)?;
                 }
@@ -871,27 +950,35 @@ impl<'a, W: Write> Engine<'a, W> {
     /// queues before `sched_tick`): the tick then sees the woken task, not an idle CPU.
     fn run_same_time_wakeups(&mut self, t: u64) -> Result<(), SimError> {
         let mut later = std::mem::take(&mut self.later_buf);
-        while let Some(&Reverse((tt, seq, ev))) = self.heap.peek() {
-            if tt != t {
+        while let Some(&e) = self.heap.peek() {
+            if e.t != t {
                 break;
             }
             self.heap.pop();
-            match ev {
+            match e.ev {
                 Ev::Wake(i) => {
                     self.events += 1;
-                    self.wake(i, None, false)?;
+                    self.wake(i as usize, None, false)?;
                 }
-                _ => later.push(Reverse((tt, seq, ev))),
+                _ => later.push(e),
             }
         }
-        self.heap.extend(later.drain(..));
+        for e in later.drain(..) {
+            self.heap.push(e);
+        }
         self.later_buf = later;
         Ok(())
     }
 
-    fn push(&mut self, t: u64, ev: Ev) {
+    /// Queue `ev` at `t`; returns its sequence number.
+    fn push(&mut self, t: u64, ev: Ev) -> u64 {
         self.seq += 1;
-        self.heap.push(Reverse((t, self.seq, ev)));
+        self.heap.push(Entry {
+            t,
+            seq: self.seq,
+            ev,
+        });
+        self.seq
     }
 
     fn rate_fp(&self, cpu: usize, task: usize) -> u64 {
@@ -920,7 +1007,7 @@ impl<'a, W: Write> Engine<'a, W> {
             self.busy_ns[cpu][self.domains[d].cur_opp] += dt;
         }
         let c = &mut self.cpus[cpu];
-        c.rq.update_rq_clock(Nanos(self.now))?;
+        c.rq_mut().update_rq_clock(Nanos(self.now))?;
         c.last_acct = self.now;
         Ok(())
     }
@@ -931,7 +1018,7 @@ impl<'a, W: Write> Engine<'a, W> {
         match &st.parked {
             Some(p) => p.avg,
             None => self.cpus[st.cpu]
-                .rq
+                .rq()
                 .task(tid(t))
                 .map_or_else(SchedAvg::default, |p| p.avg),
         }
@@ -969,7 +1056,7 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// LISA's `sched_pelt_cfs` for `cpu`'s root cfs_rq, written on `ctx_cpu`.
     fn trace_pelt_cfs(&mut self, ctx_cpu: usize, cpu: usize) -> Result<(), SimError> {
-        let v = *self.cpus[cpu].rq.cfs_avg();
+        let v = *self.cpus[cpu].rq().cfs_avg();
         let sig = &mut self.cpu_signals[cpu];
         sig[CpuSignal::Util as usize].update(self.now, v.util_avg);
         sig[CpuSignal::Load as usize].update(self.now, v.load_avg);
@@ -1009,7 +1096,7 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// LISA's `sched_util_est_cfs` for `cpu`'s root cfs_rq, written on `ctx_cpu`.
     fn trace_util_est_cfs(&mut self, ctx_cpu: usize, cpu: usize) -> Result<(), SimError> {
-        let v = *self.cpus[cpu].rq.cfs_avg();
+        let v = *self.cpus[cpu].rq().cfs_avg();
         self.cpu_signals[cpu][CpuSignal::Enqueued as usize].update(self.now, v.util_est as u64);
         if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
@@ -1130,7 +1217,7 @@ impl<'a, W: Write> Engine<'a, W> {
             cpus: &self.snaps,
             em: self.eas_em.as_ref(),
             rd: self.rd,
-            uclamp_sysctl: self.cpus[prev].rq.uclamp_sysctl(),
+            uclamp_sysctl: self.cpus[prev].rq().uclamp_sysctl(),
             placement: self.cfg.placement,
             waker,
         };
@@ -1183,7 +1270,7 @@ impl<'a, W: Write> Engine<'a, W> {
         st.wake_ts = Some(self.now);
         let migrated = !new && cpu != prev;
         if migrated {
-            let old = &mut self.cpus[prev].rq;
+            let old = self.cpus[prev].rq_mut();
             let removed = migrate_task_rq_fair(&old.pelt_remote(), &mut task, old.clock_task())?;
             old.apply_removed(removed);
             if let Some(w) = self.trace.as_mut() {
@@ -1204,7 +1291,7 @@ impl<'a, W: Write> Engine<'a, W> {
         self.tasks[t].cpu = cpu;
         let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
         let outcome = ttwu_activate(
-            &mut self.cpus[cpu].rq,
+            self.cpus[cpu].rq_mut(),
             task,
             kind,
             migrated,
@@ -1231,7 +1318,7 @@ impl<'a, W: Write> Engine<'a, W> {
             )?;
         }
         if outcome.resched.is_yes() {
-            self.push(self.now, Ev::Resched(cpu));
+            self.push(self.now, Ev::Resched(cpu as u32));
         }
         for (left, c) in [(waker_left_idle, waker_cpu), (act_left_idle, act_cpu)] {
             if left && c != cpu {
@@ -1247,8 +1334,12 @@ impl<'a, W: Write> Engine<'a, W> {
     /// Every CPU's [`RqSnapshot`] as of now, into `self.snaps` (what other CPUs would
     /// read).
     fn refresh_snaps(&mut self) {
-        self.snaps.clear();
-        self.snaps.extend(self.cpus.iter().map(|c| c.rq.snapshot()));
+        for (c, cpu) in self.cpus.iter().enumerate() {
+            if self.snaps_version[c] != cpu.version() {
+                self.snaps[c] = cpu.rq().snapshot();
+                self.snaps_version[c] = cpu.version();
+            }
+        }
     }
 
     /// Store a new root-domain overutilized flag: account the time and trace the change.
@@ -1299,18 +1390,18 @@ impl<'a, W: Write> Engine<'a, W> {
     fn schedule(&mut self, cpu: usize, prev_state: PrevState) -> Result<(), SimError> {
         let prev = self.cpus[cpu].running;
         let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
-        let mut pick = schedule_pick(&mut self.cpus[cpu].rq, &cctx);
+        let mut pick = schedule_pick(self.cpus[cpu].rq_mut(), &cctx);
         if pick == Pick::Newidle {
             // pick_next_task_fair's newidle balance (Linux drops the rq lock here), then
             // the repick, which goes idle (clock_pelt resync) when nothing arrived.
             self.sched_balance_newidle(cpu)?;
-            pick = schedule_repick(&mut self.cpus[cpu].rq);
+            pick = schedule_repick(self.cpus[cpu].rq_mut());
         }
         let next = match pick {
             Pick::Next(id) => Some(tidx(id)),
             Pick::Idle | Pick::Newidle => None,
         };
-        schedule_finish(&mut self.cpus[cpu].rq, &cctx);
+        schedule_finish(self.cpus[cpu].rq_mut(), &cctx);
         self.cpufreq_update(cpu);
         if let Some(p) = prev {
             if self.tasks[p].parked.is_none() {
@@ -1359,10 +1450,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let c = &mut self.cpus[cpu];
         c.running = next;
         c.run_start = self.now;
-        c.seg_gen += 1;
+        c.seg_seq = 0;
         match next {
             None => {
-                sched_core::idle_enter(&mut self.cpus[cpu].rq);
+                sched_core::idle_enter(self.cpus[cpu].rq_mut());
                 self.trace_pelt(cpu, None)?;
                 self.enter_idle(cpu)?;
                 self.idle_enter(cpu)?;
@@ -1391,15 +1482,13 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         let rate = self.rate_fp(cpu, t).max(1);
         let dt = self.tasks[t].remaining_fp.div_ceil(rate);
-        self.cpus[cpu].seg_gen += 1;
-        let gen = self.cpus[cpu].seg_gen;
-        self.push(self.now + dt, Ev::SegDone { cpu, gen });
+        self.cpus[cpu].seg_seq = self.push(self.now + dt, Ev::SegDone(cpu as u32));
     }
 
     /// The running task of `cpu` blocks (`DEQUEUE_SLEEP`), then `__schedule`.
     fn block(&mut self, cpu: usize, t: usize, state: TState) -> Result<(), SimError> {
         let task = self.cpus[cpu]
-            .rq
+            .rq_mut()
             .dequeue_task(tid(t), DequeueFlags::SLEEP)?;
         self.cpufreq_update(cpu);
         if self.cfg.features.enabled(Feature::UTIL_EST) {
@@ -1446,7 +1535,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     if task.nice != p.nice {
                         // A phase with its own `nice`: set_user_nice on the queued task.
                         task.nice = p.nice;
-                        self.cpus[cpu].rq.set_nice(tid(t), p.nice)?;
+                        self.cpus[cpu].rq_mut().set_nice(tid(t), p.nice)?;
                     }
                     continue;
                 }
@@ -1469,7 +1558,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     // task's signals leave its CPU's cfs_rq at the next update instead of
                     // decaying there as blocked load.
                     if let Some(mut task) = self.tasks[t].parked.take() {
-                        let rq = &mut self.cpus[cpu].rq;
+                        let rq = self.cpus[cpu].rq_mut();
                         let removed =
                             task_dead_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
                         rq.apply_removed(removed);
@@ -1491,7 +1580,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     if ns == 0 {
                         continue;
                     }
-                    self.push(self.now + ns, Ev::Wake(t));
+                    self.push(self.now + ns, Ev::Wake(t as u32));
                     return self.block(cpu, t, TState::Sleeping);
                 }
                 Action::Timer(tick) => {
@@ -1512,7 +1601,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     let Some(at) = tick.wait_until_ns else {
                         continue;
                     };
-                    self.push(at, Ev::Wake(t));
+                    self.push(at, Ev::Wake(t as u32));
                     return self.block(cpu, t, TState::Sleeping);
                 }
                 Action::Suspend => return self.block(cpu, t, TState::Suspended),
@@ -1526,8 +1615,8 @@ impl<'a, W: Write> Engine<'a, W> {
                     }
                 }
                 Action::Yield => {
-                    self.cpus[cpu].rq.yield_task();
-                    if self.cpus[cpu].rq.need_resched() {
+                    self.cpus[cpu].rq_mut().yield_task();
+                    if self.cpus[cpu].rq().need_resched() {
                         self.schedule(cpu, PrevState::Running)?;
                         if self.cpus[cpu].running != Some(t) {
                             return Ok(());
@@ -1576,7 +1665,7 @@ impl<'a, W: Write> Engine<'a, W> {
     fn tick(&mut self) -> Result<(), SimError> {
         for cpu in 0..self.cpus.len() {
             let Some(t) = self.cpus[cpu].running else {
-                if idle_tick_kept(&self.cpus[cpu].rq, self.tick_ns, self.lb.is_some()) {
+                if idle_tick_kept(self.cpus[cpu].rq(), self.tick_ns, self.lb.is_some()) {
                     self.account(cpu)?;
                     self.sched_balance_trigger(cpu)?;
                 }
@@ -1584,9 +1673,9 @@ impl<'a, W: Write> Engine<'a, W> {
             };
             self.account(cpu)?;
             let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
-            let resched = sched_tick(&mut self.cpus[cpu].rq, &cctx);
+            let resched = sched_tick(self.cpus[cpu].rq_mut(), &cctx);
             self.cpufreq_update(cpu);
-            if let Some(v) = tick_overutilized(&self.cpus[cpu].rq, &self.rd, &cctx) {
+            if let Some(v) = tick_overutilized(self.cpus[cpu].rq(), &self.rd, &cctx) {
                 self.set_overutilized(v)?;
             }
             self.trace_pelt(cpu, Some(t))?;
@@ -1631,14 +1720,14 @@ impl<'a, W: Write> Engine<'a, W> {
     /// tick stops (`nohz_balance_enter_idle`).
     fn enter_idle(&mut self, cpu: usize) -> Result<(), SimError> {
         let j = self.jiffies();
-        let avg_idle = self.cpus[cpu].rq.avg_idle();
+        let avg_idle = self.cpus[cpu].rq().avg_idle();
         if self
             .nohz
             .newidle_stats_due(avg_idle, SCHED_MIGRATION_COST_NS, j)
         {
             self.nohz_stats_update(cpu)?;
         }
-        self.nohz.enter_idle(&mut self.cpus[cpu].rq);
+        self.nohz.enter_idle(self.cpus[cpu].rq_mut());
         Ok(())
     }
 
@@ -1646,7 +1735,7 @@ impl<'a, W: Write> Engine<'a, W> {
     /// ([`Nohz::stats_kick`]): the kicked CPU raises `SCHED_SOFTIRQ` and updates the
     /// blocked load of the idle CPUs.
     fn nohz_balancer_kick(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.cpus[cpu].rq.curr_is_idle() {
+        if self.cpus[cpu].rq().curr_is_idle() {
             return Ok(());
         }
         self.nohz.exit_idle(CpuId(cpu as u16));
@@ -1678,7 +1767,7 @@ impl<'a, W: Write> Engine<'a, W> {
         self.nohz.stats_begin();
         let mut has_blocked = false;
         for c in ilb_order(CpuId(this_cpu as u16), self.cpus.len()) {
-            if self.cpus[c.index()].rq.curr_is_idle() {
+            if self.cpus[c.index()].rq().curr_is_idle() {
                 has_blocked |= self.update_nohz_stats(this_cpu, c.index())?;
             }
         }
@@ -1692,12 +1781,12 @@ impl<'a, W: Write> Engine<'a, W> {
     /// blocked load.
     fn update_nohz_stats(&mut self, this_cpu: usize, cpu: usize) -> Result<bool, SimError> {
         let j = self.jiffies();
-        match blocked_load_check(&self.nohz, &self.cpus[cpu].rq, j) {
+        match blocked_load_check(&self.nohz, self.cpus[cpu].rq(), j) {
             BlockedLoad::Done(still) => return Ok(still),
             BlockedLoad::Update => {}
         }
         self.account(cpu)?;
-        let (decayed, still) = update_blocked_load(&mut self.cpus[cpu].rq, j);
+        let (decayed, still) = update_blocked_load(self.cpus[cpu].rq_mut(), j);
         if decayed {
             self.cpufreq_update(cpu);
             self.trace_pelt_cfs(this_cpu, cpu)?;
@@ -1720,7 +1809,7 @@ impl<'a, W: Write> Engine<'a, W> {
         self.domains[d].cur_opp = self.board.opp_index(d, khz);
         let scale = arch_scale_freq_capacity(Khz(khz), Khz(self.board.domains[d].fmax_khz));
         for &c in cpus {
-            self.cpus[c].rq.set_freq_scale(Capacity(scale));
+            self.cpus[c].rq_mut().set_freq_scale(Capacity(scale));
         }
         if !changed {
             return Ok(());
@@ -1776,7 +1865,7 @@ impl<'a, W: Write> Engine<'a, W> {
             return Ok(());
         }
         let now = Nanos(self.now);
-        if !sched_balance_trigger(now, &self.cpus[cpu].rq) {
+        if !sched_balance_trigger(now, self.cpus[cpu].rq()) {
             return Ok(());
         }
         self.counters.sched_softirq_raises += 1;
@@ -1812,11 +1901,11 @@ impl<'a, W: Write> Engine<'a, W> {
     /// `sched_balance_domains(CPU_IDLE)` for every tickless idle CPU whose
     /// `rq->next_balance` is due (`_nohz_idle_balance`), itself last.
     fn nohz_balance_kick(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.lb.is_none() || self.cpus[cpu].rq.curr_is_idle() {
+        if self.lb.is_none() || self.cpus[cpu].rq().curr_is_idle() {
             return Ok(());
         }
         let j = self.jiffies();
-        let this = self.cpus[cpu].rq.snapshot();
+        let this = self.cpus[cpu].rq().snapshot();
         let Some(ilb) = self.nohz.balance_kick(&this, j, &SimSnaps(&self.cpus)) else {
             return Ok(());
         };
@@ -1833,10 +1922,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let mut next: Option<u64> = None;
         for c in ilb_order(ilb, nr) {
             let ci = c.index();
-            if !self.cpus[ci].rq.curr_is_idle() {
+            if !self.cpus[ci].rq().curr_is_idle() {
                 continue;
             }
-            if nohz_balance_due(&self.cpus[ci].rq.snapshot(), now) {
+            if nohz_balance_due(&self.cpus[ci].rq().snapshot(), now) {
                 // Each balance may have changed the overutilized flag.
                 let ctx = self.lb_context();
                 let Some(sds) = self.lb.as_mut() else {
@@ -1857,7 +1946,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 self.counters.lb_nohz += report.lb_runs as u64;
                 self.after_balance(ci, &report, None)?;
             }
-            let nb = self.cpus[ci].rq.next_balance().0 / self.tick_ns;
+            let nb = self.cpus[ci].rq().next_balance().0 / self.tick_ns;
             next = Some(next.map_or(nb, |n| n.min(nb)));
         }
         self.nohz.balance_done(next);
@@ -1894,7 +1983,7 @@ impl<'a, W: Write> Engine<'a, W> {
         .map_err(|e| SimError::Workload(e.to_string()))?;
         self.counters.lb_newidle += report.lb_runs as u64;
         self.after_balance(cpu, &report, Some(cpu))?;
-        Ok(self.cpus[cpu].rq.nr_running() > 0)
+        Ok(self.cpus[cpu].rq().nr_running() > 0)
     }
 
     /// After a balance on `this_cpu`: record and trace the tasks that changed CPU,
@@ -1920,12 +2009,12 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         let (src, dst) = (req.src.index(), req.dst.index());
         // The stopper finds nothing to push when the source went idle meanwhile.
-        if self.cpus[src].rq.curr_is_idle() {
+        if self.cpus[src].rq().curr_is_idle() {
             return Ok(());
         }
         self.account(src)?;
         self.account(dst)?;
-        self.cpus[src].rq.put_prev_task();
+        self.cpus[src].rq_mut().put_prev_task();
         let moved = match self.lb.as_mut() {
             Some(sds) => active_load_balance_cpu_stop(
                 sds,
@@ -1968,7 +2057,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     continue;
                 };
                 if to == c && from != to {
-                    let load = self.cpus[c].rq.task(tid(t)).map_or(0, |p| p.avg.load_avg);
+                    let load = self.cpus[c].rq().task(tid(t)).map_or(0, |p| p.avg.load_avg);
                     moved.push((t, from, to, load));
                 }
             }
@@ -1999,8 +2088,9 @@ impl<'a, W: Write> Engine<'a, W> {
             }
             self.cpufreq_update(from);
             self.cpufreq_update(to);
-            if Some(to) != caller_picks && attach_preempt(&mut self.cpus[to].rq, tid(t))?.is_yes() {
-                self.push(self.now, Ev::Resched(to));
+            if Some(to) != caller_picks && attach_preempt(self.cpus[to].rq_mut(), tid(t))?.is_yes()
+            {
+                self.push(self.now, Ev::Resched(to as u32));
             }
         }
         self.sync_buf = moved;
@@ -2011,7 +2101,7 @@ impl<'a, W: Write> Engine<'a, W> {
     /// iowait enqueue): run schedutil; a new frequency takes effect after the domain's
     /// transition latency (emulated driver), when a [`Ev::FreqPoll`] applies it.
     fn cpufreq_update(&mut self, cpu: usize) {
-        let Some(req) = self.cpus[cpu].rq.take_cpufreq_update() else {
+        let Some(req) = self.cpus[cpu].rq_mut().take_cpufreq_update() else {
             return;
         };
         if self.cfg.governor != Governor::Schedutil {
@@ -2029,7 +2119,7 @@ impl<'a, W: Write> Engine<'a, W> {
             flags,
             self.cfg.features,
             self.uclamp_used,
-            |c: CpuId| cpus[c.index()].rq.snapshot(),
+            |c: CpuId| cpus[c.index()].rq().snapshot(),
         );
         if let Some(at) = at {
             self.push(at.0.max(self.now), Ev::FreqPoll);

@@ -19,6 +19,7 @@ pub mod meter;
 pub mod optimal;
 pub mod platinfo;
 pub mod plot;
+mod queue;
 pub mod report;
 pub mod signals;
 pub mod trace;

@@ -89,15 +89,26 @@ struct Cli {
     #[arg(long)]
     no_trace: bool,
     /// Benchmark mode: juno-r2 with 10, 100 and 1000 periodic tasks, no output files;
-    /// prints simulated-seconds per wall-second and events per second.
+    /// prints simulated seconds per wall second and per CPU second, and events per second.
     #[arg(long)]
     bench: bool,
+    /// With --bench: the task counts to run (comma-separated), e.g. --bench-tasks 100.
+    #[arg(long, value_delimiter = ',', default_values_t = asym_sim::bench::DEFAULT_TASKS, requires = "bench")]
+    bench_tasks: Vec<usize>,
+    /// With --bench: runs per task count (one row each).
+    #[arg(long, default_value_t = 1, requires = "bench")]
+    bench_repeat: usize,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.bench {
-        return match asym_sim::bench::run_bench(cli.duration, !cli.quiet) {
+        return match asym_sim::bench::run_bench(
+            cli.duration,
+            &cli.bench_tasks,
+            cli.bench_repeat,
+            !cli.quiet,
+        ) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("asym-sim: {e}");

@@ -19,7 +19,7 @@
 //! Deliberate difference: Linux's `migrate_se_pelt_lag` reads `sched_clock_cpu(cpu)` itself;
 //! [`migrate_task_rq_fair`] takes that time as `now`.
 
-use crate::pelt::RemovedLoad;
+use crate::pelt::{RemovedLoad, SchedAvg};
 use crate::rq::{Rq, RqError, Task};
 use crate::types::{CpuId, Nanos};
 
@@ -67,12 +67,20 @@ impl Rq {
 /// task's util. Pure: reads only the published [`PeltRemote`]. A task whose signals belong
 /// to another CPU is refused.
 pub fn sync_entity_load_avg(prev: &PeltRemote, task: &mut Task) -> Result<(), RqError> {
-    check_cpu(prev, task)?;
-    if task.avg.attached {
-        let w = task.se.weight();
-        task.avg.update_blocked_se(prev.last_update_time, w);
-    }
+    task.avg = synced_avg(prev, task)?;
     Ok(())
+}
+
+/// [`sync_entity_load_avg`] on a copy: the task's signals decayed to `prev`'s last
+/// update, the task itself untouched (the wake-up selection reads them without copying
+/// the whole [`Task`]).
+pub fn synced_avg(prev: &PeltRemote, task: &Task) -> Result<SchedAvg, RqError> {
+    check_cpu(prev, task)?;
+    let mut avg = task.avg;
+    if avg.attached {
+        avg.update_blocked_se(prev.last_update_time, task.se.weight());
+    }
+    Ok(avg)
 }
 
 /// `migrate_task_rq_fair` for a *sleeping* task about to be enqueued on another CPU (or
