@@ -98,7 +98,11 @@ struct State {
     topology: Topology,
     capacity: [Capacity; MAX_CPUS],
     board: Option<&'static BoardDesc>,
+    /// Serialises [`set_features`] (writers only).
     features: IrqSpinLock<SchedFeatures>,
+    /// The feature set in force, for readers ([`SchedFeatures::bits`]): read on every switch
+    /// and wake-up, so not behind a lock.
+    features_bits: AtomicU64,
 }
 
 static STATE: InitOnce<&'static State> = InitOnce::new();
@@ -263,6 +267,7 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         capacity,
         board,
         features: IrqSpinLock::new(features),
+        features_bits: AtomicU64::new(features.bits()),
     })));
     for (k, v) in cpufreq_opts {
         if let Err(e) = crate::cpufreq::apply_option(k, v) {
@@ -375,7 +380,7 @@ pub fn print_banner() {
         } else {
             "symmetric"
         },
-        *st.features.lock()
+        features()
     );
     crate::cpufreq::print_domains();
 }
@@ -420,16 +425,19 @@ pub fn double_rq_lock(
 
 /// The feature set in force.
 pub fn features() -> SchedFeatures {
-    STATE
-        .get()
-        .map_or(SchedFeatures::default(), |s| *s.features.lock())
+    STATE.get().map_or(SchedFeatures::default(), |s| {
+        SchedFeatures::from_bits(s.features_bits.load(Ordering::Relaxed))
+    })
 }
 
 /// Changes the feature set at run time on every run queue (Linux writing
 /// `/sys/kernel/debug/sched/features`).
 pub fn set_features(f: SchedFeatures) -> Result<(), SchedError> {
     let st = STATE.get().ok_or(SchedError::NotInitialised)?;
-    *st.features.lock() = f;
+    let mut w = st.features.lock();
+    *w = f;
+    st.features_bits.store(f.bits(), Ordering::Relaxed);
+    drop(w);
     for cpu in st.cpus {
         let mut g = cpu.lock();
         let _ = g.rq.update_rq_clock(now());
