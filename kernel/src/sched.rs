@@ -896,18 +896,16 @@ fn online_mask() -> CpuMask {
     CpuMask(crate::smp::online_mask())
 }
 
-/// Places and enqueues a new thread (Linux `wake_up_new_task`, fork balancing included).
-pub(crate) fn wake_up_new_thread(id: ThreadId) {
-    let Some(st) = STATE.get() else { return };
+/// Places and enqueues a new thread (Linux `wake_up_new_task`, fork balancing included). A
+/// refusal (its run queue full) is the caller's to report: the thread is then on no run queue.
+pub(crate) fn wake_up_new_thread(id: ThreadId) -> Result<(), SchedError> {
+    let st = STATE.get().ok_or(SchedError::NotInitialised)?;
     let t = task::slot(id.slot());
     let params = t.sched.lock().params;
     if params.uclamp != (0, 1024) {
         UCLAMP_USED.store(true, Ordering::Relaxed);
     }
-    let mut task = match policy::new_task(id, &params) {
-        Ok(task) => task,
-        Err(e) => panic!("sched: new thread {id:?}: {e}"),
-    };
+    let mut task = policy::new_task(id, &params).map_err(SchedError::Rq)?;
     let online = online_mask();
     let mut snaps = snapshot::Snapshots::new();
     if policy::needs_snapshots(params.affinity, online) {
@@ -930,13 +928,8 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) {
     clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
     task.cpus_allowed = params.affinity;
-    let outcome = match policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps) {
-        Ok(o) => o,
-        Err(e) => panic!(
-            "sched: cpu {}: new thread {:?} refused: {}",
-            target.0, id, e.reason
-        ),
-    };
+    let outcome = policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps)
+        .map_err(|e| SchedError::Rq(e.reason))?;
     t.on_rq.store(true, Ordering::Release);
     tracing::set_nice(id.slot(), params.nice);
     tracing::wakeup(id.slot(), target, true);
@@ -946,6 +939,7 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) {
         resched_cpu(target);
     }
     preempt_check();
+    Ok(())
 }
 
 /// Wakes thread `id` if it sleeps (Linux `wake_up_process`); false if it was not asleep.
