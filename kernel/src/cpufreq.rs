@@ -34,7 +34,7 @@ use asym_sched::rq::CpufreqUpdate;
 use asym_sched::rq::RqSnapshot;
 use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::{BoardDesc, Topology};
-use asym_sched::types::{Capacity, CpuId, Khz, Nanos, SCHED_CAPACITY_SCALE};
+use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, SCHED_CAPACITY_SCALE};
 
 use crate::dt::MAX_CPUS;
 use crate::percpu::PerCpu;
@@ -386,17 +386,23 @@ pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
     IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
     let cpus = core.policy(pd).map(|p| p.cpus);
     drop(core);
-    // Schedutil runs from ticks: a domain whose CPUs all stopped theirs would never apply the
-    // new governor's choice. Each CPU evaluates at a tick it restarts for that.
-    if let (Ok(()), Some(cpus)) = (&r, cpus) {
-        for c in 0..MAX_CPUS {
-            let id = CpuId(c as u16);
-            if cpus.contains(id) {
-                crate::sched::cpufreq_kick(id);
-            }
-        }
+    if r.is_ok() {
+        kick_domain(cpus);
     }
     r
+}
+
+/// Schedutil runs from ticks: a domain whose CPUs all stopped theirs would never apply a new
+/// governor's or new limits' choice. Each CPU of `cpus` evaluates at a tick it restarts for
+/// that (call with the cpufreq core's lock dropped).
+fn kick_domain(cpus: Option<CpuMask>) {
+    let Some(cpus) = cpus else { return };
+    for c in 0..MAX_CPUS {
+        let id = CpuId(c as u16);
+        if cpus.contains(id) {
+            crate::sched::cpufreq_kick(id);
+        }
+    }
 }
 
 /// Sets `scaling_min_freq`/`scaling_max_freq` of domain `pd`. Unlike Linux's sysfs, which
@@ -423,6 +429,13 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
     }
     let r = core.set_limits(pd, min, max, now).map_err(Error::Policy);
     IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
+    let cpus = core.policy(pd).map(|p| p.cpus);
+    drop(core);
+    // A limit that leaves `cur` inside it (a lowered minimum under schedutil) takes effect at
+    // the governor's next evaluation, which an idle domain would never have.
+    if r.is_ok() {
+        kick_domain(cpus);
+    }
     r
 }
 

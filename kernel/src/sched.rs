@@ -99,7 +99,11 @@ struct State {
     topology: Topology,
     capacity: [Capacity; MAX_CPUS],
     board: Option<&'static BoardDesc>,
+    /// Serialises [`set_features`] (writers only).
     features: IrqSpinLock<SchedFeatures>,
+    /// The feature set in force, for readers ([`SchedFeatures::bits`]): read on every switch
+    /// and wake-up, so not behind a lock.
+    features_bits: AtomicU64,
 }
 
 static STATE: InitOnce<&'static State> = InitOnce::new();
@@ -264,6 +268,7 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         capacity,
         board,
         features: IrqSpinLock::new(features),
+        features_bits: AtomicU64::new(features.bits()),
     })));
     for (k, v) in cpufreq_opts {
         if let Err(e) = crate::cpufreq::apply_option(k, v) {
@@ -376,7 +381,7 @@ pub fn print_banner() {
         } else {
             "symmetric"
         },
-        *st.features.lock()
+        features()
     );
     crate::cpufreq::print_domains();
 }
@@ -421,16 +426,19 @@ pub fn double_rq_lock(
 
 /// The feature set in force.
 pub fn features() -> SchedFeatures {
-    STATE
-        .get()
-        .map_or(SchedFeatures::default(), |s| *s.features.lock())
+    STATE.get().map_or(SchedFeatures::default(), |s| {
+        SchedFeatures::from_bits(s.features_bits.load(Ordering::Relaxed))
+    })
 }
 
 /// Changes the feature set at run time on every run queue (Linux writing
 /// `/sys/kernel/debug/sched/features`).
 pub fn set_features(f: SchedFeatures) -> Result<(), SchedError> {
     let st = STATE.get().ok_or(SchedError::NotInitialised)?;
-    *st.features.lock() = f;
+    let mut w = st.features.lock();
+    *w = f;
+    st.features_bits.store(f.bits(), Ordering::Relaxed);
+    drop(w);
     for cpu in st.cpus {
         let mut g = cpu.lock();
         let _ = g.rq.update_rq_clock(now());
@@ -889,18 +897,16 @@ fn online_mask() -> CpuMask {
     CpuMask(crate::smp::online_mask())
 }
 
-/// Places and enqueues a new thread (Linux `wake_up_new_task`, fork balancing included).
-pub(crate) fn wake_up_new_thread(id: ThreadId) {
-    let Some(st) = STATE.get() else { return };
+/// Places and enqueues a new thread (Linux `wake_up_new_task`, fork balancing included). A
+/// refusal (its run queue full) is the caller's to report: the thread is then on no run queue.
+pub(crate) fn wake_up_new_thread(id: ThreadId) -> Result<(), SchedError> {
+    let st = STATE.get().ok_or(SchedError::NotInitialised)?;
     let t = task::slot(id.slot());
     let params = t.sched.lock().params;
     if params.uclamp != (0, 1024) {
         UCLAMP_USED.store(true, Ordering::Relaxed);
     }
-    let mut task = match policy::new_task(id, &params) {
-        Ok(task) => task,
-        Err(e) => panic!("sched: new thread {id:?}: {e}"),
-    };
+    let mut task = policy::new_task(id, &params).map_err(SchedError::Rq)?;
     let online = online_mask();
     let mut snaps = snapshot::Snapshots::new();
     if policy::needs_snapshots(params.affinity, online) {
@@ -923,13 +929,8 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) {
     clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
     task.cpus_allowed = params.affinity;
-    let outcome = match policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps) {
-        Ok(o) => o,
-        Err(e) => panic!(
-            "sched: cpu {}: new thread {:?} refused: {}",
-            target.0, id, e.reason
-        ),
-    };
+    let outcome = policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps)
+        .map_err(|e| SchedError::Rq(e.reason))?;
     t.on_rq.store(true, Ordering::Release);
     tracing::set_nice(id.slot(), params.nice);
     tracing::wakeup(id.slot(), target, true);
@@ -939,6 +940,7 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) {
         resched_cpu(target);
     }
     preempt_check();
+    Ok(())
 }
 
 /// Wakes thread `id` if it sleeps (Linux `wake_up_process`); false if it was not asleep.

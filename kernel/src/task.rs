@@ -291,6 +291,8 @@ pub enum SpawnError {
     Stack(StackError),
     /// The parameters were refused (the message names the problem).
     BadParams(&'static str),
+    /// The scheduler refused the new thread (its run queue full, say); nothing of it is left.
+    Sched(crate::sched::SchedError),
 }
 
 impl fmt::Display for SpawnError {
@@ -300,6 +302,7 @@ impl fmt::Display for SpawnError {
             SpawnError::TableFull => write!(f, "spawn: all {MAX_THREADS} thread slots in use"),
             SpawnError::Stack(e) => write!(f, "spawn: {e}"),
             SpawnError::BadParams(why) => write!(f, "spawn: {why}"),
+            SpawnError::Sched(e) => write!(f, "spawn: {e}"),
         }
     }
 }
@@ -432,7 +435,13 @@ pub fn spawn(
             return Err(e);
         }
     };
-    crate::sched::wake_up_new_thread(id);
+    if let Err(e) = crate::sched::wake_up_new_thread(id) {
+        // It never ran and is on no run queue: its stack and slot go back (the generation
+        // moves on, so `id` is stale).
+        drop(slot(s).ctx.release_stack());
+        free_slot(s);
+        return Err(SpawnError::Sched(e));
+    }
     Ok(id)
 }
 

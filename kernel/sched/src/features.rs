@@ -166,6 +166,24 @@ impl SchedFeatures {
         SchedFeatures(0)
     }
 
+    /// The set as a bit mask (bit `f as u8` for feature `f`), for a lock-free copy such as
+    /// an atomic word; [`SchedFeatures::from_bits`] turns it back.
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// The set whose [`bits`](SchedFeatures::bits) are `bits` (bits naming no feature are
+    /// dropped).
+    pub const fn from_bits(bits: u64) -> SchedFeatures {
+        let mut known = 0u64;
+        let mut i = 0;
+        while i < Feature::ALL.len() {
+            known |= 1 << (Feature::ALL[i] as u8);
+            i += 1;
+        }
+        SchedFeatures(bits & known)
+    }
+
     /// `sched_feat(f)`.
     pub const fn enabled(self, f: Feature) -> bool {
         self.0 & (1 << (f as u8)) != 0
@@ -318,6 +336,18 @@ mod tests {
     use super::*;
     use std::format;
     use std::string::ToString;
+
+    #[test]
+    fn bits_round_trip_every_single_feature_and_drop_unknown_bits() {
+        for &f in Feature::ALL {
+            let one = SchedFeatures::none().with(f, true);
+            assert_eq!(SchedFeatures::from_bits(one.bits()), one, "{}", f.name());
+            assert!(SchedFeatures::from_bits(one.bits()).enabled(f));
+        }
+        let d = SchedFeatures::default();
+        assert_eq!(SchedFeatures::from_bits(d.bits()), d);
+        assert_eq!(SchedFeatures::from_bits(1 << 63), SchedFeatures::none());
+    }
 
     #[test]
     fn defaults_match_linux_features_h() {

@@ -19,6 +19,8 @@
 //! another lock, and a reader never waits for a run-queue lock; `cargo xtask bench switch`
 //! measures what it costs the wake-up path.
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use asym_sched::pelt::RemovedLoad;
 use asym_sched::rq::{Rq, RqSnapshot};
 use asym_sched::types::{CpuId, CpuMask};
@@ -30,6 +32,13 @@ use crate::sync::IrqSpinLock;
 /// Each CPU's latest snapshot (`None` before its first).
 static SNAPSHOTS: PerCpu<IrqSpinLock<Option<RqSnapshot>>> =
     PerCpu::new([const { IrqSpinLock::new(None) }; MAX_CPUS]);
+
+/// Per CPU: removals wait in [`REMOVED`] (set under its lock, cleared by the owner's take):
+/// the owner's check on every clock update reads this instead of taking the lock, as Linux
+/// reads `cfs_rq->removed.nr` before taking `removed.lock`. A stale `false` only delays the
+/// removal to the owner's next update.
+static REMOVED_PENDING: PerCpu<AtomicBool> =
+    PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
 
 /// Each CPU's removed load not yet taken in by its owner.
 static REMOVED: PerCpu<IrqSpinLock<RemovedLoad>> = PerCpu::new(
@@ -87,20 +96,27 @@ pub fn add_removed(cpu: CpuId, r: RemovedLoad) {
     if r.nr == 0 {
         return;
     }
-    if let Some(l) = REMOVED.get(cpu) {
-        l.lock().add(r);
+    if let (Some(l), Some(p)) = (REMOVED.get(cpu), REMOVED_PENDING.get(cpu)) {
+        let mut g = l.lock();
+        g.add(r);
+        p.store(true, Ordering::Release);
     }
 }
 
 /// What waits for removal from `cpu`'s cfs_rq, handed out (the owner, under its run-queue
 /// lock, right after the clock update).
 pub fn take_removed(cpu: CpuId) -> RemovedLoad {
-    REMOVED
-        .get(cpu)
-        .map_or_else(RemovedLoad::default, |l| l.lock().take())
+    let (Some(l), Some(p)) = (REMOVED.get(cpu), REMOVED_PENDING.get(cpu)) else {
+        return RemovedLoad::default();
+    };
+    let mut g = l.lock();
+    p.store(false, Ordering::Relaxed);
+    g.take()
 }
 
-/// Whether removals wait for `cpu`'s owner.
+/// Whether removals wait for `cpu`'s owner (lock-free: see [`REMOVED_PENDING`]).
 pub fn removed_pending(cpu: CpuId) -> bool {
-    REMOVED.get(cpu).is_some_and(|l| l.lock().nr != 0)
+    REMOVED_PENDING
+        .get(cpu)
+        .is_some_and(|p| p.load(Ordering::Acquire))
 }

@@ -18,6 +18,10 @@ use crate::{cpufreq, sched, test_assert};
 
 crate::selftest!(name = "cpufreq_work_time_emulation", work_time_emulation);
 crate::selftest!(name = "cpufreq_bad_requests_refused", bad_requests_refused);
+crate::selftest!(
+    name = "cpufreq_limits_apply_on_idle_domain",
+    limits_on_idle_domain
+);
 
 /// Work of the test task: 4 ms at a big CPU's top OPP.
 const WORK_NS: u64 = 4_000_000;
@@ -183,6 +187,57 @@ fn bad_requests_refused() -> TestResult {
         crate::arch::wfi();
     }
     test_assert!(crate::timer::ticks(me) > t + 2, "the tick stopped");
+    Ok(())
+}
+
+/// A limit change on a domain whose CPUs are all idle (ticks stopped) under schedutil takes
+/// effect: raising the minimum to the top OPP moves `cur` there at once (the limits clamp it),
+/// and lowering it back lets schedutil, evaluated at a tick the change restarts, return to
+/// the lowest OPP (an idle domain's util is 0).
+fn limits_on_idle_domain() -> TestResult {
+    let cpu = little_cpu();
+    let Some(pd) = cpufreq::domain_of(cpu) else {
+        crate::println!("selftest cpufreq_limits_apply_on_idle_domain: skipped: no cpufreq");
+        return Ok(());
+    };
+    let p = cpufreq::policy(pd).ok_or(err("no policy"))?;
+    let me = crate::percpu::current_cpu();
+    if p.cpus.contains(me) {
+        crate::println!("selftest cpufreq_limits_apply_on_idle_domain: skipped: no idle domain");
+        return Ok(());
+    }
+    let fmin = p.table().first().map_or(Khz(0), |e| e.frequency);
+    let fmax = p.table().last().map_or(Khz(0), |e| e.frequency);
+    cpufreq::set_governor(pd, Governor::Schedutil).map_err(err)?;
+    let idle = |want: Khz| {
+        cpufreq::policy(pd).is_some_and(|p| p.cur() == want)
+            && crate::smp::online_cpus()
+                .filter(|&c| p.cpus.contains(c))
+                .all(crate::timer::tick_stopped)
+    };
+    test_assert!(
+        super::sched::wait_until(3_000_000_000, || idle(fmin)),
+        "domain {} did not go idle at {} kHz (cur {:?})",
+        pd,
+        fmin.0,
+        cpufreq::policy(pd).map(|p| p.cur().0)
+    );
+    cpufreq::set_limits(pd, fmax, fmax).map_err(err)?;
+    test_assert!(
+        super::sched::wait_until(200_000_000, || idle(fmax)),
+        "idle domain {} did not go to its raised minimum {} kHz (cur {:?})",
+        pd,
+        fmax.0,
+        cpufreq::policy(pd).map(|p| p.cur().0)
+    );
+    cpufreq::set_limits(pd, fmin, fmax).map_err(err)?;
+    test_assert!(
+        super::sched::wait_until(200_000_000, || idle(fmin)),
+        "idle domain {} stayed at {:?} kHz after its minimum was lowered to {} kHz",
+        pd,
+        cpufreq::policy(pd).map(|p| p.cur().0),
+        fmin.0
+    );
     Ok(())
 }
 
