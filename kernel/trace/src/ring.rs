@@ -8,21 +8,22 @@
 //! store of the head index; the reader's acquire load of the head makes the words
 //! visible, and its release store of the tail hands the slot back. Where Linux's default
 //! overwrites the oldest events, a full ring here refuses the new record and counts it
-//! ([`TraceRing::lost`]): a trace drained at the end keeps its beginning (the initial
+//! ([`Ring::lost`]): a trace drained at the end keeps its beginning (the initial
 //! state LISA's analyses need) and says how much is missing.
 //!
 //! Contract: one producer per ring (the CPU it belongs to, with interrupts masked around
-//! [`TraceRing::push`] if interrupt handlers trace too) and one consumer at a time. Two
+//! [`Ring::push`] if interrupt handlers trace too) and one consumer at a time. Two
 //! producers at once cannot cause undefined behaviour — every access is atomic — but
 //! may interleave the words of their records.
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-/// A ring of `N` records of `W` words each.
+/// The ring over its slot storage `S` (an array for [`TraceRing`], a slice chosen at run
+/// time for [`SliceRing`]), `W` words per record: one protocol for both.
 #[derive(Debug)]
-pub struct TraceRing<const N: usize, const W: usize> {
-    slots: [[AtomicU64; W]; N],
-    /// Records ever published (the next slot is `head % N`); written by the producer.
+pub struct Ring<S, const W: usize> {
+    slots: S,
+    /// Records ever published (the next slot is `head % capacity`); written by the producer.
     head: AtomicUsize,
     /// Records ever consumed; written by the consumer.
     tail: AtomicUsize,
@@ -30,33 +31,64 @@ pub struct TraceRing<const N: usize, const W: usize> {
     lost: AtomicU64,
 }
 
+/// A ring of `N` records of `W` words each, usable in a `static`.
+pub type TraceRing<const N: usize, const W: usize> = Ring<[[AtomicU64; W]; N], W>;
+
+/// The same ring over storage chosen at run time (`slots`, e.g. leaked from the heap, its
+/// capacity sized to the memory there is).
+pub type SliceRing<'a, const W: usize> = Ring<&'a [[AtomicU64; W]], W>;
+
 impl<const N: usize, const W: usize> TraceRing<N, W> {
     /// An empty ring, usable in a `static`.
     pub const fn new() -> Self {
-        TraceRing {
-            slots: [const { [const { AtomicU64::new(0) }; W] }; N],
+        Ring::over([const { [const { AtomicU64::new(0) }; W] }; N])
+    }
+}
+
+impl<const N: usize, const W: usize> Default for TraceRing<N, W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S, const W: usize> Ring<S, W> {
+    /// An empty ring over `slots` (their contents are overwritten before being read).
+    pub const fn over(slots: S) -> Self {
+        Ring {
+            slots,
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             lost: AtomicU64::new(0),
         }
     }
+}
 
+impl<'a, const W: usize> SliceRing<'a, W> {
+    /// An empty ring over `slots` (their contents are overwritten before being read).
+    pub const fn new(slots: &'a [[AtomicU64; W]]) -> Self {
+        Ring::over(slots)
+    }
+}
+
+impl<S: AsRef<[[AtomicU64; W]]>, const W: usize> Ring<S, W> {
     /// Capacity in records.
-    pub const fn capacity(&self) -> usize {
-        N
+    pub fn capacity(&self) -> usize {
+        self.slots.as_ref().len()
     }
 
     /// Append a record (producer side). `false` when the ring is full: the record is
     /// counted in [`Self::lost`] and not stored.
     pub fn push(&self, record: &[u64; W]) -> bool {
+        let slots = self.slots.as_ref();
+        let n = slots.len();
         let head = self.head.load(Ordering::Relaxed);
         // Acquire: the consumer has finished reading every slot up to `tail`.
         let tail = self.tail.load(Ordering::Acquire);
-        if N == 0 || head.wrapping_sub(tail) >= N {
+        if n == 0 || head.wrapping_sub(tail) >= n {
             self.lost.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        for (slot, &w) in self.slots[head % N].iter().zip(record) {
+        for (slot, &w) in slots[head % n].iter().zip(record) {
             slot.store(w, Ordering::Relaxed);
         }
         // Release: the words above are visible to whoever sees the new head.
@@ -66,17 +98,26 @@ impl<const N: usize, const W: usize> TraceRing<N, W> {
 
     /// Take the oldest record (consumer side).
     pub fn pop(&self) -> Option<[u64; W]> {
+        let out = self.peek()?;
+        let tail = self.tail.load(Ordering::Relaxed);
+        // Release: our reads of the slot are done before the producer may reuse it.
+        self.tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(out)
+    }
+
+    /// The oldest record, left in the ring (consumer side).
+    pub fn peek(&self) -> Option<[u64; W]> {
+        let slots = self.slots.as_ref();
+        let n = slots.len();
         let tail = self.tail.load(Ordering::Relaxed);
         let head = self.head.load(Ordering::Acquire);
-        if head == tail || N == 0 {
+        if head == tail || n == 0 {
             return None;
         }
         let mut out = [0u64; W];
-        for (o, slot) in out.iter_mut().zip(&self.slots[tail % N]) {
+        for (o, slot) in out.iter_mut().zip(&slots[tail % n]) {
             *o = slot.load(Ordering::Relaxed);
         }
-        // Release: our reads of the slot are done before the producer may reuse it.
-        self.tail.store(tail.wrapping_add(1), Ordering::Release);
         Some(out)
     }
 
@@ -99,102 +140,6 @@ impl<const N: usize, const W: usize> TraceRing<N, W> {
     /// Records ever stored (consumed or not).
     pub fn written(&self) -> usize {
         self.head.load(Ordering::Relaxed)
-    }
-}
-
-impl<const N: usize, const W: usize> Default for TraceRing<N, W> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// The same ring over storage chosen at run time (`slots`, e.g. leaked from the heap, its
-/// capacity sized to the memory there is): [`TraceRing`]'s protocol and contract.
-#[derive(Debug)]
-pub struct SliceRing<'a, const W: usize> {
-    slots: &'a [[AtomicU64; W]],
-    head: AtomicUsize,
-    tail: AtomicUsize,
-    lost: AtomicU64,
-}
-
-impl<'a, const W: usize> SliceRing<'a, W> {
-    /// An empty ring over `slots` (their contents are overwritten before being read).
-    pub const fn new(slots: &'a [[AtomicU64; W]]) -> Self {
-        SliceRing {
-            slots,
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
-            lost: AtomicU64::new(0),
-        }
-    }
-
-    /// Capacity in records.
-    pub fn capacity(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// [`TraceRing::push`].
-    pub fn push(&self, record: &[u64; W]) -> bool {
-        let n = self.slots.len();
-        let head = self.head.load(Ordering::Relaxed);
-        let tail = self.tail.load(Ordering::Acquire);
-        if n == 0 || head.wrapping_sub(tail) >= n {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        for (slot, &w) in self.slots[head % n].iter().zip(record) {
-            slot.store(w, Ordering::Relaxed);
-        }
-        self.head.store(head.wrapping_add(1), Ordering::Release);
-        true
-    }
-
-    /// [`TraceRing::pop`].
-    pub fn pop(&self) -> Option<[u64; W]> {
-        let n = self.slots.len();
-        let tail = self.tail.load(Ordering::Relaxed);
-        let head = self.head.load(Ordering::Acquire);
-        if head == tail || n == 0 {
-            return None;
-        }
-        let mut out = [0u64; W];
-        for (o, slot) in out.iter_mut().zip(&self.slots[tail % n]) {
-            *o = slot.load(Ordering::Relaxed);
-        }
-        self.tail.store(tail.wrapping_add(1), Ordering::Release);
-        Some(out)
-    }
-
-    /// The oldest record, left in the ring (consumer side).
-    pub fn peek(&self) -> Option<[u64; W]> {
-        let n = self.slots.len();
-        let tail = self.tail.load(Ordering::Relaxed);
-        let head = self.head.load(Ordering::Acquire);
-        if head == tail || n == 0 {
-            return None;
-        }
-        let mut out = [0u64; W];
-        for (o, slot) in out.iter_mut().zip(&self.slots[tail % n]) {
-            *o = slot.load(Ordering::Relaxed);
-        }
-        Some(out)
-    }
-
-    /// Records waiting to be consumed.
-    pub fn len(&self) -> usize {
-        let tail = self.tail.load(Ordering::Relaxed);
-        self.head.load(Ordering::Acquire).wrapping_sub(tail)
-    }
-
-    /// Whether nothing waits.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Records refused so far because the ring was full.
-    pub fn lost(&self) -> u64 {
-        self.lost.load(Ordering::Relaxed)
     }
 }
 
