@@ -22,7 +22,7 @@
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::arch::{self, IrqState};
 
@@ -522,6 +522,34 @@ impl<T> Default for InitOnce<T> {
     }
 }
 
+/// Claims the lowest clear bit of a lock-free bitmap (bit `n` in word `n / 64`) and returns
+/// its index; `None` when every bit is set. Acquire on success: what the previous owner wrote
+/// before [`bitmap_release`] is visible to the new one.
+pub fn bitmap_claim(words: &[AtomicU64]) -> Option<usize> {
+    for (w, word) in words.iter().enumerate() {
+        let mut cur = word.load(Ordering::Relaxed);
+        while cur != u64::MAX {
+            let bit = (!cur).trailing_zeros();
+            match word.compare_exchange_weak(
+                cur,
+                cur | (1 << bit),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(w * 64 + bit as usize),
+                Err(now) => cur = now,
+            }
+        }
+    }
+    None
+}
+
+/// Clears bit `n` of a bitmap [`bitmap_claim`] hands out (Release: the owner's writes come
+/// first).
+pub fn bitmap_release(words: &[AtomicU64], n: usize) {
+    words[n / 64].fetch_and(!(1 << (n % 64)), Ordering::Release);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,5 +590,17 @@ mod tests {
         assert_eq!(c.set(5).ok(), Some(&5));
         assert_eq!(c.set(6).err(), Some(6));
         assert_eq!(c.get(), Some(&5));
+    }
+
+    #[test]
+    fn a_bitmap_hands_out_the_lowest_free_bit_until_full() {
+        let words = [AtomicU64::new(1), AtomicU64::new(0)];
+        let got: std::vec::Vec<_> = core::iter::from_fn(|| bitmap_claim(&words)).collect();
+        assert_eq!(got, (1..128).collect::<std::vec::Vec<_>>());
+        bitmap_release(&words, 70);
+        bitmap_release(&words, 5);
+        assert_eq!(bitmap_claim(&words), Some(5));
+        assert_eq!(bitmap_claim(&words), Some(70));
+        assert_eq!(bitmap_claim(&words), None);
     }
 }

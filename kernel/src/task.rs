@@ -614,26 +614,11 @@ pub fn counts() -> (usize, usize) {
 }
 
 fn claim_slot() -> Option<usize> {
-    for (w, word) in USED.iter().enumerate() {
-        let mut cur = word.load(Ordering::Relaxed);
-        while cur != u64::MAX {
-            let bit = (!cur).trailing_zeros();
-            match word.compare_exchange_weak(
-                cur,
-                cur | (1 << bit),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(w * 64 + bit as usize),
-                Err(now) => cur = now,
-            }
-        }
-    }
-    None
+    crate::sync::bitmap_claim(&USED)
 }
 
 fn release_slot(s: usize) {
-    USED[s / 64].fetch_and(!(1 << (s % 64)), Ordering::Release);
+    crate::sync::bitmap_release(&USED, s);
 }
 
 /// Frees slot `s`: the generation moves on (stale ids stop matching), then the slot is free.

@@ -112,22 +112,7 @@ static ASIDS: [AtomicU64; 4] = [
 ];
 
 fn alloc_asid() -> Option<u16> {
-    for (w, word) in ASIDS.iter().enumerate() {
-        let mut cur = word.load(Ordering::Relaxed);
-        while cur != u64::MAX {
-            let bit = (!cur).trailing_zeros();
-            match word.compare_exchange_weak(
-                cur,
-                cur | (1 << bit),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some((w * 64) as u16 + bit as u16),
-                Err(now) => cur = now,
-            }
-        }
-    }
-    None
+    crate::sync::bitmap_claim(&ASIDS).map(|n| n as u16)
 }
 
 /// ASIDs in use now, [`EMPTY_ROOT`]'s included (the leak check's count).
@@ -324,8 +309,7 @@ fn free_asid(asid: u16) {
             options(nostack, preserves_flags),
         )
     };
-    let (w, bit) = (usize::from(asid) / 64, asid % 64);
-    ASIDS[w].fetch_and(!(1 << bit), Ordering::Release);
+    crate::sync::bitmap_release(&ASIDS, usize::from(asid));
 }
 
 /// Makes instructions written to the page at `pa` (through its identity mapping) visible to
