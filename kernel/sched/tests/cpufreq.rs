@@ -10,6 +10,7 @@ use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
 use asym_sched::types::{Capacity, CpuMask, Khz, MicroVolt, Nanos};
 use proptest::prelude::*;
 
+/// For the bad tables below only.
 const fn opp(mhz: u32, mv: u32) -> OppDesc {
     OppDesc {
         freq: Khz(mhz * 1000),
@@ -28,15 +29,11 @@ const fn cpu(mpidr: u64, pd: u16, c: Option<u32>) -> CpuDesc {
     }
 }
 
-const JUNO_LITTLE_OPPS: &[OppDesc] = &[opp(450, 829), opp(800, 909), opp(950, 1010)];
-const JUNO_BIG_OPPS: &[OppDesc] = &[opp(600, 829), opp(1000, 909), opp(1200, 1010)];
-const HIKEY_OPPS: &[OppDesc] = &[
-    opp(208, 1040),
-    opp(432, 1040),
-    opp(729, 1090),
-    opp(960, 1180),
-    opp(1200, 1330),
-];
+// The boards' tables are `asym_boards`' (one set of fixtures for every test).
+const JUNO_BIG_OPPS: &[OppDesc] = asym_boards::JUNO_R2.perf_domains[0].opps;
+const JUNO_LITTLE_OPPS: &[OppDesc] = asym_boards::JUNO_R2.perf_domains[1].opps;
+const HIKEY_OPPS: &[OppDesc] = asym_boards::HIKEY.perf_domains[0].opps;
+use asym_boards::HIKEY;
 /// Juno r2's OPPs and coefficients with the perf domains listed LITTLE first (the real table,
 /// `asym_boards::JUNO_R2`, lists big first): policies and the EM must follow the table's order.
 const JUNO: BoardDesc = BoardDesc {
@@ -62,25 +59,6 @@ const JUNO: BoardDesc = BoardDesc {
         },
     ],
 };
-const HIKEY: BoardDesc = BoardDesc {
-    name: "hikey",
-    cpus: &[
-        cpu(0x0, 0, Some(311)),
-        cpu(0x1, 0, None),
-        cpu(0x2, 0, None),
-        cpu(0x3, 0, None),
-        cpu(0x100, 0, None),
-        cpu(0x101, 0, None),
-        cpu(0x102, 0, None),
-        cpu(0x103, 0, None),
-    ],
-    perf_domains: &[PerfDomainDesc {
-        name: "all",
-        opps: HIKEY_OPPS,
-        transition_latency_ns: 500_000,
-    }],
-};
-
 const fn mhz(m: u32) -> Khz {
     Khz(m * 1000)
 }

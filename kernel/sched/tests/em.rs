@@ -1,8 +1,10 @@
-//! Energy-model tests. The oracle is a set of energy-model tables transcribed below, computed
+//! Energy-model tests. The boards are `asym_boards`' (the one set of fixtures every test uses);
+//! the oracle is a set of energy-model tables transcribed below, computed
 //! independently of this code (by hand / a spreadsheet) from the mainline DT values
 //! (`juno-r2.dts`, `hi3660.dtsi`, `hi6220.dtsi`: OPPs, `dynamic-power-coefficient`) with the
 //! formulas of Linux's `dev_pm_opp_calc_power` (µW = C × mV² × MHz / 10⁶) and `em_compute_costs`.
 
+use asym_boards::{HIKEY960 as H960, JUNO_R2 as JUNO};
 use asym_sched::em::{EmError, EmPerfDomain, EnergyModel};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, MicroWatt, Util};
@@ -61,56 +63,6 @@ const fn cpu(mpidr: u64, cluster: u16, pd: u16, c: Option<u32>) -> CpuDesc {
     }
 }
 
-// Board descriptions transcribed from the mainline DTs (the inputs, not the outputs).
-const JUNO_LITTLE_OPPS: &[OppDesc] = &[opp(450, 829), opp(800, 909), opp(950, 1010)];
-const JUNO_BIG_OPPS: &[OppDesc] = &[opp(600, 829), opp(1000, 909), opp(1200, 1010)];
-const H960_LITTLE_OPPS: &[OppDesc] = &[
-    opp(533, 700),
-    opp(999, 800),
-    opp(1402, 900),
-    opp(1709, 1000),
-    opp(1844, 1100),
-];
-const H960_BIG_OPPS: &[OppDesc] = &[
-    opp(903, 700),
-    opp(1421, 800),
-    opp(1805, 900),
-    opp(2112, 1000),
-    opp(2362, 1100),
-];
-const HIKEY_OPPS: &[OppDesc] = &[
-    opp(208, 1040),
-    opp(432, 1040),
-    opp(729, 1090),
-    opp(960, 1180),
-    opp(1200, 1330),
-];
-
-const JUNO_CPUS: &[CpuDesc] = &[
-    cpu(0x0, 0, 1, Some(450)),
-    cpu(0x1, 0, 1, Some(450)),
-    cpu(0x100, 1, 0, Some(140)),
-    cpu(0x101, 1, 0, Some(140)),
-    cpu(0x102, 1, 0, Some(140)),
-    cpu(0x103, 1, 0, Some(140)),
-];
-const JUNO_PDS: &[PerfDomainDesc] = &[
-    PerfDomainDesc {
-        name: "little",
-        opps: JUNO_LITTLE_OPPS,
-        transition_latency_ns: 1_450_000,
-    },
-    PerfDomainDesc {
-        name: "big",
-        opps: JUNO_BIG_OPPS,
-        transition_latency_ns: 1_450_000,
-    },
-];
-const JUNO: BoardDesc = BoardDesc {
-    name: "juno-r2",
-    cpus: JUNO_CPUS,
-    perf_domains: JUNO_PDS,
-};
 const JUNO_CAPS: &[Capacity] = &[
     Capacity(1024),
     Capacity(1024),
@@ -120,33 +72,6 @@ const JUNO_CAPS: &[Capacity] = &[
     Capacity(383),
 ];
 
-const H960_CPUS: &[CpuDesc] = &[
-    cpu(0x0, 0, 0, Some(110)),
-    cpu(0x1, 0, 0, Some(110)),
-    cpu(0x2, 0, 0, Some(110)),
-    cpu(0x3, 0, 0, Some(110)),
-    cpu(0x100, 1, 1, Some(550)),
-    cpu(0x101, 1, 1, Some(550)),
-    cpu(0x102, 1, 1, Some(550)),
-    cpu(0x103, 1, 1, Some(550)),
-];
-const H960_PDS: &[PerfDomainDesc] = &[
-    PerfDomainDesc {
-        name: "little",
-        opps: H960_LITTLE_OPPS,
-        transition_latency_ns: 300_000,
-    },
-    PerfDomainDesc {
-        name: "big",
-        opps: H960_BIG_OPPS,
-        transition_latency_ns: 300_000,
-    },
-];
-const H960: BoardDesc = BoardDesc {
-    name: "hikey960",
-    cpus: H960_CPUS,
-    perf_domains: H960_PDS,
-};
 const H960_CAPS: &[Capacity] = &[
     Capacity(462),
     Capacity(462),
@@ -158,7 +83,9 @@ const H960_CAPS: &[Capacity] = &[
     Capacity(1024),
 ];
 
-// HiKey: the coefficient sits on cpu0 only, as in hi6220.dtsi.
+/// HiKey as hi6220.dtsi writes it: one shared OPP table, and the coefficient on cpu0 only
+/// (`asym_boards::HIKEY` repeats it on every CPU). `from_board` must find it on the domain's
+/// first CPU, so this keeps the DT's shape rather than the board crate's.
 const HIKEY_CPUS: &[CpuDesc] = &[
     cpu(0x0, 0, 0, Some(311)),
     cpu(0x1, 0, 0, None),
@@ -169,15 +96,10 @@ const HIKEY_CPUS: &[CpuDesc] = &[
     cpu(0x102, 1, 0, None),
     cpu(0x103, 1, 0, None),
 ];
-const HIKEY_PDS: &[PerfDomainDesc] = &[PerfDomainDesc {
-    name: "all",
-    opps: HIKEY_OPPS,
-    transition_latency_ns: 500_000,
-}];
 const HIKEY_BOARD: BoardDesc = BoardDesc {
     name: "hikey",
     cpus: HIKEY_CPUS,
-    perf_domains: HIKEY_PDS,
+    perf_domains: asym_boards::HIKEY.perf_domains,
 };
 const HIKEY_CAPS: &[Capacity] = &[Capacity(1024); 8];
 
@@ -198,15 +120,16 @@ fn check_table(em: &EmPerfDomain, rows: &[Row], what: &str) {
 #[test]
 fn juno_r2_tables_match_hand_computed_tables() {
     let em = EnergyModel::from_board(&JUNO, JUNO_CAPS).unwrap();
-    check_table(em.pd(0).unwrap(), JUNO_LITTLE, "juno little");
-    check_table(em.pd(1).unwrap(), JUNO_BIG, "juno big");
+    // asym_boards lists the big cluster (cpu0, cpu1) first, as juno-r2.dts does.
+    check_table(em.pd(0).unwrap(), JUNO_BIG, "juno big");
+    check_table(em.pd(1).unwrap(), JUNO_LITTLE, "juno little");
     // Costs strictly increase: no inefficient state, nothing to skip.
     for pd in 0..2 {
         let pd = em.pd(pd).unwrap();
         assert!(pd.states().iter().all(|s| !s.inefficient));
         assert!(!pd.skip_inefficiencies);
     }
-    assert_eq!(em.pd(1).unwrap().cpus, CpuMask(0b11));
+    assert_eq!(em.pd(0).unwrap().cpus, CpuMask(0b11));
     assert_eq!(em.em_cpu_get(CpuId(3)).unwrap().cpus, CpuMask(0b111100));
     assert!(em.complete());
 }
@@ -259,7 +182,7 @@ fn dt_power_truncates_to_millivolts_and_megahertz_first() {
 #[test]
 fn em_cpu_energy_picks_the_state_covering_max_util() {
     let em = EnergyModel::from_board(&JUNO, JUNO_CAPS).unwrap();
-    let big = em.pd(1).unwrap();
+    let big = em.pd(0).unwrap();
     let cap = Capacity(1024);
     // max_util 512 → 600 MHz (performance 512 ≥ 512): cost 3624 × sum_util 700.
     assert_eq!(big.em_cpu_energy(Util(512), Util(700), cap), 3624 * 700);
@@ -296,7 +219,7 @@ fn em_cpu_energy_skips_inefficient_states_when_the_domain_does() {
 #[test]
 fn performance_limits_bound_the_state_search() {
     let em = EnergyModel::from_board(&JUNO, JUNO_CAPS).unwrap();
-    let mut big = em.pd(1).unwrap().clone();
+    let mut big = em.pd(0).unwrap().clone();
     // Big-cluster minimum at 1000 MHz (seed 004's experiment): low util still costs 1000 MHz.
     big.update_performance_limits(Khz(1_000_000), Khz(1_200_000));
     assert_eq!(
@@ -346,12 +269,12 @@ fn power_coefficient_zero_is_an_error_absent_means_no_em() {
     const PDS: &[PerfDomainDesc] = &[
         PerfDomainDesc {
             name: "a",
-            opps: JUNO_BIG_OPPS,
+            opps: JUNO.perf_domains[0].opps,
             transition_latency_ns: 0,
         },
         PerfDomainDesc {
             name: "b",
-            opps: JUNO_LITTLE_OPPS,
+            opps: JUNO.perf_domains[1].opps,
             transition_latency_ns: 0,
         },
     ];

@@ -10,15 +10,8 @@ use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::rq::RqSnapshot;
 use asym_sched::schedutil::{SugovPolicy, UpdateFlags, IOWAIT_BOOST_MIN};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc};
-use asym_sched::types::{Capacity, CpuId, Khz, MicroVolt, Nanos, Util};
+use asym_sched::types::{Capacity, CpuId, Khz, Nanos, Util};
 use asym_sched::uclamp::ClampRange;
-
-const fn opp(mhz: u32, mv: u32) -> OppDesc {
-    OppDesc {
-        freq: Khz(mhz * 1000),
-        voltage: MicroVolt(mv * 1000),
-    }
-}
 
 const fn cpu(mpidr: u64, pd: u16) -> CpuDesc {
     CpuDesc {
@@ -31,7 +24,9 @@ const fn cpu(mpidr: u64, pd: u16) -> CpuDesc {
     }
 }
 
-const BIG_OPPS: &[OppDesc] = &[opp(600, 829), opp(1000, 909), opp(1200, 1010)];
+/// Juno r2's OPP tables (`asym_boards` lists the big cluster first).
+const BIG_OPPS: &[OppDesc] = asym_boards::JUNO_R2.perf_domains[0].opps;
+const LITTLE_OPPS: &[OppDesc] = asym_boards::JUNO_R2.perf_domains[1].opps;
 
 /// Juno r2's big cluster: two CPUs sharing one policy, 1450 µs latency → 2175 µs rate limit.
 const JUNO_BIG: BoardDesc = BoardDesc {
@@ -429,7 +424,7 @@ fn iowait_boost_is_scaled_by_the_cpu_capacity() {
         cpus: &[cpu(0, 0), cpu(1, 0)],
         perf_domains: &[PerfDomainDesc {
             name: "little",
-            opps: &[opp(450, 829), opp(800, 909), opp(950, 1010)],
+            opps: LITTLE_OPPS,
             transition_latency_ns: 0,
         }],
     };
@@ -572,30 +567,7 @@ use asym_sched::cpufreq::driver::{CpufreqDriver, EmulatedDriver};
 use asym_sched::em::EmPerfDomain;
 use asym_sched::pelt::{CfsRqAvg, CfsRqState, PeltClock, PeltInvariance};
 
-const HIKEY_BOARD: BoardDesc = BoardDesc {
-    name: "hikey",
-    cpus: &[
-        cpu(0x0, 0),
-        cpu(0x1, 0),
-        cpu(0x2, 0),
-        cpu(0x3, 0),
-        cpu(0x100, 0),
-        cpu(0x101, 0),
-        cpu(0x102, 0),
-        cpu(0x103, 0),
-    ],
-    perf_domains: &[PerfDomainDesc {
-        name: "all",
-        opps: &[
-            opp(208, 1040),
-            opp(432, 1040),
-            opp(729, 1090),
-            opp(960, 1180),
-            opp(1200, 1330),
-        ],
-        transition_latency_ns: 500_000,
-    }],
-};
+use asym_boards::HIKEY as HIKEY_BOARD;
 
 /// Run the loop: CPU 0 idle until `start`, then always running. Updates come at every
 /// 4 ms tick (HZ=250; an always-running task's PELT update is the tick's). Returns the
