@@ -98,32 +98,9 @@ pub fn run(args: &EquivArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let rev = resolve(&args.base)?;
 
-    // The base simulator, from a throw-away worktree.
-    let tree = work.join("base");
-    if tree.exists() {
-        remove_worktree(&tree);
-    }
-    cmd::run(
-        Command::new("git")
-            .current_dir(&root)
-            .args(["worktree", "add", "--detach"])
-            .arg(&tree)
-            .arg(&rev),
-    )?;
-    let guard = Worktree(tree.clone());
-    let base_target = work.join("base-target");
-    cmd::run(
-        cmd::cargo()
-            .current_dir(&tree)
-            .env("CARGO_TARGET_DIR", &base_target)
-            .args(["build", "--release", "-p", "asym-sim", "--bin", "asym-sim"]),
-    )?;
-    drop(guard);
-    let base_bin = base_target.join("release/asym-sim");
+    let base_bin = build_at(&work, &rev)?;
 
-    // The working tree's simulator.
-    cmd::run(cmd::cargo().args(["build", "--release", "-p", "asym-sim", "--bin", "asym-sim"]))?;
-    let new_bin = cmd::target_dir().join("release/asym-sim");
+    let new_bin = build_working_tree()?;
 
     let combos = matrix(&root.join("tests/workloads"), args.only.as_deref())?;
     if combos.is_empty() {
@@ -186,7 +163,39 @@ pub fn run(args: &EquivArgs) -> Result<ExitCode> {
     }
 }
 
-fn resolve(rev: &str) -> Result<String> {
+/// Builds the simulator at `rev` in a throw-away worktree under `work` (its own target
+/// directory, kept for the next call) and returns the binary.
+pub(crate) fn build_at(work: &Path, rev: &str) -> Result<PathBuf> {
+    let tree = work.join("base");
+    if tree.exists() {
+        remove_worktree(&tree);
+    }
+    cmd::run(
+        Command::new("git")
+            .current_dir(cmd::workspace_root())
+            .args(["worktree", "add", "--detach"])
+            .arg(&tree)
+            .arg(rev),
+    )?;
+    let guard = Worktree(tree.clone());
+    let base_target = work.join("base-target");
+    cmd::run(
+        cmd::cargo()
+            .current_dir(&tree)
+            .env("CARGO_TARGET_DIR", &base_target)
+            .args(["build", "--release", "-p", "asym-sim", "--bin", "asym-sim"]),
+    )?;
+    drop(guard);
+    Ok(base_target.join("release/asym-sim"))
+}
+
+/// Builds the working tree's simulator and returns the binary.
+pub(crate) fn build_working_tree() -> Result<PathBuf> {
+    cmd::run(cmd::cargo().args(["build", "--release", "-p", "asym-sim", "--bin", "asym-sim"]))?;
+    Ok(cmd::target_dir().join("release/asym-sim"))
+}
+
+pub(crate) fn resolve(rev: &str) -> Result<String> {
     let out = Command::new("git")
         .current_dir(cmd::workspace_root())
         .args(["rev-parse", "--verify", &format!("{rev}^{{commit}}")])
@@ -198,7 +207,8 @@ fn resolve(rev: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn matrix(dir: &Path, only: Option<&str>) -> Result<Vec<Combo>> {
+/// The bundled workloads (`tests/workloads/*.json`) whose file name contains `only`, sorted.
+pub(crate) fn workloads(dir: &Path, only: Option<&str>) -> Result<Vec<PathBuf>> {
     let mut workloads: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -211,6 +221,11 @@ fn matrix(dir: &Path, only: Option<&str>) -> Result<Vec<Combo>> {
         })
         .collect();
     workloads.sort();
+    Ok(workloads)
+}
+
+fn matrix(dir: &Path, only: Option<&str>) -> Result<Vec<Combo>> {
+    let workloads = workloads(dir, only)?;
     let mut v = Vec::new();
     for board in BOARDS {
         for w in &workloads {
@@ -268,18 +283,28 @@ fn check_one(
 }
 
 fn sim(bin: &Path, c: &Combo, out: &Path, duration: Option<&str>) -> Result<()> {
+    run_sim(bin, c.board, &c.workload, c.eas, c.lb, &[], out, duration)
+}
+
+/// One simulator run writing into `out`; `extra` goes on the command line (e.g. `--set`s).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_sim(
+    bin: &Path,
+    board: &str,
+    workload: &Path,
+    eas: bool,
+    lb: bool,
+    extra: &[String],
+    out: &Path,
+    duration: Option<&str>,
+) -> Result<()> {
     let mut cmd = Command::new(bin);
     cmd.current_dir(cmd::workspace_root())
-        .args(["--board", c.board, "--workload"])
-        .arg(&c.workload)
-        .args([
-            "--eas",
-            on_off(c.eas),
-            "--lb",
-            on_off(c.lb),
-            "--quiet",
-            "--out",
-        ])
+        .args(["--board", board, "--workload"])
+        .arg(workload)
+        .args(["--eas", on_off(eas), "--lb", on_off(lb), "--quiet"])
+        .args(extra)
+        .arg("--out")
         .arg(out);
     if let Some(d) = duration {
         cmd.args(["--duration", d]);

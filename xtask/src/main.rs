@@ -3,6 +3,7 @@
 //! Modelled on Hubris' `build/xtask`: every command it spawns is echoed, QEMU is killed on drop
 //! and each QEMU run has a timeout. See `cargo xtask --help` and README.md.
 
+mod ab;
 mod batch;
 mod bench;
 mod boards;
@@ -107,6 +108,33 @@ enum Cmd {
         /// Git revision to compare against (e.g. main, HEAD~1, a commit id).
         #[arg(long)]
         base: String,
+        /// Simulated duration of every run (e.g. 10s); default: each workload's own.
+        #[arg(long)]
+        duration: Option<String>,
+        /// Runs at once.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Only the workloads whose file name contains this.
+        #[arg(long)]
+        only: Option<String>,
+    },
+    /// A/B of a policy change: run every bundled workload × --eas on|off × the boards with
+    /// side A (the simulator at --base, or the working tree with --base-set) and side B (the
+    /// working tree with --set), and print one table of energy, deadline misses, migrations
+    /// and running time on big CPUs.
+    SimAb {
+        /// Side A from this git revision (default: the working tree).
+        #[arg(long)]
+        base: Option<String>,
+        /// Side A's scheduler feature settings, FEATURE=on|off (repeatable).
+        #[arg(long = "base-set", value_name = "FEATURE=on|off")]
+        base_set: Vec<String>,
+        /// Side B's scheduler feature settings, FEATURE=on|off (repeatable).
+        #[arg(long = "set", value_name = "FEATURE=on|off")]
+        set: Vec<String>,
+        /// Board (repeatable; default: juno-r2 and hikey960).
+        #[arg(long = "board")]
+        boards: Vec<String>,
         /// Simulated duration of every run (e.g. 10s); default: each workload's own.
         #[arg(long)]
         duration: Option<String>,
@@ -480,6 +508,23 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             only,
         } => equiv::run(&equiv::EquivArgs {
             base,
+            duration,
+            jobs,
+            only,
+        }),
+        Cmd::SimAb {
+            base,
+            base_set,
+            set,
+            boards,
+            duration,
+            jobs,
+            only,
+        } => ab::run(&ab::AbArgs {
+            base,
+            base_set,
+            set,
+            boards,
             duration,
             jobs,
             only,
