@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use asym_sched::pelt::{EntityState, PeltClock, PeltInvariance, SchedAvg, PELT_PERIOD_NS};
 use asym_sched::types::{Capacity, Nanos};
 
+use crate::chart::{Chart, Join, Series};
 use crate::report::Report;
 use crate::{run_source_with, Governor, Placement, RunOptions, RunOutput, RunSpec};
 
@@ -48,6 +49,8 @@ pub struct Section {
     pub markdown: String,
     /// Its must-shows.
     pub checks: Vec<Check>,
+    /// Its charts (the Markdown already shows them; `asym-experiments --write` draws them).
+    pub charts: Vec<Chart>,
 }
 
 const MS: u64 = 1_000_000;
@@ -89,8 +92,9 @@ pub fn render(o: Opts, sections: &[Section]) -> String {
          otherwise). Every switch not named is at its default (`asym-sim --help`, \
          `kernel/sched/src/features.rs`). \"meter\" is the simulator's energy meter \
          (`docs/sim.md`: energy model + static, cluster and idle-state power + transitions), \
-         \"EM\" the energy model's energy. The QEMU half of issue 14's experiments and the \
-         PNG plots are not generated yet.\n",
+         \"EM\" the energy model's energy. The charts are drawn by the same command \
+         (`docs/experiments/*.png`). The QEMU half of issue 14's experiments is not generated \
+         yet.\n",
         if o.quick { " --quick" } else { "" },
         if o.quick {
             "reduced sizes"
@@ -227,9 +231,9 @@ type RampRow = (
     [Option<u64>; 3],
 );
 
-/// Periods (1024 µs) for an always-running task to reach each of `targets` from util 0
-/// on a CPU of capacity `cap` at `freq` (1024 = fmax), PELT updated every period.
-fn pelt_ramp(inv: PeltInvariance, cap: u32, freq: u32, targets: &[u64]) -> Vec<Option<u64>> {
+/// An always-running task's `util_avg` after each of `periods` PELT periods (1024 µs) from
+/// util 0, on a CPU of capacity `cap` at `freq` (1024 = fmax), PELT updated every period.
+fn pelt_series(inv: PeltInvariance, cap: u32, freq: u32, periods: u64) -> Vec<u64> {
     let task = EntityState {
         weight: 1024,
         on_rq: true,
@@ -240,21 +244,29 @@ fn pelt_ramp(inv: PeltInvariance, cap: u32, freq: u32, targets: &[u64]) -> Vec<O
         last_update_time: clock.rq_clock_pelt(),
         ..SchedAvg::default()
     };
-    let mut hit = vec![None; targets.len()];
-    for n in 1..=2000u64 {
-        clock.update_rq_clock_pelt(Nanos(PELT_PERIOD_NS), Capacity(cap), Capacity(freq), false);
-        se.update_se(clock.rq_clock_pelt(), task, clock.contrib_scale());
-        for (i, &t) in targets.iter().enumerate() {
-            if hit[i].is_none() && se.util_avg >= t {
-                hit[i] = Some(n);
-            }
-        }
-    }
-    hit
+    (1..=periods)
+        .map(|_| {
+            clock.update_rq_clock_pelt(Nanos(PELT_PERIOD_NS), Capacity(cap), Capacity(freq), false);
+            se.update_se(clock.rq_clock_pelt(), task, clock.contrib_scale());
+            se.util_avg
+        })
+        .collect()
 }
 
-/// `(start kHz, ms from the task's start to 1200 MHz)` of seed 001's HiKey ramp.
-fn hikey_ramp(set: &[&str]) -> Result<(u32, Option<f64>), String> {
+/// Periods for the task of [`pelt_series`] to reach each of `targets` (within 2000).
+fn pelt_ramp(inv: PeltInvariance, cap: u32, freq: u32, targets: &[u64]) -> Vec<Option<u64>> {
+    let s = pelt_series(inv, cap, freq, 2000);
+    targets
+        .iter()
+        .map(|&t| s.iter().position(|&u| u >= t).map(|i| i as u64 + 1))
+        .collect()
+}
+
+/// Seed 001's HiKey ramp: the start frequency (kHz), the ms from the task's start to
+/// 1200 MHz, and the frequency (MHz) over ms since the task's start, from 100 ms before.
+type HikeyRamp = (u32, Option<f64>, Vec<(f64, f64)>);
+
+fn hikey_ramp(set: &[&str]) -> Result<HikeyRamp, String> {
     let r = Run::file("hikey", dvfs_dir().join("ramp-hikey.json"), set)?.go()?;
     let tl = r.result.timeline.as_ref().ok_or("no timeline")?;
     let start = 600 * MS;
@@ -268,7 +280,23 @@ fn hikey_ramp(set: &[&str]) -> Result<(u32, Option<f64>), String> {
         .iter()
         .find(|x| x.0 >= start && x.1 >= 1_200_000)
         .map(|x| (x.0 - start) as f64 / 1e6);
-    Ok((at, t))
+    let ms = |t: u64| (t as f64 - start as f64) / 1e6;
+    let from = start - 100 * MS;
+    let mut curve = vec![(-100.0, f64::from(at_or_before(&f, from)) / 1000.0)];
+    curve.extend(
+        f.iter()
+            .filter(|x| x.0 > from && x.0 <= start + 400 * MS)
+            .map(|&(t, k)| (ms(t), f64::from(k) / 1000.0)),
+    );
+    if let Some(&(_, last)) = curve.last() {
+        curve.push((400.0, last));
+    }
+    Ok((at, t, curve))
+}
+
+/// The frequency in force at `t` (0 before the first change).
+fn at_or_before(f: &[(u64, u32)], t: u64) -> u32 {
+    f.iter().take_while(|x| x.0 <= t).last().map_or(0, |x| x.1)
 }
 
 fn seed_001(_o: Opts) -> Result<Section, String> {
@@ -321,8 +349,35 @@ fn seed_001(_o: Opts) -> Result<Section, String> {
             .collect::<Vec<_>>()
             .join(" / ")
     };
+    let mut ramp = Chart {
+        file: "seed-001-ramp.png".into(),
+        title:
+            "Seed 001: util_avg from 0, always running (at max capacity both invariances coincide)"
+                .into(),
+        x_label: "PELT periods".into(),
+        y_label: "util_avg".into(),
+        series: Vec::new(),
+        hlines: targets.iter().map(|&t| (t as f64, t.to_string())).collect(),
+    };
     for (cpu, inv_name, inv, freq, seed) in rows {
         let got = pelt_ramp(inv, 1024, freq, &targets);
+        ramp.series.push(Series {
+            name: format!(
+                "{} {}",
+                if freq == 1024 { "max" } else { "half" },
+                if inv == PeltInvariance::ClockPelt {
+                    "clock_pelt"
+                } else {
+                    "contrib"
+                }
+            ),
+            points: pelt_series(inv, 1024, freq, 300)
+                .iter()
+                .enumerate()
+                .map(|(i, &u)| (i as f64 + 1.0, u as f64))
+                .collect(),
+            join: Join::Line,
+        });
         let ok = got.iter().zip(&seed).all(|(g, s)| match (g, s) {
             (Some(g), Some(s)) => within(*g as f64, *s as f64, 0.10),
             (None, None) => true,
@@ -350,9 +405,21 @@ fn seed_001(_o: Opts) -> Result<Section, String> {
          runs without sleeping from t = 600 ms). Seed-era settings are the 2018 kernel's: \
          `KEEP_INEFFICIENT_OPPS=on` (no skipping of the inefficient 208 MHz OPP, Linux < v5.16) \
          and `LEGACY_TRANSITION_DELAY=on` (`rate_limit_us` = min(500 µs × 1000, 10 ms) = 10 ms \
-         instead of 750 µs):\n\n\
-         | settings | PELT | start | 1200 MHz after | seed | ours vs seed |\n|---|---|---|---|---|---|\n",
+         instead of 750 µs):\n",
     );
+    md.push_str(&ramp.markdown());
+    md.push('\n');
+    md.push_str(
+        "| settings | PELT | start | 1200 MHz after | seed | ours vs seed |\n|---|---|---|---|---|---|\n",
+    );
+    let mut hikey = Chart {
+        file: "seed-001-hikey.png".into(),
+        title: "Seed 001: HiKey frequency, task always running from t = 0".into(),
+        x_label: "ms since the task stopped sleeping".into(),
+        y_label: "MHz".into(),
+        series: Vec::new(),
+        hlines: Vec::new(),
+    };
     let era = ["KEEP_INEFFICIENT_OPPS=on", "LEGACY_TRANSITION_DELAY=on"];
     for (name, set) in [
         ("today (v6.12 defaults)", &[][..]),
@@ -362,7 +429,14 @@ fn seed_001(_o: Opts) -> Result<Section, String> {
         for (pelt, seed_ms) in [("PELT_CLOCK=off", 223.0), ("PELT_CLOCK=on", 121.0)] {
             let mut s: Vec<&str> = set.to_vec();
             s.push(pelt);
-            let (start, t) = hikey_ramp(&s)?;
+            let (start, t, curve) = hikey_ramp(&s)?;
+            if set.len() != 1 {
+                hikey.series.push(Series {
+                    name: format!("{} {pelt}", if set.is_empty() { "v6.12" } else { "2018" }),
+                    points: curve,
+                    join: Join::Step,
+                });
+            }
             let t_s = t.map_or("never".into(), |t| format!("{t:.1} ms"));
             let diff = t.map_or("—".into(), |t| pct(t, seed_ms));
             let _ = writeln!(
@@ -381,6 +455,7 @@ fn seed_001(_o: Opts) -> Result<Section, String> {
             }
         }
     }
+    md.push_str(&hikey.markdown());
     md.push_str(
         "\nReading: the 208 MHz OPP is what separated today's 164.5 / 96.5 ms from the seed: \
          starting at 208 MHz, contribution scaling accumulates util even more slowly there \
@@ -390,6 +465,7 @@ fn seed_001(_o: Opts) -> Result<Section, String> {
     Ok(Section {
         markdown: md,
         checks,
+        charts: vec![ramp, hikey],
     })
 }
 
@@ -534,6 +610,7 @@ fn seed_000(o: Opts) -> Result<Section, String> {
             ),
             ok: m1 < m0 && j1 <= j0,
         }],
+        charts: Vec::new(),
     })
 }
 
@@ -592,6 +669,7 @@ fn seed_002(o: Opts) -> Result<Section, String> {
     Ok(Section {
         markdown: md,
         checks,
+        charts: Vec::new(),
     })
 }
 
@@ -663,6 +741,7 @@ fn seed_003(o: Opts) -> Result<Section, String> {
     Ok(Section {
         markdown: md,
         checks,
+        charts: Vec::new(),
     })
 }
 
@@ -726,6 +805,7 @@ fn seed_004(o: Opts) -> Result<Section, String> {
     Ok(Section {
         markdown: md,
         checks: Vec::new(),
+        charts: Vec::new(),
     })
 }
 
@@ -957,6 +1037,7 @@ fn energy_bound(o: Opts) -> Result<Section, String> {
             what: "the lower bound is sound on every row (asym's energy is never below it; work bound ≤ per-task bound ≤ bound)".into(),
             ok: sound,
         }],
+        charts: Vec::new(),
     })
 }
 

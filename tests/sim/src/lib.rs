@@ -13,6 +13,7 @@
 
 pub mod bench;
 pub mod board;
+pub mod chart;
 pub mod engine;
 pub mod experiments;
 pub mod meter;

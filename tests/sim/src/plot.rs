@@ -21,7 +21,7 @@ const UTIL_H: i32 = 240;
 const GAP: i32 = 40;
 
 /// A distinct colour per task index (golden-angle hues).
-fn task_color(i: usize) -> RGBColor {
+pub(crate) fn task_color(i: usize) -> RGBColor {
     let h = (i as f64 * 137.508) % 360.0;
     let (s, l) = (0.65, if i.is_multiple_of(2) { 0.45 } else { 0.6 });
     hsl(h, s, l)
@@ -45,7 +45,13 @@ fn hsl(h: f64, s: f64, l: f64) -> RGBColor {
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
-fn text(area: &Area<'_>, x: i32, y: i32, s: &str, color: &RGBColor) -> Result<(), String> {
+pub(crate) fn text(
+    area: &Area<'_>,
+    x: i32,
+    y: i32,
+    s: &str,
+    color: &RGBColor,
+) -> Result<(), String> {
     use font8x8::UnicodeFonts;
     let mut cx = x;
     for ch in s.chars() {

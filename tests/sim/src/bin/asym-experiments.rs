@@ -1,6 +1,7 @@
 //! `asym-experiments [--quick] [--seed 000|001|002|003|004|energy] [--write FILE]`: run the
 //! seeds' experiments in the simulator (`asym_sim::experiments`), print the generated
-//! Markdown block, or splice it into FILE (`docs/experiments.md`). Exits 1 when a check
+//! Markdown block, or splice it into FILE (`docs/experiments.md`) and draw its charts into
+//! `experiments/` beside FILE. Exits 1 when a check
 //! (a must-show) fails, after printing or writing everything.
 
 use std::process::ExitCode;
@@ -86,6 +87,23 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             println!("asym-experiments: wrote the generated block of {p}");
+            // The charts go to `experiments/` beside the document, where its Markdown
+            // points.
+            let dir = std::path::Path::new(p)
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("experiments");
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                eprintln!("asym-experiments: {}: {e}", dir.display());
+                return ExitCode::FAILURE;
+            }
+            for c in sections.iter().flat_map(|s| &s.charts) {
+                if let Err(e) = c.draw(&dir.join(&c.file)) {
+                    eprintln!("asym-experiments: {e}");
+                    return ExitCode::FAILURE;
+                }
+                println!("asym-experiments: drew {}", dir.join(&c.file).display());
+            }
         }
         None => println!("{block}"),
     }
