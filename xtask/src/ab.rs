@@ -29,12 +29,8 @@ pub struct AbArgs {
     pub set: Vec<String>,
     /// The boards (empty: juno-r2 and hikey960).
     pub boards: Vec<String>,
-    /// `--duration` for every run (`None`: each workload's own).
-    pub duration: Option<String>,
-    /// Runs at once.
-    pub jobs: usize,
-    /// Only workloads whose file name contains this.
-    pub only: Option<String>,
+    /// Which workloads, how long, how many at once.
+    pub matrix: equiv::Matrix,
 }
 
 /// What one run's `report.json` says, as the table compares it.
@@ -184,7 +180,7 @@ pub fn run(args: &AbArgs) -> Result<ExitCode> {
         args.boards.clone()
     };
     let root = cmd::workspace_root();
-    let workloads = equiv::workloads(&root.join("tests/workloads"), args.only.as_deref())?;
+    let workloads = equiv::workloads(&root.join("tests/workloads"), args.matrix.only.as_deref())?;
     if workloads.is_empty() {
         bail!("no workload in tests/workloads matches");
     }
@@ -222,12 +218,12 @@ pub fn run(args: &AbArgs) -> Result<ExitCode> {
     let queue = Mutex::new(combos.into_iter().enumerate().rev().collect::<Vec<_>>());
     let results = Mutex::new(Vec::with_capacity(n));
     std::thread::scope(|s| {
-        for _ in 0..args.jobs.max(1) {
+        for _ in 0..args.matrix.jobs.max(1) {
             s.spawn(|| loop {
                 let next = queue.lock().map(|mut q| q.pop()).unwrap_or(None);
                 let Some((i, c)) = next else { break };
                 let dir = runs.join(c.name());
-                let d = args.duration.as_deref();
+                let d = args.matrix.duration.as_deref();
                 let r = run_side(&a_bin, &c, &args.base_set, &dir.join("a"), d).and_then(|a| {
                     run_side(&b_bin, &c, &args.set, &dir.join("b"), d).map(|b| (a, b))
                 });

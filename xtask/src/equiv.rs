@@ -29,11 +29,21 @@ const OUTPUTS: [&str; 3] = ["report.json", "trace.txt", "platform_info.yml"];
 pub struct EquivArgs {
     /// The git revision to compare against.
     pub base: String,
-    /// `--duration` for every run (`None`: each workload's own).
+    /// Which runs, how long, how many at once.
+    pub matrix: Matrix,
+}
+
+/// The options `sim-equiv` and `sim-ab` share: which workloads, how long, how many at once.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Matrix {
+    /// Simulated duration of every run (e.g. 10s); default: each workload's own.
+    #[arg(long)]
     pub duration: Option<String>,
     /// Runs at once.
+    #[arg(long, default_value_t = 1)]
     pub jobs: usize,
-    /// Only workloads whose file name contains this.
+    /// Only the workloads whose file name contains this.
+    #[arg(long)]
     pub only: Option<String>,
 }
 
@@ -102,7 +112,7 @@ pub fn run(args: &EquivArgs) -> Result<ExitCode> {
 
     let new_bin = build_working_tree()?;
 
-    let combos = matrix(&root.join("tests/workloads"), args.only.as_deref())?;
+    let combos = matrix(&root.join("tests/workloads"), args.matrix.only.as_deref())?;
     if combos.is_empty() {
         bail!("no workload in tests/workloads matches");
     }
@@ -118,11 +128,17 @@ pub fn run(args: &EquivArgs) -> Result<ExitCode> {
     let queue = Mutex::new(combos.into_iter().rev().collect::<Vec<_>>());
     let results = Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for _ in 0..args.jobs.max(1) {
+        for _ in 0..args.matrix.jobs.max(1) {
             s.spawn(|| loop {
                 let next = queue.lock().map(|mut q| q.pop()).unwrap_or(None);
                 let Some(c) = next else { break };
-                let r = check_one(&c, &base_bin, &new_bin, &runs, args.duration.as_deref());
+                let r = check_one(
+                    &c,
+                    &base_bin,
+                    &new_bin,
+                    &runs,
+                    args.matrix.duration.as_deref(),
+                );
                 let line = match &r {
                     Ok(Verdict::Same { bytes }) => format!("same  {} ({bytes} bytes)", c.name()),
                     Ok(Verdict::Differ(why)) => format!("DIFF  {}: {why}", c.name()),

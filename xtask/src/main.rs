@@ -108,15 +108,8 @@ enum Cmd {
         /// Git revision to compare against (e.g. main, HEAD~1, a commit id).
         #[arg(long)]
         base: String,
-        /// Simulated duration of every run (e.g. 10s); default: each workload's own.
-        #[arg(long)]
-        duration: Option<String>,
-        /// Runs at once.
-        #[arg(long, default_value_t = 1)]
-        jobs: usize,
-        /// Only the workloads whose file name contains this.
-        #[arg(long)]
-        only: Option<String>,
+        #[command(flatten)]
+        matrix: equiv::Matrix,
     },
     /// A/B of a policy change: run every bundled workload × --eas on|off × the boards with
     /// side A (the simulator at --base, or the working tree with --base-set) and side B (the
@@ -135,15 +128,8 @@ enum Cmd {
         /// Board (repeatable; default: juno-r2 and hikey960).
         #[arg(long = "board")]
         boards: Vec<String>,
-        /// Simulated duration of every run (e.g. 10s); default: each workload's own.
-        #[arg(long)]
-        duration: Option<String>,
-        /// Runs at once.
-        #[arg(long, default_value_t = 1)]
-        jobs: usize,
-        /// Only the workloads whose file name contains this.
-        #[arg(long)]
-        only: Option<String>,
+        #[command(flatten)]
+        matrix: equiv::Matrix,
     },
     /// The long stress run: threads sleeping, waking and migrating on every CPU for SECONDS of
     /// guest time (not part of `test`).
@@ -501,33 +487,19 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Some(BenchCmd::Sched { args }) => bench::sched(&args),
             Some(BenchCmd::Sim { args }) => bench::sim(&args),
         },
-        Cmd::SimEquiv {
-            base,
-            duration,
-            jobs,
-            only,
-        } => equiv::run(&equiv::EquivArgs {
-            base,
-            duration,
-            jobs,
-            only,
-        }),
+        Cmd::SimEquiv { base, matrix } => equiv::run(&equiv::EquivArgs { base, matrix }),
         Cmd::SimAb {
             base,
             base_set,
             set,
             boards,
-            duration,
-            jobs,
-            only,
+            matrix,
         } => ab::run(&ab::AbArgs {
             base,
             base_set,
             set,
             boards,
-            duration,
-            jobs,
-            only,
+            matrix,
         }),
         Cmd::Soak(a) => bench::soak(&a.machine, a.board, a.seconds, a.shift, &a.append),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
