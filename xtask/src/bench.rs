@@ -82,18 +82,23 @@ pub struct BootRun {
     pub stopped: bool,
 }
 
-/// Boots the kernel with `bench` under `-icount icount` and parses its boot-bench lines; an
-/// error when none came.
-pub fn boot_measure(
+/// The kernel's QEMU `virt` build booted directly on `board`'s emulated DT with `cmdline`
+/// under `-icount <icount>`: the command every guest-time benchmark runs, with its defmt table
+/// and the vCPU count actually used (the board's own count replaces `--smp`'s default).
+struct BenchBoot {
+    machine: qemu::Machine,
+    defmt: Option<crate::console::Defmt>,
+    smp: u32,
+}
+
+fn bench_boot(
     machine: &MachineArgs,
     board: Board,
-    timeout: Duration,
-    append: &str,
+    cmdline: &str,
     icount: &str,
-) -> Result<BootRun> {
+) -> Result<BenchBoot> {
     let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
     let defmt = crate::load_defmt(&a.elf)?;
-    let cmdline = format!("bench {append}").trim().to_string();
     let mut machine = machine.clone();
     if let Some(n) = board.nr_cpus() {
         // As in `qemu`: 6 is --smp's default, so the board's own CPU count wins.
@@ -105,8 +110,8 @@ pub fn boot_measure(
         Boot::Direct {
             image: a.image.clone(),
         },
-        &cmdline,
-        true,
+        cmdline,
+        false,
         false,
     );
     m.icount = Some(icount.to_string());
@@ -115,6 +120,28 @@ pub fn boot_measure(
         m.extra.push("-dtb".into());
         m.extra.push(path.display().to_string());
     }
+    Ok(BenchBoot {
+        machine: m,
+        defmt,
+        smp: machine.smp,
+    })
+}
+
+/// Boots the kernel with `bench` under `-icount icount` and parses its boot-bench lines; an
+/// error when none came.
+pub fn boot_measure(
+    machine: &MachineArgs,
+    board: Board,
+    timeout: Duration,
+    append: &str,
+    icount: &str,
+) -> Result<BootRun> {
+    let cmdline = format!("bench {append}").trim().to_string();
+    let BenchBoot {
+        machine: m,
+        defmt,
+        smp,
+    } = bench_boot(machine, board, &cmdline, icount)?;
     let o = qemu::run(
         m.command(),
         defmt.as_ref(),
@@ -136,12 +163,12 @@ pub fn boot_measure(
             }
         );
     }
-    let complete = bench.cpus.len() == machine.smp as usize
+    let complete = bench.cpus.len() == smp as usize
         && bench.all_online_us.is_some()
         && bench.init_us.is_some();
     Ok(BootRun {
         bench,
-        smp: machine.smp,
+        smp,
         icount: icount.to_string(),
         complete,
         timed_out: o.timed_out,
@@ -290,28 +317,11 @@ pub fn switch_measure(
     timeout: Duration,
     echo: bool,
 ) -> Result<SwitchRun> {
-    let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
-    let defmt = crate::load_defmt(&a.elf)?;
-    let mut machine = machine.clone();
-    if let Some(n) = board.nr_cpus() {
-        if machine.smp == 6 || machine.smp > n {
-            machine.smp = n;
-        }
-    }
-    let mut m = machine.machine(
-        Boot::Direct {
-            image: a.image.clone(),
-        },
-        "bench=switch",
-        false,
-        false,
-    );
-    m.icount = Some("shift=0,sleep=off".into());
-    let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
-    if let Some(path) = dtb::board_dtb(board, &mut m, dir)? {
-        m.extra.push("-dtb".into());
-        m.extra.push(path.display().to_string());
-    }
+    let BenchBoot {
+        machine: m,
+        defmt,
+        smp,
+    } = bench_boot(machine, board, "bench=switch", "shift=0,sleep=off")?;
     let o = qemu::run(
         m.command(),
         defmt.as_ref(),
@@ -323,7 +333,7 @@ pub fn switch_measure(
     )?;
     Ok(SwitchRun {
         lines: parse_switch(o.lines.iter().map(String::as_str)),
-        smp: machine.smp,
+        smp,
         ok: o.status.and_then(|s| s.code()) == Some(0),
         timed_out: o.timed_out,
     })
@@ -384,29 +394,15 @@ pub fn soak(
     shift: u32,
     append: &str,
 ) -> Result<ExitCode> {
-    let a = kernel::build(crate::boards::Target::QemuVirt, None)?;
-    let defmt = crate::load_defmt(&a.elf)?;
-    let mut machine = machine.clone();
-    if let Some(n) = board.nr_cpus() {
-        if machine.smp == 6 || machine.smp > n {
-            machine.smp = n;
-        }
-    }
     let cmdline = format!("soak={seconds} {append}").trim().to_string();
-    let mut m = machine.machine(
-        Boot::Direct {
-            image: a.image.clone(),
-        },
+    let BenchBoot {
+        machine: m, defmt, ..
+    } = bench_boot(
+        machine,
+        board,
         &cmdline,
-        false,
-        false,
-    );
-    m.icount = Some(format!("shift={shift},sleep=off"));
-    let dir = a.image.parent().unwrap_or(std::path::Path::new("."));
-    if let Some(path) = dtb::board_dtb(board, &mut m, dir)? {
-        m.extra.push("-dtb".into());
-        m.extra.push(path.display().to_string());
-    }
+        &format!("shift={shift},sleep=off"),
+    )?;
     // Guest time runs at roughly host speed under -icount: allow three times as much, plus boot.
     let timeout = Duration::from_secs(u64::from(seconds) * 3 + 120);
     let o = qemu::run(
