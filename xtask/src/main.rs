@@ -321,6 +321,17 @@ pub struct TestArgs {
     /// Emulated board whose device tree the direct-boot self-test runs get (see `qemu`).
     #[arg(long, value_enum, default_value = "qemu-juno-r2")]
     pub board: dtb::Board,
+    /// Only the stages and QEMU runs whose name (as the summary prints it) contains this
+    /// substring, e.g. `--only "no DVFS firmware"` or `--only clippy`.
+    #[arg(long, value_name = "SUBSTRING")]
+    pub only: Option<String>,
+}
+
+impl TestArgs {
+    /// Whether the stage or run called `name` is selected by `--only`.
+    pub fn wants(&self, name: &str) -> bool {
+        self.only.as_deref().is_none_or(|s| name.contains(s))
+    }
 }
 
 #[derive(Args, Debug)]

@@ -54,6 +54,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
 
     if !args.no_host {
         stage_cmd(
+            args,
             &mut results,
             "fmt",
             cmd::cargo().args(["fmt", "--all", "--check"]),
@@ -64,7 +65,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
             clippy.args(["-p", c]);
         }
         clippy.args(["--all-targets", "--", "-D", "warnings"]);
-        stage_cmd(&mut results, "clippy (host)", &mut clippy);
+        stage_cmd(args, &mut results, "clippy (host)", &mut clippy);
 
         let t = Instant::now();
         let ensured = kernel::ensure_target();
@@ -75,13 +76,19 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         }
         clippy.args(["--target", TARGET, "--", "-D", "warnings"]);
         match ensured {
-            Ok(()) => stage_cmd(&mut results, "clippy (kernel, bare-metal)", &mut clippy),
-            Err(e) => results.push(StageResult {
+            Ok(()) => stage_cmd(
+                args,
+                &mut results,
+                "clippy (kernel, bare-metal)",
+                &mut clippy,
+            ),
+            Err(e) if args.wants("clippy (kernel, bare-metal)") => results.push(StageResult {
                 name: "clippy (kernel, bare-metal)".into(),
                 ok: false,
                 detail: format!("{e:#}"),
                 time: t.elapsed(),
             }),
+            Err(_) => {}
         }
 
         let mut test = cmd::cargo();
@@ -90,11 +97,12 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         for c in HOST_CRATES {
             test.args(["-p", c]);
         }
-        stage_cmd(&mut results, "host tests", &mut test);
+        stage_cmd(args, &mut results, "host tests", &mut test);
 
         // The seeds' experiments at reduced size: every must-show check must hold (the full
         // run is `cargo xtask experiments`, which regenerates docs/experiments.md).
         stage_cmd(
+            args,
             &mut results,
             "experiments --quick",
             cmd::cargo().args([
@@ -108,13 +116,13 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
             ]),
         );
 
-        if !args.no_lisa {
+        if !args.no_lisa && args.wants("LISA") {
             lisa_stages(&mut results);
         }
     }
 
     if !args.no_boards {
-        board_stages(&mut results);
+        board_stages(args, &mut results);
     }
 
     if !args.no_qemu {
@@ -187,7 +195,15 @@ fn lisa_stages(results: &mut Vec<StageResult>) {
     });
 }
 
-fn stage_cmd(results: &mut Vec<StageResult>, name: &str, command: &mut std::process::Command) {
+fn stage_cmd(
+    args: &TestArgs,
+    results: &mut Vec<StageResult>,
+    name: &str,
+    command: &mut std::process::Command,
+) {
+    if !args.wants(name) {
+        return;
+    }
     println!("\n== {name}");
     let t = Instant::now();
     let (ok, detail) = match cmd::status(command) {
@@ -207,9 +223,12 @@ fn stage_cmd(results: &mut Vec<StageResult>, name: &str, command: &mut std::proc
 /// board's u-boot (issue 11, must-show 1), then the boards' mainline DTBs as Debian's arm64
 /// kernel package ships them parsed by `cargo xtask dt-check --board` with no difference
 /// allowed (must-show 2).
-fn board_stages(results: &mut Vec<StageResult>) {
+fn board_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     for board in crate::boards::REAL {
         let name = format!("image {}: build + layout", board.name());
+        if !args.wants(&name) {
+            continue;
+        }
         println!("\n== {name}");
         let t = Instant::now();
         let r = kernel::build(board, None).and_then(|a| {
@@ -248,6 +267,11 @@ fn board_stages(results: &mut Vec<StageResult>) {
         });
     }
 
+    // The dt-check stages are named after the DTBs the package holds, known only once it is
+    // fetched: `--only` picks them all by "dt-check" (or the fetch's name), then by name.
+    if !(args.wants("mainline DTBs (Debian linux-image-arm64)") || args.wants("dt-check")) {
+        return;
+    }
     println!("\n== mainline DTBs from Debian's arm64 kernel package");
     let t = Instant::now();
     let cache = cmd::target_dir().join("debian-dtb");
@@ -274,6 +298,9 @@ fn board_stages(results: &mut Vec<StageResult>) {
     for (name, path, board) in &dtbs.files {
         let file = name.rsplit('/').next().unwrap_or(name);
         let stage = format!("dt-check {file} --board {}", board.name());
+        if !args.wants(&stage) {
+            continue;
+        }
         let t = Instant::now();
         let mut c = match &exe {
             Ok(exe) => std::process::Command::new(exe),
@@ -523,6 +550,7 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         .parent()
         .unwrap_or(Path::new("."))
         .to_path_buf();
+    planned.retain(|r| args.wants(&r.name));
     let mut runs = Vec::new();
     for mut run in planned {
         match dtb::board_dtb(run.board, &mut run.machine, &dir) {
@@ -545,12 +573,12 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     // every QEMU vCPU is otherwise in cluster 0, and SGI routing by Aff1, PSCI CPU_ON by a
     // cluster-1 MPIDR and the DT's cluster topology went unexercised in-kernel. QEMU numbers
     // GICv3 vCPUs 16 per Aff1, so -smp 20 and the DT keeps the six with Juno's MPIDRs.
-    if args.board == dtb::Board::QemuJunoR2 {
+    let name = "selftest qemu-juno-r2 gicv3 juno-mpidrs (0x0-0x1, 0x100-0x103)";
+    if args.board == dtb::Board::QemuJunoR2 && args.wants(name) {
         let mut m = Machine {
             smp: 20,
             ..base.clone()
         };
-        let name = "selftest qemu-juno-r2 gicv3 juno-mpidrs (0x0-0x1, 0x100-0x103)";
         match dtb::board_dtb_of_cpus(args.board, &mut m, &dir, Some(&JUNO_MPIDRS)) {
             Ok(path) => {
                 let mut machine = m;
@@ -587,10 +615,11 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     // real board's kernel must then leave frequencies alone (cpufreq off, said so), never run
     // the emulated driver.
     let juno: Vec<_> = if args.board == dtb::Board::QemuJunoR2 {
-        vec![
-            juno_image_run(&base, &dir, true),
-            juno_image_run(&base, &dir, false),
-        ]
+        [true, false]
+            .into_iter()
+            .filter(|&fw| args.wants(&juno_image_run_name(fw)))
+            .map(|fw| juno_image_run(&base, &dir, fw))
+            .collect()
     } else {
         Vec::new()
     };
@@ -645,12 +674,24 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         jobs: args.jobs,
         defmt: defmt.as_ref(),
     };
-    batch_stage(results, "fault injection", &stage, |s| {
-        crate::faults::cases(s.board, s.base, s.dir)
-    });
+    if args.wants("fault injection") {
+        batch_stage(results, "fault injection", &stage, |s| {
+            crate::faults::cases(s.board, s.base, s.dir)
+        });
+    }
+    if args.wants("dt fuzz") {
+        dt_fuzz_stage(results, &stage);
+    }
+    if args.wants("rt-app workloads on QEMU") {
+        workload_stage(results);
+    }
+}
+
+/// The DT fuzz batch, summed up in one line (and one per failing DT).
+fn dt_fuzz_stage(results: &mut Vec<StageResult>, stage: &Stage<'_>) {
     let before = results.len();
     let t = Instant::now();
-    batch_stage(results, "dt fuzz", &stage, |s| {
+    batch_stage(results, "dt fuzz", stage, |s| {
         crate::dtfuzz::cases(s.board, s.base, s.dir)
     });
     // One summary line for the stage (and one per failing DT), not 90.
@@ -684,7 +725,6 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
         time: t.elapsed(),
     });
     results.extend(fuzz.into_iter().filter(|r| !r.ok));
-    workload_stage(results);
 }
 
 /// What the batch stages (fault injection, DT fuzz, machine shapes) need from the QEMU stages.
@@ -739,6 +779,15 @@ fn batch_stage(
 
 const JUNO_IMAGE_RUN: &str = "selftest juno-r2 Image on QEMU virt gicv2 el2 3 GiB";
 
+/// The name of [`juno_image_run`]'s run.
+fn juno_image_run_name(firmware: bool) -> String {
+    if firmware {
+        JUNO_IMAGE_RUN.into()
+    } else {
+        format!("{JUNO_IMAGE_RUN}, no DVFS firmware in the DT")
+    }
+}
+
 /// The run of the Juno r2 board binary on QEMU (see `qemu_stages`), with its own defmt table;
 /// `firmware`: with the DVFS firmware stand-in, else a DT without DVFS firmware.
 fn juno_image_run(base: &Machine, dir: &Path, firmware: bool) -> Result<(QemuRun, Option<Defmt>)> {
@@ -787,11 +836,7 @@ fn juno_image_run(base: &Machine, dir: &Path, firmware: bool) -> Result<(QemuRun
     }
     Ok((
         QemuRun {
-            name: if firmware {
-                JUNO_IMAGE_RUN.into()
-            } else {
-                format!("{JUNO_IMAGE_RUN}, no DVFS firmware in the DT")
-            },
+            name: juno_image_run_name(firmware),
             board: dtb::Board::QemuJunoR2,
             machine: m,
             expect,
