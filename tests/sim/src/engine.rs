@@ -330,8 +330,9 @@ enum Ev {
     Tick,
     Start(u32),
     Wake(u32),
-    /// The running task's piece of work on this CPU ends, if the entry's sequence number
-    /// is still the CPU's `seg_seq` (else a later arming or a switch superseded it).
+    /// The running task's piece of work on this CPU ends. Never in the queue: each CPU
+    /// holds its one live end in [`CpuState::seg`], and [`Engine::next_event`] merges
+    /// them with the queue in `(time, sequence)` order.
     SegDone(u32),
     FreqPoll,
     Resched(u32),
@@ -439,8 +440,10 @@ struct CpuState {
     /// dequeue of the running task until the next pick).
     running: Option<usize>,
     last_acct: u64,
-    /// The sequence number of the live [`Ev::SegDone`] of this CPU (0: none).
-    seg_seq: u64,
+    /// The `(time, sequence number)` of the live [`Ev::SegDone`] of this CPU, if any.
+    /// Re-arming replaces it, so superseded ends never reach the event queue (they
+    /// used to stay there until popped and dropped: most of its entries on busy runs).
+    seg: Option<(u64, u64)>,
     run_start: u64,
     /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
     /// `cpu_idle` enter/exit alternating however the CPU is woken.
@@ -658,7 +661,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     CpuState {
                         running: None,
                         last_acct: 0,
-                        seg_seq: 0,
+                        seg: None,
                         run_start: 0,
                         in_idle_state: true,
                         idle_wakee: WakeeFlips::default(),
@@ -854,7 +857,7 @@ impl<'a, W: Write> Engine<'a, W> {
     /// it returns.
     pub fn run_events(&mut self) -> Result<u64, SimError> {
         let mut end = self.cfg.duration_ns;
-        while let Some(Entry { t, seq, ev }) = self.heap.pop() {
+        while let Some(Entry { t, ev, .. }) = self.next_event() {
             if t > end {
                 break;
             }
@@ -876,13 +879,11 @@ impl<'a, W: Write> Engine<'a, W> {
                 Ev::Wake(i) => self.wake(i as usize, None, false)?,
                 Ev::SegDone(cpu) => {
                     let cpu = cpu as usize;
-                    if seq == self.cpus[cpu].seg_seq {
-                        self.account(cpu)?;
-                        if let Some(t) = self.cpus[cpu].running {
-                            self.tasks[t].remaining_fp = 0;
-                        }
-                        self.run_program(cpu)?;
+                    self.account(cpu)?;
+                    if let Some(t) = self.cpus[cpu].running {
+                        self.tasks[t].remaining_fp = 0;
                     }
+                    self.run_program(cpu)?;
                 }
                 Ev::FreqPoll => {
                     while let Some((pd, khz)) = self.cpufreq.poll(Nanos(self.now)) {
@@ -968,6 +969,31 @@ impl<'a, W: Write> Engine<'a, W> {
         }
         self.later_buf = later;
         Ok(())
+    }
+
+    /// Remove and return the earliest pending event by `(time, sequence)`: the queue's
+    /// head or a CPU's live segment end, whichever is earlier (sequence numbers are
+    /// unique, so this is the order one queue holding both would pop).
+    fn next_event(&mut self) -> Option<Entry<Ev>> {
+        let mut best: Option<(u64, u64, usize)> = None;
+        for (c, cpu) in self.cpus.iter().enumerate() {
+            if let Some((t, seq)) = cpu.seg {
+                if best.is_none_or(|(bt, bs, _)| (t, seq) < (bt, bs)) {
+                    best = Some((t, seq, c));
+                }
+            }
+        }
+        if let Some((t, seq, c)) = best {
+            if self.heap.peek().is_none_or(|h| (t, seq) < (h.t, h.seq)) {
+                self.cpus[c].seg = None;
+                return Some(Entry {
+                    t,
+                    seq,
+                    ev: Ev::SegDone(c as u32),
+                });
+            }
+        }
+        self.heap.pop()
     }
 
     /// Queue `ev` at `t`; returns its sequence number.
@@ -1450,7 +1476,7 @@ impl<'a, W: Write> Engine<'a, W> {
         let c = &mut self.cpus[cpu];
         c.running = next;
         c.run_start = self.now;
-        c.seg_seq = 0;
+        c.seg = None;
         match next {
             None => {
                 sched_core::idle_enter(self.cpus[cpu].rq_mut());
@@ -1482,7 +1508,8 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         let rate = self.rate_fp(cpu, t).max(1);
         let dt = self.tasks[t].remaining_fp.div_ceil(rate);
-        self.cpus[cpu].seg_seq = self.push(self.now + dt, Ev::SegDone(cpu as u32));
+        self.seq += 1;
+        self.cpus[cpu].seg = Some((self.now + dt, self.seq));
     }
 
     /// The running task of `cpu` blocks (`DEQUEUE_SLEEP`), then `__schedule`.
