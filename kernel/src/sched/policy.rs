@@ -3,12 +3,13 @@
 //! vocabulary. The mechanism around them (locks, threads, context switch, IPIs, timers) is
 //! `crate::sched`'s; the lock each function needs is named in its doc.
 //!
-//! Load balancing and EAS are not wired in yet: [`CoreCtx::load_balance`] is false (so no
-//! step asks for a newidle balance and misfit is not tracked) and the wake-up path has no
-//! energy model (`select_task_rq_fair`'s capacity-aware `select_idle_sibling`).
+//! Wake-ups are placed by `select_task_rq_fair`: `find_energy_efficient_cpu` over the DT's
+//! energy model while EAS is active ([`super::eas_active`]) and the root domain is not
+//! overutilized, else the capacity-aware `select_idle_sibling`. The root domain's flags are
+//! [`super::root_domain`]'s (the overutilized flag a lock-free atomic).
 
 use asym_sched::pelt::RemovedLoad;
-use asym_sched::root_domain::RootDomain;
+use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
 use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, EnqueueError, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{self, CoreCtx, Pick, Placement, Resched, WakeCtx, WakeOutcome};
 use asym_sched::topology::Topology;
@@ -18,14 +19,6 @@ use asym_sched::wakeup::{select_task_rq_interim, WakeKind, WakerInfo};
 
 use super::CpuSched;
 use crate::task::{ThreadId, ThreadParams};
-
-/// The root domain: one spanning every CPU, its overutilized flag not tracked until EAS is
-/// wired in (`RootDomain::tracked` false: the steps never change it).
-const RD: RootDomain = RootDomain {
-    overutilized: false,
-    tracked: false,
-    eas: false,
-};
 
 fn core_ctx(topology: &Topology) -> CoreCtx<'_> {
     CoreCtx {
@@ -47,16 +40,18 @@ pub fn new_task(id: ThreadId, p: &ThreadParams) -> Result<Task, RqError> {
 }
 
 /// Whether a wake-up of a task allowed on `allowed` needs every CPU's snapshot: for a choice
-/// of CPU (`select_task_rq_fair`), or for the root domain's overutilized check once it is
-/// tracked. A task allowed on one online CPU needs none ([`select_cpu`] and [`activate`] then
-/// take an empty slice): reading every CPU's snapshot is most of a wake-up's cost.
-pub fn needs_snapshots(allowed: CpuMask, online: CpuMask) -> bool {
-    allowed.and(online).weight() > 1 || RD.tracked
+/// of CPU (`select_task_rq_fair`), or for the root domain's overutilized check where it is
+/// tracked ([`RootDomain::check_overutilized`] reads every CPU). A task allowed on one online
+/// CPU of an untracked root domain needs none ([`select_cpu`] and [`activate`] then take an
+/// empty slice): reading every CPU's snapshot is most of a wake-up's cost.
+pub fn needs_snapshots(allowed: CpuMask, online: CpuMask, rd: &RootDomain) -> bool {
+    allowed.and(online).weight() > 1 || rd.tracked
 }
 
 /// `select_task_rq` (no lock but the task's own): a task allowed on one online CPU goes
 /// there (Linux skips `select_task_rq_fair` then); otherwise `sched_core::ttwu_select` over
 /// every CPU's published snapshot. Always an allowed online CPU.
+#[allow(clippy::too_many_arguments)] // the wake-up's inputs, as `select_task_rq` takes them
 pub fn select_cpu(
     topology: &Topology,
     task: &Task,
@@ -65,6 +60,7 @@ pub fn select_cpu(
     kind: WakeKind,
     online: CpuMask,
     snaps: &[RqSnapshot],
+    rd: RootDomain,
 ) -> CpuId {
     let allowed = task.cpus_allowed.and(online);
     if allowed.weight() <= 1 {
@@ -73,8 +69,8 @@ pub fn select_cpu(
     let ctx = WakeCtx {
         core: core_ctx(topology),
         cpus: snaps,
-        em: None,
-        rd: RD,
+        em: super::energy_model(),
+        rd,
         uclamp_sysctl: sysctl(),
         placement: Placement::Linux,
         // No WF_SYNC and no wakee-flip tracking in the kernel yet: never wake_wide.
@@ -99,6 +95,7 @@ pub fn migrate(prev: &RqSnapshot, task: &mut Task, now: Nanos) -> Result<Removed
 /// `ttwu_do_activate` / `wake_up_new_task`'s activation under the target's run-queue lock,
 /// after its clock update: `sched_core::ttwu_activate` (enqueue, `wakeup_preempt`, the
 /// `avg_idle` update). `snaps`: every CPU's, or empty when [`needs_snapshots`] says so.
+/// The caller stores [`WakeOutcome::overutilized`].
 #[allow(clippy::result_large_err)] // the refused task is handed back
 pub fn activate(
     topology: &Topology,
@@ -107,6 +104,7 @@ pub fn activate(
     kind: WakeKind,
     migrated: bool,
     snaps: &[RqSnapshot],
+    rd: &RootDomain,
 ) -> Result<WakeOutcome, EnqueueError> {
     sched_core::ttwu_activate(
         &mut cs.rq,
@@ -114,8 +112,20 @@ pub fn activate(
         kind,
         migrated,
         snaps,
-        &RD,
+        rd,
         &core_ctx(topology),
+    )
+}
+
+/// The tick's re-evaluation of the root domain's overutilized flag (no lock; after this CPU
+/// published its snapshot): over every CPU's snapshot while load balancing is off
+/// (`RootDomain::check_overutilized`, the policy crate's rule then). `Some`: the new value.
+pub fn tick_overutilized(rd: &RootDomain, snaps: &[RqSnapshot]) -> Option<bool> {
+    rd.check_overutilized(
+        OverutilizedCheck::Tick,
+        snaps,
+        super::features(),
+        super::uclamp_used(),
     )
 }
 
