@@ -119,6 +119,8 @@ static NEED_RESCHED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(f
 /// `rd->overutilized`: the root domain's flag, read lock-free on every wake-up and tick
 /// (Linux `READ_ONCE(rd->overutilized)`), stored where a policy step says it changed.
 static OVERUTILIZED: AtomicBool = AtomicBool::new(false);
+/// When the root level's overutilized statistics are next due ([`root_stats_due`], ns).
+static ROOT_STATS_NEXT: AtomicU64 = AtomicU64::new(0);
 /// Every cpufreq domain runs schedutil (Linux rebuilds the perf domains on a governor change,
 /// `sched_cpufreq_governor_change`): written by `cpufreq::set_governor`, read by
 /// [`eas_active`].
@@ -917,7 +919,8 @@ pub fn tick(cpu: CpuId) {
         return;
     };
     let t0 = arch::counter();
-    let (upd, feat, t) = {
+    let rd = root_domain();
+    let (upd, feat, t, over) = {
         let mut g = lock.lock();
         let cs = &mut *g;
         let t = clock_only(cs);
@@ -930,9 +933,12 @@ pub fn tick(cpu: CpuId) {
         cs.rq
             .set_freq_scale(Capacity(crate::cpufreq::arch_freq_scale(cpu)));
         let resched = policy::tick(&st.topology, cs, running);
-        if running {
+        let over = if running {
             account_start(cs, curr, t.0);
-        }
+            policy::tick_overutilized(&st.topology, cs, &rd)
+        } else {
+            None
+        };
         if resched.is_yes() {
             NEED_RESCHED.of(cpu).store(true, Ordering::Release);
         }
@@ -943,19 +949,41 @@ pub fn tick(cpu: CpuId) {
             });
         }
         publish(cs);
-        (upd, cs.rq.features(), t)
+        (upd, cs.rq.features(), t, over)
     };
-    let rd = root_domain();
-    if rd.tracked {
+    set_overutilized(over);
+    if rd.tracked && root_stats_due(t) {
         let mut snaps = snapshot::Snapshots::new();
         snapshot::read_all(&mut snaps, st.cpus.len());
-        set_overutilized(policy::tick_overutilized(&rd, &snaps));
+        set_overutilized(policy::root_stats_overutilized(&root_domain(), &snaps));
     }
     crate::cpufreq::tick(cpu, t, upd, feat);
     TICK_CYC
         .of(cpu)
         .fetch_add(arch::counter() - t0, Ordering::Relaxed);
     TICK_COUNT.of(cpu).fetch_add(1, Ordering::Relaxed);
+}
+
+/// Whether this tick runs the root level's statistics for the overutilized flag
+/// ([`policy::root_stats_overutilized`]): once per root-domain balance interval, by whichever
+/// CPU ticks first after it expired (a lock-free claim, so one CPU per interval and none
+/// waits). The interval is Linux's `sd->min_interval` of the root level (`sd_init`: the span's
+/// weight in ms), the shortest a root-level periodic balance waits.
+fn root_stats_due(now: Nanos) -> bool {
+    let Some(st) = STATE.get() else { return false };
+    let due = ROOT_STATS_NEXT.load(Ordering::Relaxed);
+    if now.0 < due {
+        return false;
+    }
+    let interval_ns = st.cpus.len() as u64 * 1_000_000;
+    ROOT_STATS_NEXT
+        .compare_exchange(
+            due,
+            now.0 + interval_ns,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+        .is_ok()
 }
 
 /// `(ticks, guest ns)` spent in [`tick`] on `cpu` so far.
@@ -985,7 +1013,7 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) -> Result<(), SchedError> {
     let online = online_mask();
     let rd = root_domain();
     let mut snaps = snapshot::Snapshots::new();
-    if policy::needs_snapshots(params.affinity, online, &rd) {
+    if policy::needs_snapshots(params.affinity, online) {
         snapshot::read_all(&mut snaps, st.cpus.len());
     }
     let irq = arch::irq_save_disable();
@@ -1113,7 +1141,7 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     let online = online_mask();
     let rd = root_domain();
     let mut snaps = snapshot::Snapshots::new();
-    if policy::needs_snapshots(pi.params.affinity, online, &rd) {
+    if policy::needs_snapshots(pi.params.affinity, online) {
         snapshot::read_all(&mut snaps, st.cpus.len());
     }
     let target = policy::select_cpu(

@@ -6,10 +6,13 @@
 //! Wake-ups are placed by `select_task_rq_fair`: `find_energy_efficient_cpu` over the DT's
 //! energy model while EAS is active ([`super::eas_active`]) and the root domain is not
 //! overutilized, else the capacity-aware `select_idle_sibling`. The root domain's flags are
-//! [`super::root_domain`]'s (the overutilized flag a lock-free atomic).
+//! [`super::root_domain`]'s (the overutilized flag a lock-free atomic), updated by Linux's
+//! rule ([`OverutilizedRule::Linux`]): a wake-up and a tick set it from their own CPU only;
+//! [`root_stats_overutilized`], the stand-in for the root level's `update_sd_lb_stats`
+//! while no balancer runs, is the only step that reads every CPU for it and clears it.
 
 use asym_sched::pelt::RemovedLoad;
-use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
+use asym_sched::root_domain::{OverutilizedRule, RootDomain};
 use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, EnqueueError, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{self, CoreCtx, Pick, Placement, Resched, WakeCtx, WakeOutcome};
 use asym_sched::topology::Topology;
@@ -26,6 +29,7 @@ fn core_ctx(topology: &Topology) -> CoreCtx<'_> {
         features: super::features(),
         uclamp_used: super::uclamp_used(),
         load_balance: false,
+        overutilized_rule: OverutilizedRule::Linux,
     }
 }
 
@@ -39,13 +43,12 @@ pub fn new_task(id: ThreadId, p: &ThreadParams) -> Result<Task, RqError> {
     Task::new(id.task_id(), p.nice, uclamp, p.affinity)
 }
 
-/// Whether a wake-up of a task allowed on `allowed` needs every CPU's snapshot: for a choice
-/// of CPU (`select_task_rq_fair`), or for the root domain's overutilized check where it is
-/// tracked ([`RootDomain::check_overutilized`] reads every CPU). A task allowed on one online
-/// CPU of an untracked root domain needs none ([`select_cpu`] and [`activate`] then take an
-/// empty slice): reading every CPU's snapshot is most of a wake-up's cost.
-pub fn needs_snapshots(allowed: CpuMask, online: CpuMask, rd: &RootDomain) -> bool {
-    allowed.and(online).weight() > 1 || rd.tracked
+/// Whether a wake-up of a task allowed on `allowed` needs every CPU's snapshot: only for a
+/// choice of CPU (`select_task_rq_fair`); the overutilized check reads the target's own run
+/// queue. A task allowed on one online CPU needs none ([`select_cpu`] and [`activate`] then
+/// take an empty slice): reading every CPU's snapshot is most of a wake-up's cost.
+pub fn needs_snapshots(allowed: CpuMask, online: CpuMask) -> bool {
+    allowed.and(online).weight() > 1
 }
 
 /// `select_task_rq` (no lock but the task's own): a task allowed on one online CPU goes
@@ -117,16 +120,17 @@ pub fn activate(
     )
 }
 
-/// The tick's re-evaluation of the root domain's overutilized flag (no lock; after this CPU
-/// published its snapshot): over every CPU's snapshot while load balancing is off
-/// (`RootDomain::check_overutilized`, the policy crate's rule then). `Some`: the new value.
-pub fn tick_overutilized(rd: &RootDomain, snaps: &[RqSnapshot]) -> Option<bool> {
-    rd.check_overutilized(
-        OverutilizedCheck::Tick,
-        snaps,
-        super::features(),
-        super::uclamp_used(),
-    )
+/// The end of `task_tick_fair` on a CPU running a task, under its rq lock after [`tick`]:
+/// `check_update_overutilized_status(rq)` for this CPU only. `Some(true)`: set the flag.
+pub fn tick_overutilized(topology: &Topology, cs: &CpuSched, rd: &RootDomain) -> Option<bool> {
+    sched_core::tick_overutilized(&cs.rq, rd, &core_ctx(topology))
+}
+
+/// The root level's `update_sd_lb_stats` → `set_rd_overutilized(rd, sg_overutilized)`, which
+/// no balancer runs yet (no lock; over every CPU's published snapshot): the one step that
+/// clears the flag. `Some`: the new value.
+pub fn root_stats_overutilized(rd: &RootDomain, snaps: &[RqSnapshot]) -> Option<bool> {
+    rd.update_root_stats(snaps, super::features(), super::uclamp_used())
 }
 
 /// `ttwu_runnable`'s `wakeup_preempt` for a task still queued (woken before it got round to
