@@ -953,9 +953,11 @@ pub fn tick(cpu: CpuId) {
     };
     set_overutilized(over);
     if rd.tracked && root_stats_due(t) {
-        let mut snaps = snapshot::Snapshots::new();
-        snapshot::read_all(&mut snaps, st.cpus.len());
-        set_overutilized(policy::root_stats_overutilized(&root_domain(), &snaps));
+        set_overutilized(policy::root_stats_overutilized(
+            &root_domain(),
+            cpu,
+            st.cpus.len(),
+        ));
     }
     crate::cpufreq::tick(cpu, t, upd, feat);
     TICK_CYC
@@ -967,15 +969,16 @@ pub fn tick(cpu: CpuId) {
 /// Whether this tick runs the root level's statistics for the overutilized flag
 /// ([`policy::root_stats_overutilized`]): once per root-domain balance interval, by whichever
 /// CPU ticks first after it expired (a lock-free claim, so one CPU per interval and none
-/// waits). The interval is Linux's `sd->min_interval` of the root level (`sd_init`: the span's
-/// weight in ms), the shortest a root-level periodic balance waits.
+/// waits). The interval is the root level's `sd->max_interval` (`sd_init`: twice the span's
+/// weight in ms), where a balanced domain's `balance_interval` settles; Linux's busy CPUs
+/// wait `busy_factor` times longer.
 fn root_stats_due(now: Nanos) -> bool {
     let Some(st) = STATE.get() else { return false };
     let due = ROOT_STATS_NEXT.load(Ordering::Relaxed);
     if now.0 < due {
         return false;
     }
-    let interval_ns = st.cpus.len() as u64 * 1_000_000;
+    let interval_ns = 2 * st.cpus.len() as u64 * 1_000_000;
     ROOT_STATS_NEXT
         .compare_exchange(
             due,

@@ -26,6 +26,8 @@
 //! In the kernel the flags are atomics read locklessly (as Linux's `READ_ONCE`); the
 //! decisions here return the new value and the caller stores it.
 
+use core::borrow::Borrow;
+
 use crate::eas::cpu_overutilized;
 use crate::features::SchedFeatures;
 use crate::rq::RqSnapshot;
@@ -92,16 +94,20 @@ impl RootDomain {
     /// `update_sd_lb_stats` at the root level for a caller without the balancer (its
     /// `set_rd_overutilized(rd, sg_overutilized)`, which here is "some CPU of the system is
     /// `cpu_overutilized`"), over every CPU's snapshot: `Some(flag)` when it changes. Under
-    /// [`OverutilizedRule::Linux`] this is what clears the flag.
-    pub fn update_root_stats<'a>(
+    /// [`OverutilizedRule::Linux`] this is what clears the flag. `cpus` is consumed only up
+    /// to the first overutilized CPU, so a caller may read the snapshots lazily.
+    pub fn update_root_stats<S: Borrow<RqSnapshot>>(
         &self,
-        cpus: impl IntoIterator<Item = &'a RqSnapshot>,
+        cpus: impl IntoIterator<Item = S>,
         features: SchedFeatures,
         uclamp_used: bool,
     ) -> Option<bool> {
+        if !self.tracked {
+            return None;
+        }
         let over = cpus
             .into_iter()
-            .any(|c| cpu_overutilized(c, features, uclamp_used));
+            .any(|c| cpu_overutilized(c.borrow(), features, uclamp_used));
         self.set_rd_overutilized(over)
     }
 

@@ -203,16 +203,14 @@ pub fn ttwu_activate(
     rq.enqueue_task(task, flags)?;
     // The task was just enqueued here, so the preemption check finds it.
     let resched = Resched::from_bool(rq.check_preempt_wakeup(id).unwrap_or(true));
-    let own = rq.snapshot();
     let overutilized = if ctx.overutilized_rule == OverutilizedRule::Linux {
         // enqueue_task_fair: `if (!task_new) check_update_overutilized_status(rq)`.
         match kind {
             WakeKind::Fork => None,
-            WakeKind::Wakeup => {
-                rd.check_update_overutilized_status(&own, ctx.features, ctx.uclamp_used)
-            }
+            WakeKind::Wakeup => own_overutilized(rq, rd, ctx),
         }
     } else {
+        let own = rq.snapshot();
         let all = cpus
             .iter()
             .map(|s| if s.cpu() == own.cpu() { &own } else { s });
@@ -294,6 +292,16 @@ pub fn sched_tick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Resched {
 /// ([`RootDomain::check_overutilized`]) and this returns `None`.
 pub fn tick_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool> {
     if ctx.overutilized_rule != OverutilizedRule::Linux {
+        return None;
+    }
+    own_overutilized(rq, rd, ctx)
+}
+
+/// `check_update_overutilized_status(rq)` for `rq`'s CPU, building its snapshot only when
+/// the answer can be `Some` (the flag tracked and clear): a wake-up or tick of a system
+/// already overutilized costs a load.
+fn own_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool> {
+    if !rd.tracked || rd.overutilized {
         return None;
     }
     rd.check_update_overutilized_status(&rq.snapshot(), ctx.features, ctx.uclamp_used)

@@ -128,9 +128,14 @@ pub fn tick_overutilized(topology: &Topology, cs: &CpuSched, rd: &RootDomain) ->
 
 /// The root level's `update_sd_lb_stats` → `set_rd_overutilized(rd, sg_overutilized)`, which
 /// no balancer runs yet (no lock; over every CPU's published snapshot): the one step that
-/// clears the flag. `Some`: the new value.
-pub fn root_stats_overutilized(rd: &RootDomain, snaps: &[RqSnapshot]) -> Option<bool> {
-    rd.update_root_stats(snaps, super::features(), super::uclamp_used())
+/// clears the flag. Reads the snapshots one at a time from `this` on, up to the first
+/// overutilized CPU. `Some`: the new value.
+pub fn root_stats_overutilized(rd: &RootDomain, this: CpuId, nr_cpus: usize) -> Option<bool> {
+    let first = this.index().min(nr_cpus);
+    let cpus = (first..nr_cpus)
+        .chain(0..first)
+        .filter_map(|c| super::snapshot::read(CpuId(c as u16)));
+    rd.update_root_stats(cpus, super::features(), super::uclamp_used())
 }
 
 /// `ttwu_runnable`'s `wakeup_preempt` for a task still queued (woken before it got round to
