@@ -123,8 +123,9 @@ static OVERUTILIZED: AtomicBool = AtomicBool::new(false);
 static ROOT_STATS_NEXT: AtomicU64 = AtomicU64::new(0);
 /// Every cpufreq domain runs schedutil (Linux rebuilds the perf domains on a governor change,
 /// `sched_cpufreq_governor_change`): written by `cpufreq::set_governor`, read by
-/// [`eas_active`].
-static SCHEDUTIL_EVERYWHERE: AtomicBool = AtomicBool::new(true);
+/// [`eas_active`]. False until cpufreq starts: without a cpufreq driver no CPU runs
+/// schedutil, so EAS is not possible (`sched_is_eas_possible`).
+static SCHEDUTIL_EVERYWHERE: AtomicBool = AtomicBool::new(false);
 /// Per CPU: a cpufreq request waits for the CPU's next tick (written under its rq lock, read
 /// by its idle thread's NOHZ decision).
 static CPUFREQ_PENDING: PerCpu<AtomicBool> =
@@ -278,8 +279,10 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
             Ok(_) => {}
             Err(e) => crate::println!("sched: energy model refused: {} (EAS off)", e),
         }
-        if let Err(e) = crate::cpufreq::init(plat, b, &topology, start, features) {
-            crate::println!("cpufreq: {}; cpufreq off", e);
+        match crate::cpufreq::init(plat, b, &topology, start, features) {
+            // Every domain starts under schedutil; `cpufreq::set_governor` reports changes.
+            Ok(()) => governors_changed(true),
+            Err(e) => crate::println!("cpufreq: {}; cpufreq off", e),
         }
     }
     let _ = STATE.set(Box::leak(Box::new(State {
