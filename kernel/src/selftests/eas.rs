@@ -70,6 +70,14 @@ fn small_periodic_on_little() -> TestResult {
         );
         return Ok(());
     }
+    if !crate::cpufreq::available() {
+        // sched_is_eas_possible: no cpufreq driver, so no CPU runs schedutil.
+        crate::println!(
+            "selftest sched_eas_small_periodic_on_little: skipped: no cpufreq driver \
+             (EAS needs schedutil)"
+        );
+        return Ok(());
+    }
     test_assert!(
         sched::eas_active(),
         "an energy model exists but EAS is not active (features {}, governors not all \
