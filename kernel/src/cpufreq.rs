@@ -385,7 +385,12 @@ pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
     let r = core.set_governor(pd, gov, now).map_err(Error::Policy);
     IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
     let cpus = core.policy(pd).map(|p| p.cpus);
+    let all_schedutil = (0..core.nr_policies()).all(|i| {
+        core.policy(i)
+            .is_none_or(|p| p.governor() == Governor::Schedutil)
+    });
     drop(core);
+    crate::sched::governors_changed(all_schedutil);
     if r.is_ok() {
         kick_domain(cpus);
     }

@@ -41,7 +41,9 @@ pub mod snapshot;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use asym_sched::features::SchedFeatures;
+use asym_sched::em::EnergyModel;
+use asym_sched::features::{Feature, SchedFeatures};
+use asym_sched::root_domain::RootDomain;
 use asym_sched::rq::{CpufreqUpdate, Rq, RqConfig, RqSnapshot};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Nanos, SCHED_CAPACITY_SCALE};
@@ -104,12 +106,26 @@ struct State {
     /// The feature set in force, for readers ([`SchedFeatures::bits`]): read on every switch
     /// and wake-up, so not behind a lock.
     features_bits: AtomicU64,
+    /// The energy model when EAS is possible on this board (`sched_is_eas_possible` without
+    /// the governor and switch conditions, which [`eas_active`] adds at each read): asymmetric
+    /// CPUs and a complete model from the DT's `dynamic-power-coefficient`s.
+    em: Option<EnergyModel>,
 }
 
 static STATE: InitOnce<&'static State> = InitOnce::new();
 
 /// Per CPU: the running thread must call `schedule()` soon (Linux `TIF_NEED_RESCHED`).
 static NEED_RESCHED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+/// `rd->overutilized`: the root domain's flag, read lock-free on every wake-up and tick
+/// (Linux `READ_ONCE(rd->overutilized)`), stored where a policy step says it changed.
+static OVERUTILIZED: AtomicBool = AtomicBool::new(false);
+/// When the root level's overutilized statistics are next due ([`root_stats_due`], ns).
+static ROOT_STATS_NEXT: AtomicU64 = AtomicU64::new(0);
+/// Every cpufreq domain runs schedutil (Linux rebuilds the perf domains on a governor change,
+/// `sched_cpufreq_governor_change`): written by `cpufreq::set_governor`, read by
+/// [`eas_active`]. False until cpufreq starts: without a cpufreq driver no CPU runs
+/// schedutil, so EAS is not possible (`sched_is_eas_possible`).
+static SCHEDUTIL_EVERYWHERE: AtomicBool = AtomicBool::new(false);
 /// Per CPU: a cpufreq request waits for the CPU's next tick (written under its rq lock, read
 /// by its idle thread's NOHZ decision).
 static CPUFREQ_PENDING: PerCpu<AtomicBool> =
@@ -218,7 +234,9 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
     for (i, cap) in capacity.iter_mut().enumerate().take(nr) {
         *cap = topology.capacity_orig(CpuId(i as u16));
     }
-    let mut features = SchedFeatures::default();
+    // The kernel places wake-ups energy-aware wherever EAS is possible, as Linux's
+    // `sched_energy_aware` sysctl defaults to; `sched_features=NO_ENERGY_AWARE` turns it off.
+    let mut features = SchedFeatures::default().with(Feature::ENERGY_AWARE, true);
     let mut cpufreq_opts: heapless::Vec<(&str, &str), 8> = heapless::Vec::new();
     for word in cmd.sched_args.split_ascii_whitespace() {
         let Some((k, v)) = word.split_once('=') else {
@@ -254,12 +272,17 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         ));
     }
     let cpus: &'static [IrqSpinLock<CpuSched>] = Vec::leak(cpus);
+    let mut em = None;
     if let Some(b) = board {
-        if let Err(e) = asym_sched::em::EnergyModel::from_topology(b, &topology) {
-            crate::println!("sched: energy model refused: {} (EAS off)", e);
+        match EnergyModel::from_topology(b, &topology) {
+            Ok(m) if m.complete() && topology.eas_possible() => em = Some(m),
+            Ok(_) => {}
+            Err(e) => crate::println!("sched: energy model refused: {} (EAS off)", e),
         }
-        if let Err(e) = crate::cpufreq::init(plat, b, &topology, start, features) {
-            crate::println!("cpufreq: {}; cpufreq off", e);
+        match crate::cpufreq::init(plat, b, &topology, start, features) {
+            // Every domain starts under schedutil; `cpufreq::set_governor` reports changes.
+            Ok(()) => governors_changed(true),
+            Err(e) => crate::println!("cpufreq: {}; cpufreq off", e),
         }
     }
     let _ = STATE.set(Box::leak(Box::new(State {
@@ -269,6 +292,7 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         board,
         features: IrqSpinLock::new(features),
         features_bits: AtomicU64::new(features.bits()),
+        em,
     })));
     for (k, v) in cpufreq_opts {
         if let Err(e) = crate::cpufreq::apply_option(k, v) {
@@ -365,6 +389,51 @@ pub fn uclamp_used() -> bool {
     UCLAMP_USED.load(Ordering::Relaxed)
 }
 
+/// `sched_energy_enabled()`: the energy model exists (EAS possible), every cpufreq domain runs
+/// schedutil and `ENERGY_AWARE` is on. Lock-free: read on every wake-up.
+pub fn eas_active() -> bool {
+    STATE.get().is_some_and(|s| s.em.is_some())
+        && SCHEDUTIL_EVERYWHERE.load(Ordering::Relaxed)
+        && features().enabled(Feature::ENERGY_AWARE)
+}
+
+/// The energy model wake-ups place with, while [`eas_active`].
+fn energy_model() -> Option<&'static EnergyModel> {
+    let st = STATE.get()?;
+    eas_active().then_some(st.em.as_ref()).flatten()
+}
+
+/// The root domain's flags as they are now: `overutilized` (lock-free), maintained wherever
+/// an energy model exists on asymmetric CPUs (the simulator's rule), and EAS.
+pub fn root_domain() -> RootDomain {
+    let tracked = STATE
+        .get()
+        .is_some_and(|s| s.em.is_some() && s.topology.asym_cpucapacity());
+    RootDomain {
+        overutilized: tracked && OVERUTILIZED.load(Ordering::Relaxed),
+        tracked,
+        eas: eas_active(),
+    }
+}
+
+/// `is_rd_overutilized`.
+pub fn overutilized() -> bool {
+    OVERUTILIZED.load(Ordering::Relaxed)
+}
+
+/// Stores the root domain's flag a policy step decided (`set_rd_overutilized`).
+fn set_overutilized(v: Option<bool>) {
+    if let Some(v) = v {
+        OVERUTILIZED.store(v, Ordering::Relaxed);
+    }
+}
+
+/// A cpufreq domain changed governor: EAS needs schedutil on every domain (Linux
+/// `sched_cpufreq_governor_change` → `rebuild_sched_domains_energy`).
+pub fn governors_changed(all_schedutil: bool) {
+    SCHEDUTIL_EVERYWHERE.store(all_schedutil, Ordering::Relaxed);
+}
+
 /// The board description parsed from the DT (`None`: no OPP tables).
 pub fn board() -> Option<&'static BoardDesc> {
     STATE.get()?.board
@@ -374,12 +443,17 @@ pub fn board() -> Option<&'static BoardDesc> {
 pub fn print_banner() {
     let Some(st) = STATE.get() else { return };
     crate::println!(
-        "sched: {} (topology {}), features {}",
+        "sched: {} (topology {}, EAS {}), features {}",
         st.board.map_or("symmetric fallback", |_| "from the DT"),
         if st.topology.asym_cpucapacity() {
             "asymmetric"
         } else {
             "symmetric"
+        },
+        match (st.em.is_some(), eas_active()) {
+            (true, true) => "on",
+            (true, false) => "off",
+            (false, _) => "impossible",
         },
         features()
     );
@@ -848,7 +922,8 @@ pub fn tick(cpu: CpuId) {
         return;
     };
     let t0 = arch::counter();
-    let (upd, feat, t) = {
+    let rd = root_domain();
+    let (upd, feat, t, over) = {
         let mut g = lock.lock();
         let cs = &mut *g;
         let t = clock_only(cs);
@@ -861,9 +936,12 @@ pub fn tick(cpu: CpuId) {
         cs.rq
             .set_freq_scale(Capacity(crate::cpufreq::arch_freq_scale(cpu)));
         let resched = policy::tick(&st.topology, cs, running);
-        if running {
+        let over = if running {
             account_start(cs, curr, t.0);
-        }
+            policy::tick_overutilized(&st.topology, cs, &rd)
+        } else {
+            None
+        };
         if resched.is_yes() {
             NEED_RESCHED.of(cpu).store(true, Ordering::Release);
         }
@@ -874,13 +952,44 @@ pub fn tick(cpu: CpuId) {
             });
         }
         publish(cs);
-        (upd, cs.rq.features(), t)
+        (upd, cs.rq.features(), t, over)
     };
+    set_overutilized(over);
+    if rd.tracked && root_stats_due(t) {
+        set_overutilized(policy::root_stats_overutilized(
+            &root_domain(),
+            cpu,
+            st.cpus.len(),
+        ));
+    }
     crate::cpufreq::tick(cpu, t, upd, feat);
     TICK_CYC
         .of(cpu)
         .fetch_add(arch::counter() - t0, Ordering::Relaxed);
     TICK_COUNT.of(cpu).fetch_add(1, Ordering::Relaxed);
+}
+
+/// Whether this tick runs the root level's statistics for the overutilized flag
+/// ([`policy::root_stats_overutilized`]): once per root-domain balance interval, by whichever
+/// CPU ticks first after it expired (a lock-free claim, so one CPU per interval and none
+/// waits). The interval is the root level's `sd->max_interval` (`sd_init`: twice the span's
+/// weight in ms), where a balanced domain's `balance_interval` settles; Linux's busy CPUs
+/// wait `busy_factor` times longer.
+fn root_stats_due(now: Nanos) -> bool {
+    let Some(st) = STATE.get() else { return false };
+    let due = ROOT_STATS_NEXT.load(Ordering::Relaxed);
+    if now.0 < due {
+        return false;
+    }
+    let interval_ns = 2 * st.cpus.len() as u64 * 1_000_000;
+    ROOT_STATS_NEXT
+        .compare_exchange(
+            due,
+            now.0 + interval_ns,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+        .is_ok()
 }
 
 /// `(ticks, guest ns)` spent in [`tick`] on `cpu` so far.
@@ -908,6 +1017,7 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) -> Result<(), SchedError> {
     }
     let mut task = policy::new_task(id, &params).map_err(SchedError::Rq)?;
     let online = online_mask();
+    let rd = root_domain();
     let mut snaps = snapshot::Snapshots::new();
     if policy::needs_snapshots(params.affinity, online) {
         snapshot::read_all(&mut snaps, st.cpus.len());
@@ -923,19 +1033,21 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) -> Result<(), SchedError> {
         WakeKind::Fork,
         online,
         &snaps,
+        rd,
     );
     let mut g = st.cpus[target.index()].lock();
     let cs = &mut *g;
     clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
     task.cpus_allowed = params.affinity;
-    let outcome = policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps)
+    let outcome = policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps, &rd)
         .map_err(|e| SchedError::Rq(e.reason))?;
     t.on_rq.store(true, Ordering::Release);
     tracing::set_nice(id.slot(), params.nice);
     tracing::wakeup(id.slot(), target, true);
     publish(cs);
     drop(g);
+    set_overutilized(outcome.overutilized);
     if outcome.resched.is_yes() {
         resched_cpu(target);
     }
@@ -1033,6 +1145,7 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     tracing::waking(s, prev);
     let this = current_cpu();
     let online = online_mask();
+    let rd = root_domain();
     let mut snaps = snapshot::Snapshots::new();
     if policy::needs_snapshots(pi.params.affinity, online) {
         snapshot::read_all(&mut snaps, st.cpus.len());
@@ -1045,6 +1158,7 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
         WakeKind::Wakeup,
         online,
         &snaps,
+        rd,
     );
     let migrated = target != prev;
     if migrated {
@@ -1069,8 +1183,15 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     let cs = &mut *g;
     clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
-    let outcome = match policy::activate(&st.topology, cs, task, WakeKind::Wakeup, migrated, &snaps)
-    {
+    let outcome = match policy::activate(
+        &st.topology,
+        cs,
+        task,
+        WakeKind::Wakeup,
+        migrated,
+        &snaps,
+        &rd,
+    ) {
         Ok(o) => o,
         Err(e) => panic!(
             "sched: cpu {}: woken thread {:?} refused: {}",
@@ -1090,6 +1211,7 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     publish(cs);
     drop(g);
     drop(pi);
+    set_overutilized(outcome.overutilized);
     if outcome.resched.is_yes() {
         resched_cpu(target);
     }

@@ -20,6 +20,8 @@ mod el0;
 mod cpufreq;
 mod dvfs;
 mod sched;
+// Energy-aware placement and load balancing with real threads.
+mod eas;
 // Threads: spawn/exit, context switch, sleep, wait/wake, preemption, overflow.
 mod threads;
 mod threads_tests;

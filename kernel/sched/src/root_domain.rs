@@ -13,16 +13,20 @@
 //! sets it to "some CPU of the system is overutilized" ([`RootDomain::set_rd_overutilized`]
 //! with [`crate::balance::BalanceReport::overutilized`]); lower levels can only set it.
 //!
-//! Deliberate difference: with load balancing off (an experiment switch; Linux always
-//! balances) nothing would ever clear the flag, so [`RootDomain::check_overutilized`]
-//! re-evaluates it over every CPU's [`RqSnapshot`] at each enqueue and tick instead (see
-//! [`OverutilizedCheck`]). The flag is maintained wherever an energy model exists on
+//! Where no balancer runs, the caller picks the rule ([`OverutilizedRule`]): Linux's, with
+//! the root level's statistics stood in for by [`RootDomain::update_root_stats`] at the root
+//! domain's balance interval (the kernel, so a wake-up and a tick read only their own CPU),
+//! or — deliberate difference, the simulator's experiment switch with load balancing off —
+//! [`RootDomain::check_overutilized`] re-evaluating it over every CPU's [`RqSnapshot`] at each
+//! enqueue and tick (see [`OverutilizedCheck`]). The flag is maintained wherever an energy model exists on
 //! asymmetric CPUs ([`RootDomain::tracked`]), EAS active or not, so reports can say how
 //! long the system was overutilized; Linux's `set_rd_overutilized` does nothing without
 //! EAS, and the flag has no effect on placement or balancing unless EAS is active.
 //!
 //! In the kernel the flags are atomics read locklessly (as Linux's `READ_ONCE`); the
 //! decisions here return the new value and the caller stores it.
+
+use core::borrow::Borrow;
 
 use crate::eas::cpu_overutilized;
 use crate::features::SchedFeatures;
@@ -38,6 +42,20 @@ pub struct RootDomain {
     /// `sched_energy_enabled()` with `rd->pd`: EAS places wake-ups while not
     /// overutilized (`ENERGY_AWARE`, schedutil, a complete energy model, asymmetric CPUs).
     pub eas: bool,
+}
+
+/// How enqueues and ticks update the overutilized flag.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OverutilizedRule {
+    /// Linux v6.12: an enqueue at wake-up and a tick only *set* it, for their own CPU
+    /// ([`RootDomain::check_update_overutilized_status`]); only the root level's statistics
+    /// clear it ([`RootDomain::set_rd_overutilized`] from the balancer, or
+    /// [`RootDomain::update_root_stats`] where no balancer runs).
+    #[default]
+    Linux,
+    /// Re-evaluated over every CPU at each enqueue and tick
+    /// ([`RootDomain::check_overutilized`]): without load balancing, in the simulator.
+    EveryCpu,
 }
 
 /// Where the overutilized flag is re-evaluated.
@@ -73,7 +91,27 @@ impl RootDomain {
         (self.tracked && flag != self.overutilized).then_some(flag)
     }
 
-    /// Without load balancing only: the overutilized flag after `at`, given every CPU's snapshot: `Some(new value)` when
+    /// `update_sd_lb_stats` at the root level for a caller without the balancer (its
+    /// `set_rd_overutilized(rd, sg_overutilized)`, which here is "some CPU of the system is
+    /// `cpu_overutilized`"), over every CPU's snapshot: `Some(flag)` when it changes. Under
+    /// [`OverutilizedRule::Linux`] this is what clears the flag. `cpus` is consumed only up
+    /// to the first overutilized CPU, so a caller may read the snapshots lazily.
+    pub fn update_root_stats<S: Borrow<RqSnapshot>>(
+        &self,
+        cpus: impl IntoIterator<Item = S>,
+        features: SchedFeatures,
+        uclamp_used: bool,
+    ) -> Option<bool> {
+        if !self.tracked {
+            return None;
+        }
+        let over = cpus
+            .into_iter()
+            .any(|c| cpu_overutilized(c.borrow(), features, uclamp_used));
+        self.set_rd_overutilized(over)
+    }
+
+    /// [`OverutilizedRule::EveryCpu`] only: the overutilized flag after `at`, given every CPU's snapshot: `Some(new value)` when
     /// it changes, `None` when it stays (or is not tracked). The caller stores it.
     pub fn check_overutilized<'a>(
         &self,

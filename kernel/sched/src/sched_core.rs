@@ -26,7 +26,7 @@
 //! Deliberate differences: `update_misfit_status` runs only while load balancing is on
 //! ([`CoreCtx::load_balance`]; misfit has no other reader); `avg_idle` is capped at
 //! `2 * sysctl_sched_migration_cost` rather than `2 * rq->max_idle_balance_cost`; the
-//! overutilized flag follows Linux only while load balancing is on (see
+//! overutilized flag follows Linux under [`OverutilizedRule::Linux`] (see
 //! [`crate::root_domain`]).
 
 use crate::balance::SYSCTL_SCHED_MIGRATION_COST_NS;
@@ -35,7 +35,7 @@ use crate::eas::EasTask;
 use crate::em::EnergyModel;
 use crate::features::SchedFeatures;
 use crate::pelt::RemovedLoad;
-use crate::root_domain::{OverutilizedCheck, RootDomain};
+use crate::root_domain::{OverutilizedCheck, OverutilizedRule, RootDomain};
 use crate::rq::{
     migrate_task_rq_fair, synced_avg, EnqueueError, EnqueueFlags, PeltRemote, Rq, RqError,
     RqSnapshot, Task,
@@ -69,6 +69,9 @@ pub struct CoreCtx<'a> {
     pub uclamp_used: bool,
     /// Load balancing is on (periodic, newidle, misfit).
     pub load_balance: bool,
+    /// How enqueues and ticks update the root domain's overutilized flag (with load
+    /// balancing on: [`OverutilizedRule::Linux`]).
+    pub overutilized_rule: OverutilizedRule,
 }
 
 /// What the wake-up selection reads.
@@ -175,9 +178,9 @@ pub fn ttwu_select(
 /// the idle time a wake-up ends into `avg_idle`, `enqueue_task` (`ENQUEUE_WAKEUP`, with
 /// `ENQUEUE_MIGRATED` when the task changed CPU, or `wake_up_new_task`'s initial enqueue),
 /// `wakeup_preempt`, then `check_update_overutilized_status` for this CPU (a wake-up,
-/// not a new task) — or, without load balancing, re-evaluate the flag over `cpus`
-/// (every CPU's snapshot; this CPU's own is taken from `rq`). A refused enqueue hands
-/// the task back.
+/// not a new task; `cpus` is not read, so it may be empty) — or, under
+/// [`OverutilizedRule::EveryCpu`], re-evaluate the flag over `cpus` (every CPU's snapshot;
+/// this CPU's own is taken from `rq`). A refused enqueue hands the task back.
 #[allow(clippy::result_large_err)] // the refused task must be handed back, not lost
 pub fn ttwu_activate(
     rq: &mut Rq,
@@ -200,16 +203,14 @@ pub fn ttwu_activate(
     rq.enqueue_task(task, flags)?;
     // The task was just enqueued here, so the preemption check finds it.
     let resched = Resched::from_bool(rq.check_preempt_wakeup(id).unwrap_or(true));
-    let own = rq.snapshot();
-    let overutilized = if ctx.load_balance {
+    let overutilized = if ctx.overutilized_rule == OverutilizedRule::Linux {
         // enqueue_task_fair: `if (!task_new) check_update_overutilized_status(rq)`.
         match kind {
             WakeKind::Fork => None,
-            WakeKind::Wakeup => {
-                rd.check_update_overutilized_status(&own, ctx.features, ctx.uclamp_used)
-            }
+            WakeKind::Wakeup => own_overutilized(rq, rd, ctx),
         }
     } else {
+        let own = rq.snapshot();
         let all = cpus
             .iter()
             .map(|s| if s.cpu() == own.cpu() { &own } else { s });
@@ -286,11 +287,21 @@ pub fn sched_tick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Resched {
 
 /// The end of `task_tick_fair` on a CPU running a fair task, under its rq lock after
 /// [`sched_tick`]: `check_update_overutilized_status(rq)` — set the root domain's flag
-/// if this CPU is overutilized (`Some(true)`; the caller stores it). Without load
-/// balancing the caller re-evaluates the flag over every CPU instead
+/// if this CPU is overutilized (`Some(true)`; the caller stores it). Under
+/// [`OverutilizedRule::EveryCpu`] the caller re-evaluates the flag over every CPU instead
 /// ([`RootDomain::check_overutilized`]) and this returns `None`.
 pub fn tick_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool> {
-    if !ctx.load_balance {
+    if ctx.overutilized_rule != OverutilizedRule::Linux {
+        return None;
+    }
+    own_overutilized(rq, rd, ctx)
+}
+
+/// `check_update_overutilized_status(rq)` for `rq`'s CPU, building its snapshot only when
+/// the answer can be `Some` (the flag tracked and clear): a wake-up or tick of a system
+/// already overutilized costs a load.
+fn own_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool> {
+    if !rd.tracked || rd.overutilized {
         return None;
     }
     rd.check_update_overutilized_status(&rq.snapshot(), ctx.features, ctx.uclamp_used)

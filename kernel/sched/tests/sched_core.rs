@@ -8,7 +8,7 @@
 
 use asym_boards::JUNO_R2;
 use asym_sched::balance::{sched_balance_domains, CpuIdleType, LbContext, SchedDomains};
-use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
+use asym_sched::root_domain::{OverutilizedCheck, OverutilizedRule, RootDomain};
 use asym_sched::rq::{EnqueueFlags, Resched, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
     sched_tick, schedule_finish, schedule_pick, schedule_repick, tick_overutilized, ttwu_activate,
@@ -39,6 +39,11 @@ fn ctx(topo: &Topology, lb: bool) -> CoreCtx<'_> {
         features: Default::default(),
         uclamp_used: false,
         load_balance: lb,
+        overutilized_rule: if lb {
+            OverutilizedRule::Linux
+        } else {
+            OverutilizedRule::EveryCpu
+        },
     }
 }
 
@@ -306,6 +311,65 @@ fn with_balancing_wake_ups_and_ticks_set_overutilized_but_never_clear_it() {
         Some(false)
     );
     busy.clear();
+}
+
+/// The kernel's configuration: no balancer, Linux's rule. A wake-up and a tick read only
+/// their own CPU (the wake-up is given no other CPU's snapshot at all) and only set the
+/// flag; the root-level statistics stand-in (`update_root_stats`, every CPU) clears it.
+#[test]
+fn linux_rule_without_balancing_sets_from_the_own_cpu_and_clears_only_at_the_root() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let linux = CoreCtx {
+        overutilized_rule: OverutilizedRule::Linux,
+        ..ctx(&topo, false)
+    };
+    let (mut busy, _) = juno_with_an_overutilized_little(&topo);
+    let set = RootDomain {
+        overutilized: true,
+        ..RD_EAS
+    };
+    let mut quiet = rqs(&topo, 4);
+    let mut t = task(7, 0b111111);
+    t.cpu = Some(CpuId(0));
+    let out = ttwu_activate(&mut quiet[0], t, WakeKind::Wakeup, false, &[], &set, &linux);
+    assert_eq!(out.unwrap().overutilized, None, "a wake-up never clears");
+    // Waking onto the overutilized LITTLE sets a clear flag, with no snapshot given.
+    let mut t = task(8, 0b111111);
+    t.cpu = Some(CpuId(2));
+    let out = ttwu_activate(
+        &mut busy[2],
+        t,
+        WakeKind::Wakeup,
+        false,
+        &[],
+        &RD_EAS,
+        &linux,
+    );
+    assert_eq!(out.unwrap().overutilized, Some(true));
+    assert_eq!(tick_overutilized(&busy[2], &RD_EAS, &linux), Some(true));
+    assert_eq!(tick_overutilized(&quiet[0], &set, &linux), None);
+    let quiet_snaps: Vec<RqSnapshot> = quiet.iter().map(Rq::snapshot).collect();
+    let busy_snaps: Vec<RqSnapshot> = busy.iter().map(Rq::snapshot).collect();
+    assert_eq!(
+        set.update_root_stats(&quiet_snaps, Default::default(), false),
+        Some(false)
+    );
+    assert_eq!(
+        RD_EAS.update_root_stats(&busy_snaps, Default::default(), false),
+        Some(true)
+    );
+    assert_eq!(
+        set.update_root_stats(&busy_snaps, Default::default(), false),
+        None
+    );
+    let untracked = RootDomain {
+        tracked: false,
+        ..RD_EAS
+    };
+    assert_eq!(
+        untracked.update_root_stats(&busy_snaps, Default::default(), false),
+        None
+    );
 }
 
 /// Linux v6.12 `update_sd_lb_stats`: at the root domain's level (`!sd->parent`, PKG on

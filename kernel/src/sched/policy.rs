@@ -3,12 +3,16 @@
 //! vocabulary. The mechanism around them (locks, threads, context switch, IPIs, timers) is
 //! `crate::sched`'s; the lock each function needs is named in its doc.
 //!
-//! Load balancing and EAS are not wired in yet: [`CoreCtx::load_balance`] is false (so no
-//! step asks for a newidle balance and misfit is not tracked) and the wake-up path has no
-//! energy model (`select_task_rq_fair`'s capacity-aware `select_idle_sibling`).
+//! Wake-ups are placed by `select_task_rq_fair`: `find_energy_efficient_cpu` over the DT's
+//! energy model while EAS is active ([`super::eas_active`]) and the root domain is not
+//! overutilized, else the capacity-aware `select_idle_sibling`. The root domain's flags are
+//! [`super::root_domain`]'s (the overutilized flag a lock-free atomic), updated by Linux's
+//! rule ([`OverutilizedRule::Linux`]): a wake-up and a tick set it from their own CPU only;
+//! [`root_stats_overutilized`], the stand-in for the root level's `update_sd_lb_stats`
+//! while no balancer runs, is the only step that reads every CPU for it and clears it.
 
 use asym_sched::pelt::RemovedLoad;
-use asym_sched::root_domain::RootDomain;
+use asym_sched::root_domain::{OverutilizedRule, RootDomain};
 use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, EnqueueError, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{self, CoreCtx, Pick, Placement, Resched, WakeCtx, WakeOutcome};
 use asym_sched::topology::Topology;
@@ -19,20 +23,13 @@ use asym_sched::wakeup::{select_task_rq_interim, WakeKind, WakerInfo};
 use super::CpuSched;
 use crate::task::{ThreadId, ThreadParams};
 
-/// The root domain: one spanning every CPU, its overutilized flag not tracked until EAS is
-/// wired in (`RootDomain::tracked` false: the steps never change it).
-const RD: RootDomain = RootDomain {
-    overutilized: false,
-    tracked: false,
-    eas: false,
-};
-
 fn core_ctx(topology: &Topology) -> CoreCtx<'_> {
     CoreCtx {
         topology,
         features: super::features(),
         uclamp_used: super::uclamp_used(),
         load_balance: false,
+        overutilized_rule: OverutilizedRule::Linux,
     }
 }
 
@@ -46,17 +43,18 @@ pub fn new_task(id: ThreadId, p: &ThreadParams) -> Result<Task, RqError> {
     Task::new(id.task_id(), p.nice, uclamp, p.affinity)
 }
 
-/// Whether a wake-up of a task allowed on `allowed` needs every CPU's snapshot: for a choice
-/// of CPU (`select_task_rq_fair`), or for the root domain's overutilized check once it is
-/// tracked. A task allowed on one online CPU needs none ([`select_cpu`] and [`activate`] then
+/// Whether a wake-up of a task allowed on `allowed` needs every CPU's snapshot: only for a
+/// choice of CPU (`select_task_rq_fair`); the overutilized check reads the target's own run
+/// queue. A task allowed on one online CPU needs none ([`select_cpu`] and [`activate`] then
 /// take an empty slice): reading every CPU's snapshot is most of a wake-up's cost.
 pub fn needs_snapshots(allowed: CpuMask, online: CpuMask) -> bool {
-    allowed.and(online).weight() > 1 || RD.tracked
+    allowed.and(online).weight() > 1
 }
 
 /// `select_task_rq` (no lock but the task's own): a task allowed on one online CPU goes
 /// there (Linux skips `select_task_rq_fair` then); otherwise `sched_core::ttwu_select` over
 /// every CPU's published snapshot. Always an allowed online CPU.
+#[allow(clippy::too_many_arguments)] // the wake-up's inputs, as `select_task_rq` takes them
 pub fn select_cpu(
     topology: &Topology,
     task: &Task,
@@ -65,6 +63,7 @@ pub fn select_cpu(
     kind: WakeKind,
     online: CpuMask,
     snaps: &[RqSnapshot],
+    rd: RootDomain,
 ) -> CpuId {
     let allowed = task.cpus_allowed.and(online);
     if allowed.weight() <= 1 {
@@ -73,8 +72,8 @@ pub fn select_cpu(
     let ctx = WakeCtx {
         core: core_ctx(topology),
         cpus: snaps,
-        em: None,
-        rd: RD,
+        em: super::energy_model(),
+        rd,
         uclamp_sysctl: sysctl(),
         placement: Placement::Linux,
         // No WF_SYNC and no wakee-flip tracking in the kernel yet: never wake_wide.
@@ -99,6 +98,7 @@ pub fn migrate(prev: &RqSnapshot, task: &mut Task, now: Nanos) -> Result<Removed
 /// `ttwu_do_activate` / `wake_up_new_task`'s activation under the target's run-queue lock,
 /// after its clock update: `sched_core::ttwu_activate` (enqueue, `wakeup_preempt`, the
 /// `avg_idle` update). `snaps`: every CPU's, or empty when [`needs_snapshots`] says so.
+/// The caller stores [`WakeOutcome::overutilized`].
 #[allow(clippy::result_large_err)] // the refused task is handed back
 pub fn activate(
     topology: &Topology,
@@ -107,6 +107,7 @@ pub fn activate(
     kind: WakeKind,
     migrated: bool,
     snaps: &[RqSnapshot],
+    rd: &RootDomain,
 ) -> Result<WakeOutcome, EnqueueError> {
     sched_core::ttwu_activate(
         &mut cs.rq,
@@ -114,9 +115,27 @@ pub fn activate(
         kind,
         migrated,
         snaps,
-        &RD,
+        rd,
         &core_ctx(topology),
     )
+}
+
+/// The end of `task_tick_fair` on a CPU running a task, under its rq lock after [`tick`]:
+/// `check_update_overutilized_status(rq)` for this CPU only. `Some(true)`: set the flag.
+pub fn tick_overutilized(topology: &Topology, cs: &CpuSched, rd: &RootDomain) -> Option<bool> {
+    sched_core::tick_overutilized(&cs.rq, rd, &core_ctx(topology))
+}
+
+/// The root level's `update_sd_lb_stats` → `set_rd_overutilized(rd, sg_overutilized)`, which
+/// no balancer runs yet (no lock; over every CPU's published snapshot): the one step that
+/// clears the flag. Reads the snapshots one at a time from `this` on, up to the first
+/// overutilized CPU. `Some`: the new value.
+pub fn root_stats_overutilized(rd: &RootDomain, this: CpuId, nr_cpus: usize) -> Option<bool> {
+    let first = this.index().min(nr_cpus);
+    let cpus = (first..nr_cpus)
+        .chain(0..first)
+        .filter_map(|c| super::snapshot::read(CpuId(c as u16)));
+    rd.update_root_stats(cpus, super::features(), super::uclamp_used())
 }
 
 /// `ttwu_runnable`'s `wakeup_preempt` for a task still queued (woken before it got round to

@@ -60,7 +60,7 @@ use asym_sched::nohz::{
     BlockedLoad, Nohz,
 };
 use asym_sched::pelt::SchedAvg;
-use asym_sched::root_domain::{OverutilizedCheck, RootDomain};
+use asym_sched::root_domain::{OverutilizedCheck, OverutilizedRule, RootDomain};
 use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
     self, attach_preempt, sched_tick, schedule_finish, schedule_pick, schedule_repick,
@@ -2168,6 +2168,12 @@ fn core_ctx<'b>(board: &'b Board, cfg: &SimConfig, uclamp_used: bool, lb: bool) 
         features: cfg.features,
         uclamp_used,
         load_balance: lb,
+        // Without load balancing nothing would clear the flag: re-evaluate it everywhere.
+        overutilized_rule: if lb {
+            OverutilizedRule::Linux
+        } else {
+            OverutilizedRule::EveryCpu
+        },
     }
 }
 

@@ -1,0 +1,168 @@
+//! Self tests of energy-aware placement with real threads: small periodic tasks, free to run
+//! anywhere, are placed on the LITTLE CPUs by `find_energy_efficient_cpu` over the DT's
+//! energy model.
+//!
+//! Oracle: the energy model itself. A task of a few percent of a big CPU fits every CPU; on
+//! the boards tested (Juno r2, HiKey960) a LITTLE CPU costs less energy for the same work at
+//! every OPP pair schedutil can choose here, so EAS puts it on a LITTLE CPU whenever the root
+//! domain is not overutilized (Linux v6.12 `find_energy_efficient_cpu`). Running time is
+//! measured by the threads themselves, job by job: a job whose start and end CPU differ counts
+//! as not on a LITTLE CPU (conservative).
+
+#![allow(clippy::result_large_err)] // `TestError` carries its message by design.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use asym_sched::types::{CpuMask, Nanos};
+
+use super::threads::spawn_with;
+use crate::percpu::current_cpu;
+use crate::selftest::{TestError, TestResult};
+use crate::task::{self, ThreadParams};
+use crate::{sched, test_assert};
+
+crate::selftest!(
+    name = "sched_eas_small_periodic_on_little",
+    small_periodic_on_little
+);
+
+fn err(e: impl core::fmt::Display) -> TestError {
+    TestError::new(format_args!("{e}"))
+}
+
+/// Periodic threads in the test.
+const NR_SMALL: usize = 4;
+/// Work per job: ns of a biggest CPU at its top OPP.
+const SMALL_WORK_NS: u64 = 500_000;
+/// The period.
+const SMALL_PERIOD_NS: u64 = 8_000_000;
+/// Jobs per thread; the first [`SMALL_WARMUP`] are not counted (a new task's initial
+/// utilisation and the fork path's placement, which is not energy-aware in Linux either).
+const SMALL_JOBS: u64 = 120;
+const SMALL_WARMUP: u64 = 10;
+
+/// Per thread: running ns on LITTLE CPUs, and in all.
+static LITTLE_NS: [AtomicU64; NR_SMALL] = [const { AtomicU64::new(0) }; NR_SMALL];
+static TOTAL_NS: [AtomicU64; NR_SMALL] = [const { AtomicU64::new(0) }; NR_SMALL];
+static T0: AtomicU64 = AtomicU64::new(0);
+
+/// The CPUs below the biggest capacity.
+fn little_mask() -> CpuMask {
+    let max = crate::smp::online_cpus()
+        .map(|c| sched::capacity_orig(c).0)
+        .max()
+        .unwrap_or(0);
+    let mut m = CpuMask::EMPTY;
+    for c in crate::smp::online_cpus() {
+        if sched::capacity_orig(c).0 < max {
+            m.set(c);
+        }
+    }
+    m
+}
+
+fn small_periodic_on_little() -> TestResult {
+    let rd = sched::root_domain();
+    if !rd.tracked {
+        crate::println!(
+            "selftest sched_eas_small_periodic_on_little: skipped: no energy model on \
+             asymmetric CPUs"
+        );
+        return Ok(());
+    }
+    if !crate::cpufreq::available() {
+        // sched_is_eas_possible: no cpufreq driver, so no CPU runs schedutil.
+        crate::println!(
+            "selftest sched_eas_small_periodic_on_little: skipped: no cpufreq driver \
+             (EAS needs schedutil)"
+        );
+        return Ok(());
+    }
+    test_assert!(
+        sched::eas_active(),
+        "an energy model exists but EAS is not active (features {}, governors not all \
+         schedutil?)",
+        sched::features()
+    );
+    let little = little_mask();
+    test_assert!(!little.is_empty(), "no LITTLE CPU");
+    // Start from a quiet system: what earlier tests left running would make the root domain
+    // overutilized or shift the energy comparison.
+    let quiet = super::sched::wait_until(2_000_000_000, || {
+        !sched::overutilized()
+            && crate::smp::online_cpus().all(|c| {
+                sched::snapshot(c).is_none_or(|s| s.nr_running <= 1 && s.util.cfs.util_avg.0 < 64)
+            })
+    });
+    test_assert!(
+        quiet,
+        "system not quiet before the test (overutilized {})",
+        sched::overutilized()
+    );
+    for i in 0..NR_SMALL {
+        LITTLE_NS[i].store(0, Ordering::Relaxed);
+        TOTAL_NS[i].store(0, Ordering::Relaxed);
+    }
+    T0.store(sched::now().0, Ordering::Relaxed);
+    let mut ids: heapless::Vec<task::ThreadId, NR_SMALL> = heapless::Vec::new();
+    for i in 0..NR_SMALL {
+        let id = spawn_with("eas-small", ThreadParams::default(), small_thread, i)?;
+        let _ = ids.push(id);
+    }
+    for id in ids {
+        task::join(id).map_err(err)?;
+    }
+    let (mut l, mut t) = (0u64, 0u64);
+    for i in 0..NR_SMALL {
+        let (li, ti) = (
+            LITTLE_NS[i].load(Ordering::Relaxed),
+            TOTAL_NS[i].load(Ordering::Relaxed),
+        );
+        crate::println!(
+            "sched: eas-small {}: {} of {} us running on LITTLE CPUs {:?}",
+            i,
+            li / 1000,
+            ti / 1000,
+            little
+        );
+        l += li;
+        t += ti;
+    }
+    test_assert!(t > 0, "the periodic threads never ran");
+    let pct = l * 1000 / t;
+    crate::println!(
+        "sched: {} small periodic threads: {}.{} % of their running time on LITTLE CPUs",
+        NR_SMALL,
+        pct / 10,
+        pct % 10
+    );
+    test_assert!(
+        pct >= 950,
+        "small periodic threads ran {}.{} % of their time on LITTLE CPUs (want >= 95 %)",
+        pct / 10,
+        pct % 10
+    );
+    Ok(())
+}
+
+/// `SMALL_JOBS` jobs of `SMALL_WORK_NS`, one per period, accounting each counted job's
+/// running time to LITTLE or not.
+fn small_thread(i: usize) {
+    let little = little_mask();
+    // Each thread's phase is offset so that their wake-ups do not coincide.
+    let t0 = T0.load(Ordering::Relaxed) + i as u64 * SMALL_PERIOD_NS / NR_SMALL as u64;
+    for k in 0..SMALL_JOBS {
+        let c0 = current_cpu();
+        let span = sched::work(SMALL_WORK_NS);
+        let c1 = current_cpu();
+        if k >= SMALL_WARMUP {
+            // Wall time of the job: its running time plus any preemption (none expected).
+            let d = span.completed.0.saturating_sub(span.started.0);
+            TOTAL_NS[i].fetch_add(d, Ordering::Relaxed);
+            if c0 == c1 && little.contains(c0) {
+                LITTLE_NS[i].fetch_add(d, Ordering::Relaxed);
+            }
+        }
+        sched::sleep_until(Nanos(t0 + (k + 1) * SMALL_PERIOD_NS));
+    }
+}
