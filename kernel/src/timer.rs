@@ -87,9 +87,11 @@ static FREQ_HZ: AtomicU64 = AtomicU64::new(0);
 static HZ: AtomicU32 = AtomicU32::new(0);
 static INTID: AtomicU32 = AtomicU32::new(0);
 
-/// Counter value the CPU's tick sequence counts from.
-static BASE: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
-/// Index of the next deadline: it is at `BASE + NEXT × freq / HZ`.
+/// Counter value every CPU's tick sequence counts from: the boot CPU's counter when it set up
+/// the tick. All CPUs tick on one grid, as Linux's do by default (`tick_init_jiffy_update`:
+/// every CPU's tick hrtimer expires on the same jiffies boundary unless `skew_tick=1`).
+static BASE: AtomicU64 = AtomicU64::new(0);
+/// Index of the CPU's next deadline: it is at `BASE + NEXT × freq / HZ`.
 static NEXT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
 static TICKS: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
 static MISSED: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
@@ -170,13 +172,19 @@ pub fn init(plat: &'static Platform, hz: u32) -> Result<(), TimerError> {
 /// IRQs masked (boot).
 pub fn init_cpu() -> Result<(), TimerError> {
     let cpu = current_cpu();
-    let base = cpu_regs::cntvct();
-    BASE.of(cpu).store(base, Ordering::Relaxed);
-    NEXT.of(cpu).store(1, Ordering::Relaxed);
+    let now = cpu_regs::cntvct();
+    // The first CPU here (the boot CPU) starts the grid; the others join it at its next
+    // deadline after now.
+    let base = match BASE.compare_exchange(0, now.max(1), Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => now.max(1),
+        Err(b) => b,
+    };
+    let n = next_after(base, now);
+    NEXT.of(cpu).store(n, Ordering::Relaxed);
     {
         let mut t = timers(cpu).lock();
         t.tick_stopped = false;
-        t.queue.insert(TICK_KEY, deadline(base, 1));
+        t.queue.insert(TICK_KEY, deadline(base, n));
         program(&t);
     }
     gic::enable_irq(IntId(INTID.load(Ordering::Relaxed)))?;
@@ -239,7 +247,7 @@ pub fn nohz_restart_tick(cpu: CpuId) {
         return;
     }
     let now = cpu_regs::cntvct();
-    let base = BASE.of(cpu).load(Ordering::Relaxed);
+    let base = BASE.load(Ordering::Relaxed);
     let n = next_after(base, now);
     NEXT.of(cpu).store(n, Ordering::Relaxed);
     t.tick_stopped = false;
@@ -390,7 +398,7 @@ fn handle_timer(_intid: IntId) {
             if key == TICK_KEY {
                 t.queue.remove(key);
                 tick = true;
-                let base = BASE.of(cpu).load(Ordering::Relaxed);
+                let base = BASE.load(Ordering::Relaxed);
                 let due = NEXT.of(cpu).load(Ordering::Relaxed);
                 let mut n = due + 1;
                 if deadline(base, n) <= now {
