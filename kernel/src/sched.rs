@@ -406,9 +406,7 @@ fn energy_model() -> Option<&'static EnergyModel> {
 /// The root domain's flags as they are now: `overutilized` (lock-free), maintained wherever
 /// an energy model exists on asymmetric CPUs (the simulator's rule), and EAS.
 pub fn root_domain() -> RootDomain {
-    let tracked = STATE
-        .get()
-        .is_some_and(|s| s.em.is_some() && s.topology.asym_cpucapacity());
+    let tracked = STATE.get().is_some_and(|s| s.em.is_some());
     RootDomain {
         overutilized: tracked && OVERUTILIZED.load(Ordering::Relaxed),
         tracked,
