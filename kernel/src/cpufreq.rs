@@ -330,8 +330,16 @@ pub fn init(
     );
     core.lock().apply_seed_era(features);
     for c in topo.cpus() {
-        let scale = core.lock().arch_scale_freq_capacity(c.id);
+        let core = core.lock();
+        let scale = core.arch_scale_freq_capacity(c.id);
         ARCH_FREQ_SCALE.of(c.id).store(scale, Ordering::Relaxed);
+        if let Some(p) = core
+            .policy_of(c.id)
+            .and_then(|pd| core.policy(pd).map(|p| (pd, p)))
+        {
+            let uw = crate::energy::opp_power_uw(board, p.0, p.1.cur());
+            crate::energy::set_power(c.id, uw, now.0);
+        }
     }
     let _ = STATE.set(State { core, board });
     Ok(())
@@ -483,13 +491,16 @@ pub fn poll() {
 /// Applies every transition the driver completed by `now` and updates `arch_freq_scale` of
 /// their CPUs.
 fn apply_completions(core: &mut Core, now: Nanos) {
+    let board = STATE.get().map(|s| s.board);
     while let Some((pd, _)) = core.poll(now) {
         if let Some(p) = core.policy(pd) {
             let scale = p.arch_scale_freq_capacity();
+            let uw = board.map_or(0, |b| crate::energy::opp_power_uw(b, pd, p.cur()));
             for c in 0..MAX_CPUS {
                 let id = CpuId(c as u16);
                 if p.cpus.contains(id) {
                     ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
+                    crate::energy::set_power(id, uw, now.0);
                     crate::tracing::cpu_frequency(id, p.cur().0);
                 }
             }

@@ -62,6 +62,9 @@ pub mod cpufreq;
 // The board's DVFS firmware driver (SCMI, HiSilicon stub clocks) and the QEMU stand-in.
 #[cfg(target_os = "none")]
 pub mod dvfs;
+// The energy model's energy so far, metered at idle transitions and frequency changes.
+#[cfg(target_os = "none")]
+pub mod energy;
 #[cfg(target_os = "none")]
 pub mod sched;
 // Threads, blocking, and what runs on them.

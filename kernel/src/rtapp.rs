@@ -22,7 +22,7 @@
 //! host file `rtapp_trace=`. Bad JSON ends the run with the reader's message — the problem,
 //! the JSON path, line and column — and status 2; nothing here panics on input.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -152,6 +152,7 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
     );
     tracing::enable();
     let t0 = tracing::t0();
+    ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
     let end = t0.saturating_add(duration_ns);
     let mut order: Vec<usize> = (0..exec.wl.tasks.len()).collect();
     order.sort_by_key(|&i| exec.wl.tasks[i].delay_ns);
@@ -167,6 +168,14 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
     }
     wait_until(end, &mut next_status, status);
     tracing::disable();
+    if crate::cpufreq::available() {
+        // The energy model's energy over [t0, end], which xtask checks the trace analyser's
+        // total against.
+        crate::println!(
+            "rtapp: energy {} uJ (energy model)",
+            energy_since_t0(end) / 1_000_000
+        );
+    }
     if let Some(path) = cmd.rtapp_trace.as_deref() {
         write_trace(exec, path)?;
     }
@@ -190,8 +199,16 @@ fn wait_until(at: u64, next_status: &mut u64, status: bool) {
     }
 }
 
+/// `energy::total_pj` when the workload's time started.
+static ENERGY_AT_T0: AtomicU64 = AtomicU64::new(0);
+
+/// The energy model's energy since the workload's zero up to `now_ns`, pJ.
+fn energy_since_t0(now_ns: u64) -> u64 {
+    crate::energy::total_pj(now_ns).saturating_sub(ENERGY_AT_T0.load(Ordering::Relaxed))
+}
+
 /// One line per guest second: per CPU the running thread, its root cfs_rq util and its
-/// frequency.
+/// frequency; then the energy so far (the energy model's, see [`crate::energy`]).
 fn print_status() {
     let mut line = String::new();
     let t = sched::now().0.saturating_sub(tracing::t0());
@@ -223,6 +240,10 @@ fn print_status() {
                 khz / 1000
             ),
         );
+    }
+    if crate::cpufreq::available() {
+        let mj = energy_since_t0(sched::now().0) / 1_000_000_000;
+        let _ = core::fmt::write(&mut line, format_args!(" energy={mj}mJ"));
     }
     crate::println!("{}", line);
 }

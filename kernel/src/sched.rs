@@ -730,12 +730,14 @@ fn schedule_mode(mode: Mode) {
         account_start(cs, nt, t.0);
     } else {
         policy::idle_enter(cs);
+        crate::energy::busy_end(cpu, t.0);
     }
     nt.stats.cpus_seen.fetch_or(1 << cpu.0, Ordering::Relaxed);
     nt.stats.nr_switches.fetch_add(1, Ordering::Relaxed);
     if prev == cs.idle {
         // Leaving idle (Linux `tick_nohz_idle_exit`).
         crate::timer::nohz_restart_tick(cpu);
+        crate::energy::busy_start(cpu, t.0);
     }
     tracing::switch(
         prev,
