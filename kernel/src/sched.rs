@@ -692,11 +692,11 @@ fn schedule_mode(mode: Mode) {
                 if mode == Mode::Migrate && state != ThreadState::Sleeping {
                     pt.set_state(ThreadState::Sleeping);
                 }
-                let task = match policy::deactivate(cs, id.task_id()) {
-                    Ok(task) => task,
-                    Err(e) => panic!("sched: cpu {}: sleeping thread {:?}: {}", cpu.0, id, e),
-                };
-                *pt.parked.lock() = Some(task);
+                let mut parked = pt.parked.lock();
+                if let Err(e) = policy::deactivate_into(cs, id.task_id(), &mut parked) {
+                    panic!("sched: cpu {}: sleeping thread {:?}: {}", cpu.0, id, e);
+                }
+                drop(parked);
                 pt.on_rq.store(false, Ordering::Release);
             }
         }
@@ -1136,7 +1136,9 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     // CPU published its snapshot before switching: the PELT clocks read below are at least
     // as new as the task's dequeue).
     t.ctx.wait_off_cpu();
-    let Some(mut task) = t.parked.lock().take() else {
+    // Moved out of the thread's slot once; the enqueue moves it into the run queue.
+    let mut slot = t.parked.lock().take();
+    let Some(task) = slot.as_mut() else {
         panic!("sched: sleeping thread {id:?} has no parked task");
     };
     task.cpus_allowed = pi.params.affinity;
@@ -1152,7 +1154,7 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     }
     let target = policy::select_cpu(
         &st.topology,
-        &task,
+        task,
         prev,
         this,
         WakeKind::Wakeup,
@@ -1174,7 +1176,7 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
                 prev.0
             );
         };
-        match policy::migrate(&old, &mut task, now()) {
+        match policy::migrate(&old, task, now()) {
             Ok(r) => snapshot::add_removed(prev, r),
             Err(e) => panic!("sched: thread {id:?} leaving cpu {}: {}", prev.0, e),
         }
@@ -1183,19 +1185,11 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     let cs = &mut *g;
     clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
-    let outcome = match policy::activate(
-        &st.topology,
-        cs,
-        task,
-        WakeKind::Wakeup,
-        migrated,
-        &snaps,
-        &rd,
-    ) {
+    let outcome = match policy::activate_from(&st.topology, cs, &mut slot, migrated, &snaps, &rd) {
         Ok(o) => o,
         Err(e) => panic!(
             "sched: cpu {}: woken thread {:?} refused: {}",
-            target.0, id, e.reason
+            target.0, id, e
         ),
     };
     if migrated {

@@ -620,9 +620,14 @@ impl CfsRq {
             if let Some(c) = curr.filter(|c| c.on_rq) {
                 load += c.weight();
             }
-            let load = load.max(1) as i128;
-            let scaled = se.vlag as i128 * (load + se.weight() as i128);
-            lag = (scaled / load) as i64;
+            let load = load.max(1);
+            let total = load.saturating_add(se.weight());
+            // Linux computes this in s64; i128 keeps a huge lag exact, and the common case
+            // takes the same quotient in i64 without the 128-bit division helper.
+            lag = match (i64::try_from(load), i64::try_from(total)) {
+                (Ok(l), Ok(t)) if se.vlag.checked_mul(t).is_some() => se.vlag * t / l,
+                _ => (se.vlag as i128 * (load as i128 + se.weight() as i128) / load as i128) as i64,
+            };
         }
         se.vruntime = vruntime.wrapping_sub(lag as u64);
         if se.rel_deadline {

@@ -26,7 +26,10 @@
 //!
 //! Ownership: an [`Rq`] owns its queued [`Task`]s (running included); a dequeued task
 //! is handed back by value and owned by the caller while it sleeps or migrates, so
-//! "no task lost or duplicated" is checkable. Nothing here blocks, does I/O or
+//! "no task lost or duplicated" is checkable. A `Task` is a few hundred bytes: a hot
+//! path moves it between the run queue and the caller's own slot for it with
+//! [`Rq::dequeue_task_into`] / [`Rq::enqueue_task_from`] (one move each way) rather than
+//! by value through every layer. Nothing here blocks, does I/O or
 //! allocates: the task and timeline arenas are allocated once by [`Rq::new`] for
 //! [`RqConfig::max_tasks`] tasks, and an enqueue beyond that is refused with
 //! [`RqError::Full`], handing the task back, so every method may run with the rq lock
@@ -557,14 +560,31 @@ impl Rq {
     /// The task must be allowed here and either attached to this CPU's cfs_rq
     /// (woke where it slept) or detached (new, migrated: not [`SchedAvg::attached`]).
     #[allow(clippy::result_large_err)] // the refused task must be handed back, not lost
-    pub fn enqueue_task(
-        &mut self,
-        mut task: Task,
-        flags: EnqueueFlags,
-    ) -> Result<(), EnqueueError> {
-        if let Err(reason) = self.check_enqueue(&task) {
-            return Err(EnqueueError { reason, task });
+    pub fn enqueue_task(&mut self, task: Task, flags: EnqueueFlags) -> Result<(), EnqueueError> {
+        let mut slot = Some(task);
+        match self.enqueue_task_from(&mut slot, flags) {
+            Ok(()) => Ok(()),
+            Err(reason) => match slot {
+                Some(task) => Err(EnqueueError { reason, task }),
+                None => unreachable!("a refused enqueue took the task"),
+            },
         }
+    }
+
+    /// [`Rq::enqueue_task`] of the task in `slot` (the place the caller kept it in while it
+    /// was off every run queue): the enqueue is done in place and the task moved into the
+    /// run queue once at its end, instead of being passed by value through every layer.
+    /// Refused (the task left in `slot`) as [`Rq::enqueue_task`] refuses, and with
+    /// [`RqError::NoTask`] when `slot` is empty.
+    pub fn enqueue_task_from(
+        &mut self,
+        slot: &mut Option<Task>,
+        flags: EnqueueFlags,
+    ) -> Result<(), RqError> {
+        let Some(task) = slot.as_mut() else {
+            return Err(RqError::NoTask { cpu: self.cpu });
+        };
+        self.check_enqueue(task)?;
         let feat = self.features;
         if flags.contains(EnqueueFlags::NEW) {
             // wake_up_new_task: post_init_entity_util_avg before activate_task.
@@ -592,7 +612,7 @@ impl Rq {
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
-            &mut task,
+            task,
             DO_ATTACH,
         );
         if changed {
@@ -618,11 +638,8 @@ impl Rq {
         let id = task.id;
         // account_entity_enqueue: list_add at the head. check_enqueue ruled a duplicate
         // and a full arena out.
-        let inserted = self.tasks.insert_head(task);
-        debug_assert!(
-            inserted.is_ok(),
-            "task {id:?} inserted twice or past capacity"
-        );
+        let inserted = self.tasks.insert_head_from(slot);
+        debug_assert!(inserted, "task {id:?} inserted twice or past capacity");
         Ok(())
     }
 
@@ -632,10 +649,31 @@ impl Rq {
     /// Dequeuing the running task leaves the rq without `curr` and sets
     /// `need_resched`.
     pub fn dequeue_task(&mut self, id: TaskId, flags: DequeueFlags) -> Result<Task, RqError> {
-        let mut task = self.tasks.remove(id).ok_or(RqError::NotQueued {
-            task: id,
-            cpu: self.cpu,
-        })?;
+        let mut out = None;
+        self.dequeue_task_into(id, flags, &mut out)?;
+        match out {
+            Some(task) => Ok(task),
+            None => unreachable!("dequeue_task_into succeeded without a task"),
+        }
+    }
+
+    /// [`Rq::dequeue_task`] into `out`, the place the caller keeps the task in while it
+    /// is off every run queue (the kernel: the sleeping thread's own slot): the task is
+    /// moved there once and its dequeue done in place, instead of being handed back by
+    /// value through every layer. On an error `out` is unchanged.
+    pub fn dequeue_task_into(
+        &mut self,
+        id: TaskId,
+        flags: DequeueFlags,
+        out: &mut Option<Task>,
+    ) -> Result<(), RqError> {
+        let Some(removed) = self.tasks.remove(id) else {
+            return Err(RqError::NotQueued {
+                task: id,
+                cpu: self.cpu,
+            });
+        };
+        let task = out.insert(removed);
         let feat = self.features;
         // uclamp_rq_dec before the class dequeue (v6.12 order).
         self.uclamp.dec(&mut task.uclamp);
@@ -662,7 +700,7 @@ impl Rq {
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
-            &mut task,
+            task,
             pelt_flags,
         );
         if changed {
@@ -689,7 +727,7 @@ impl Rq {
             self.need_resched = true;
             task.se.exec_start = 0;
         }
-        Ok(task)
+        Ok(())
     }
 
     /// `detach_task` (load balancing): dequeue as migrating; the signals leave with
@@ -816,14 +854,11 @@ impl Rq {
     /// `wakeup_preempt` after enqueuing `id` (a wake-up): should it preempt the
     /// running task? An idle rq always reschedules. Sets `need_resched` if so.
     pub fn check_preempt_wakeup(&mut self, id: TaskId) -> Result<bool, RqError> {
-        let pse = match self.tasks.get(id) {
-            Some(t) => t.se,
-            None => {
-                return Err(RqError::NotQueued {
-                    task: id,
-                    cpu: self.cpu,
-                })
-            }
+        let Some(woken) = self.tasks.get(id) else {
+            return Err(RqError::NotQueued {
+                task: id,
+                cpu: self.cpu,
+            });
         };
         let Some(curr) = self.cfs.curr() else {
             self.need_resched = true;
@@ -832,6 +867,8 @@ impl Rq {
         if self.need_resched {
             return Ok(true);
         }
+        // A copy: the running task's entity is borrowed mutably from the same arena.
+        let pse = woken.se;
         let now = self.pelt.rq_clock_task();
         let feat = self.features;
         if let Some(t) = self.tasks.get_mut(curr) {

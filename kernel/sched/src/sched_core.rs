@@ -191,7 +191,30 @@ pub fn ttwu_activate(
     rd: &RootDomain,
     ctx: &CoreCtx<'_>,
 ) -> Result<WakeOutcome, EnqueueError> {
-    let id = task.id;
+    let mut slot = Some(task);
+    match ttwu_activate_from(rq, &mut slot, kind, migrated, cpus, rd, ctx) {
+        Ok(out) => Ok(out),
+        Err(reason) => match slot {
+            Some(task) => Err(EnqueueError { reason, task }),
+            None => unreachable!("a refused enqueue took the task"),
+        },
+    }
+}
+
+/// [`ttwu_activate`] of the task in `slot` (where the caller kept it while it slept),
+/// moved into `rq` once by [`Rq::enqueue_task_from`]; a refusal leaves it in `slot`.
+pub fn ttwu_activate_from(
+    rq: &mut Rq,
+    slot: &mut Option<Task>,
+    kind: WakeKind,
+    migrated: bool,
+    cpus: &[RqSnapshot],
+    rd: &RootDomain,
+    ctx: &CoreCtx<'_>,
+) -> Result<WakeOutcome, RqError> {
+    let Some(id) = slot.as_ref().map(|t| t.id) else {
+        return Err(RqError::NoTask { cpu: rq.cpu() });
+    };
     rq.update_avg_idle(2 * SYSCTL_SCHED_MIGRATION_COST_NS);
     let mut flags = match kind {
         WakeKind::Fork => EnqueueFlags::NEW,
@@ -200,7 +223,7 @@ pub fn ttwu_activate(
     if migrated {
         flags = flags | EnqueueFlags::MIGRATED;
     }
-    rq.enqueue_task(task, flags)?;
+    rq.enqueue_task_from(slot, flags)?;
     // The task was just enqueued here, so the preemption check finds it.
     let resched = Resched::from_bool(rq.check_preempt_wakeup(id).unwrap_or(true));
     let overutilized = if ctx.overutilized_rule == OverutilizedRule::Linux {

@@ -121,6 +121,9 @@ pub struct Topology {
     cpus: [CpuTopology; MAX_CPUS],
     nr_perf_domains: usize,
     perf_domains: [Option<PerfDomain>; MAX_PERF_DOMAINS],
+    /// [`Topology::asym_cpucapacity`], decided once (Linux's `sched_asym_cpucapacity`
+    /// static key): read on every wake-up and tick.
+    asym_cpucapacity: bool,
 }
 
 /// Why a [`BoardDesc`] cannot be turned into a [`Topology`].
@@ -278,11 +281,14 @@ impl Topology {
             }
         }
 
+        let first = cpus[0].capacity_orig;
+        let asym_cpucapacity = cpus[..nr_cpus].iter().any(|c| c.capacity_orig != first);
         Ok(Topology {
             nr_cpus,
             cpus,
             nr_perf_domains: nr_pd,
             perf_domains,
+            asym_cpucapacity,
         })
     }
 
@@ -344,8 +350,7 @@ impl Topology {
 
     /// Linux's `SD_ASYM_CPUCAPACITY` condition: CPUs of more than one capacity.
     pub fn asym_cpucapacity(&self) -> bool {
-        let first = self.cpus[0].capacity_orig;
-        self.cpus().iter().any(|c| c.capacity_orig != first)
+        self.asym_cpucapacity
     }
 
     /// The largest `capacity_orig` (1024 by construction).

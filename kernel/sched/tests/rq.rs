@@ -517,6 +517,47 @@ fn a_full_run_queue_refuses_and_hands_the_task_back() {
     rq.check_invariants().unwrap();
 }
 
+#[test]
+fn the_in_place_enqueue_and_dequeue_keep_a_refused_task_where_it_was() {
+    let now = 1_000_000_000u64;
+    let mut rq = Rq::new(RqConfig::new(CpuId(0), 2), Nanos(now));
+    let only1 = CpuMask::of(CpuId(1));
+    let t = Task::new(TaskId(7), 0, TaskUclamp::new(), only1).unwrap();
+    let mut slot = Some(t.clone());
+    let e = rq
+        .enqueue_task_from(&mut slot, EnqueueFlags::NEW)
+        .unwrap_err();
+    assert!(matches!(e, RqError::NotAllowed { .. }), "{e}");
+    assert_eq!(slot.as_ref(), Some(&t), "the refused task stays, unchanged");
+    let mut empty = None;
+    let e = rq
+        .enqueue_task_from(&mut empty, EnqueueFlags::NEW)
+        .unwrap_err();
+    assert!(e.to_string().contains("no task"), "{e}");
+    assert_eq!(rq.nr_running(), 0);
+
+    let here = CpuMask::of(CpuId(0));
+    let mut slot = Some(Task::new(TaskId(8), 0, TaskUclamp::new(), here).unwrap());
+    rq.enqueue_task_from(&mut slot, EnqueueFlags::NEW).unwrap();
+    assert!(slot.is_none(), "the run queue took the task");
+    assert!(rq.task(TaskId(8)).is_some());
+    let mut out = Some(t.clone());
+    assert!(rq
+        .dequeue_task_into(TaskId(9), DequeueFlags::SLEEP, &mut out)
+        .is_err());
+    assert_eq!(
+        out.as_ref(),
+        Some(&t),
+        "a failed dequeue leaves `out` alone"
+    );
+    rq.update_rq_clock(Nanos(now + 1_000_000)).unwrap();
+    rq.dequeue_task_into(TaskId(8), DequeueFlags::SLEEP, &mut out)
+        .unwrap();
+    assert_eq!(out.as_ref().map(|t| t.id), Some(TaskId(8)));
+    assert_eq!(rq.nr_running(), 0);
+    rq.check_invariants().unwrap();
+}
+
 #[derive(Clone, Debug)]
 enum ListOp {
     Enqueue(u8),

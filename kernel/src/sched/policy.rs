@@ -95,6 +95,27 @@ pub fn migrate(prev: &RqSnapshot, task: &mut Task, now: Nanos) -> Result<Removed
     migrate_task_rq_fair(&prev.pelt, task, now)
 }
 
+/// [`activate`] of a woken task from `slot`, where it was parked while it slept: moved into
+/// the run queue once (`sched_core::ttwu_activate_from`); a refusal leaves it in `slot`.
+pub fn activate_from(
+    topology: &Topology,
+    cs: &mut CpuSched,
+    slot: &mut Option<Task>,
+    migrated: bool,
+    snaps: &[RqSnapshot],
+    rd: &RootDomain,
+) -> Result<WakeOutcome, RqError> {
+    sched_core::ttwu_activate_from(
+        &mut cs.rq,
+        slot,
+        WakeKind::Wakeup,
+        migrated,
+        snaps,
+        rd,
+        &core_ctx(topology),
+    )
+}
+
 /// `ttwu_do_activate` / `wake_up_new_task`'s activation under the target's run-queue lock,
 /// after its clock update: `sched_core::ttwu_activate` (enqueue, `wakeup_preempt`, the
 /// `avg_idle` update). `snaps`: every CPU's, or empty when [`needs_snapshots`] says so.
@@ -144,9 +165,20 @@ pub fn check_preempt(cs: &mut CpuSched, id: TaskId) -> Resched {
     Resched::from_bool(cs.rq.check_preempt_wakeup(id).unwrap_or(false))
 }
 
-/// `deactivate_task(DEQUEUE_SLEEP)` of the running task in `__schedule`, under the rq lock.
+/// `deactivate_task(DEQUEUE_SLEEP)` of the dying task in `__schedule`, under the rq lock.
 pub fn deactivate(cs: &mut CpuSched, id: TaskId) -> Result<Task, RqError> {
     cs.rq.dequeue_task(id, DequeueFlags::SLEEP)
+}
+
+/// `deactivate_task(DEQUEUE_SLEEP)` of the running task going to sleep, under the rq lock:
+/// the task lands in `parked` (the thread's slot for it while it sleeps) without a copy on
+/// the way.
+pub fn deactivate_into(
+    cs: &mut CpuSched,
+    id: TaskId,
+    parked: &mut Option<Task>,
+) -> Result<(), RqError> {
+    cs.rq.dequeue_task_into(id, DequeueFlags::SLEEP, parked)
 }
 
 /// `task_dead_fair` → `remove_entity_load_avg` (under the rq lock, after [`deactivate`]): the

@@ -77,6 +77,21 @@ impl TaskArena {
         Ok(())
     }
 
+    /// [`TaskArena::insert_head`] of the task in `slot`; false (the task left in `slot`)
+    /// where that refuses, or if `slot` is empty.
+    pub(crate) fn insert_head_from(&mut self, slot: &mut Option<Task>) -> bool {
+        let Some(task) = slot.take() else {
+            return false;
+        };
+        match self.insert_head(task) {
+            Ok(()) => true,
+            Err(e) => {
+                *slot = Some(e.into_value());
+                false
+            }
+        }
+    }
+
     /// Unlink and remove `id`.
     pub(crate) fn remove(&mut self, id: TaskId) -> Option<Task> {
         let slot = self.nodes.slot_of(&id)?;

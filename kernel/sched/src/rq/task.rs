@@ -195,6 +195,11 @@ pub enum RqError {
         /// The capacity.
         max_tasks: usize,
     },
+    /// [`Rq::enqueue_task_from`](crate::rq::Rq::enqueue_task_from) was handed an empty slot.
+    NoTask {
+        /// This CPU.
+        cpu: CpuId,
+    },
     /// The clock went backwards.
     ClockWentBackwards {
         /// This CPU.
@@ -251,6 +256,7 @@ impl fmt::Display for RqError {
                 "rq {}: task {} refused: the run queue is full ({max_tasks} tasks)",
                 cpu.0, task.0
             ),
+            RqError::NoTask { cpu } => write!(f, "rq {}: no task to enqueue", cpu.0),
             RqError::ClockWentBackwards { cpu, clock, now } => write!(
                 f,
                 "rq {}: clock went backwards from {} ns to {} ns",
