@@ -11,8 +11,17 @@
 //! User pointers are checked against the task's own page list (present, EL0-accessible with
 //! the access asked for) before the kernel touches anything, and then accessed through the
 //! kernel's identity alias of those same pages: a bad pointer is an error return, never a
-//! kernel fault. One address space holds one thread, so nothing unmaps a page between the
-//! check and the access.
+//! kernel fault. An address space's pages are all mapped before it is first loaded and none
+//! is unmapped while it lives, and the calling thread's reference keeps it alive, so nothing
+//! unmaps a page between the check and the access.
+//!
+//! # Threads
+//! Several EL0 threads may share one address space ([`SYS_THREAD_CREATE`], Linux `clone` with
+//! `CLONE_VM | CLONE_THREAD | CLONE_CHILD_CLEARTID`): a [`UserSpace`] is reference-counted
+//! (Linux `mm_users`), each thread slot holds one reference from its start until it is
+//! reaped, and the tables, pages and ASID go with the last reference. Created threads are
+//! detached (reaped at exit, as Linux reaps a non-leader thread); a thread is joined from EL0
+//! through its clear-tid word, which the kernel zeroes once the thread is reaped.
 //!
 //! # Faults
 //! Any synchronous exception from EL0 other than `SVC` (data or instruction abort, alignment,
@@ -21,6 +30,7 @@
 //! [`ExitStatus::Fault`] and its address space is freed when its last switch is done.
 
 use alloc::boxed::Box;
+use alloc::sync::Arc;
 use core::fmt;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -44,12 +54,15 @@ pub const SYS_SCHED_SETAFFINITY: u64 = 7;
 pub const SYS_WAIT: u64 = 8;
 pub const SYS_WAKE: u64 = 9;
 pub const SYS_GETTID: u64 = 10;
+pub const SYS_THREAD_CREATE: u64 = 11;
 /// One past the highest call number.
-pub const NR_SYSCALLS: u64 = 11;
+pub const NR_SYSCALLS: u64 = 12;
 
 pub const EPERM: i64 = 1;
 pub const ESRCH: i64 = 3;
 pub const E2BIG: i64 = 7;
+pub const EAGAIN: i64 = 11;
+pub const ENOMEM: i64 = 12;
 pub const EFAULT: i64 = 14;
 pub const EINVAL: i64 = 22;
 pub const ENOSYS: i64 = 38;
@@ -84,6 +97,9 @@ pub const STACK_GUARD_VA: usize = USER_BASE + 0x30_0000;
 pub const STACK_PAGES: usize = 4;
 /// The initial SP_EL0.
 pub const STACK_TOP: usize = STACK_GUARD_VA + (1 + STACK_PAGES) * 4096;
+/// Most threads one address space runs at once ([`SYS_THREAD_CREATE`] beyond it: `-EAGAIN`,
+/// as Linux's `RLIMIT_NPROC`).
+pub const MAX_SPACE_THREADS: u32 = 16;
 
 /// `fn $name() -> &'static [u8]`: the bytes between two labels of a position-independent EL0
 /// program assembled into the kernel's `.rodata` (never executable there), for [`spawn`].
@@ -102,9 +118,36 @@ macro_rules! el0_program {
 }
 pub(crate) use el0_program;
 
-/// Each thread slot's address space, while it runs an EL0 task.
-static SPACES: [IrqSpinLock<Option<Box<AddressSpace>>>; MAX_THREADS] =
+/// An address space and the count of EL0 threads running in it (Linux `mm_struct`; the
+/// `Arc`'s count is `mm_users`, [`UserSpace::threads`] the live threads the limit counts).
+pub struct UserSpace {
+    space: AddressSpace,
+    threads: AtomicU32,
+}
+
+impl UserSpace {
+    fn new(space: AddressSpace) -> UserSpace {
+        LIVE_SPACES.fetch_add(1, Ordering::Relaxed);
+        UserSpace {
+            space,
+            threads: AtomicU32::new(1),
+        }
+    }
+}
+
+impl Drop for UserSpace {
+    fn drop(&mut self) {
+        LIVE_SPACES.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Each thread slot's address space (one reference), while it runs an EL0 task.
+static SPACES: [IrqSpinLock<Option<Arc<UserSpace>>>; MAX_THREADS] =
     [const { IrqSpinLock::new(None) }; MAX_THREADS];
+/// Each slot's clear-tid word (a user address, 0: none), zeroed when the thread is reaped.
+static CLEAR_TID: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// [`UserSpace`]s alive (the leak checks' count).
+static LIVE_SPACES: AtomicU32 = AtomicU32::new(0);
 /// Each slot's TTBR1 value (0: a kernel thread, which runs on the empty table). Read by the
 /// context switch, which may take no lock.
 static TTBR: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
@@ -154,8 +197,14 @@ pub fn spawn(
     text: &[u8],
     arg: u64,
 ) -> Result<ThreadId, UserError> {
-    let space = Box::new(build_space(text).map_err(UserError::Space)?);
-    let start = Box::new(Start { space, arg });
+    let space = Arc::new(UserSpace::new(build_space(text).map_err(UserError::Space)?));
+    let start = Box::new(Start {
+        space,
+        pc: TEXT_VA as u64,
+        sp: STACK_TOP as u64,
+        arg,
+        clear_tid: 0,
+    });
     let raw = Box::into_raw(start) as usize;
     let id = task::spawn(name, params, user_start, raw).map_err(|e| {
         // SAFETY: the thread was not created, so `raw` is still ours, from `Box::into_raw`.
@@ -168,9 +217,13 @@ pub fn spawn(
     Ok(id)
 }
 
+/// What a new EL0 thread starts with.
 struct Start {
-    space: Box<AddressSpace>,
+    space: Arc<UserSpace>,
+    pc: u64,
+    sp: u64,
     arg: u64,
+    clear_tid: u64,
 }
 
 /// The TTBR1 value of slot `s`'s thread ([`uspace::empty_ttbr`] for a kernel thread).
@@ -181,11 +234,21 @@ pub fn ttbr_of(s: usize) -> u64 {
     }
 }
 
-/// Frees slot `s`'s address space once its thread is off every CPU for good (`task::reap`).
+/// Drops slot `s`'s reference to its address space once its thread is off every CPU for good
+/// (`task::reap`), after zeroing its clear-tid word; the last reference frees the space.
 pub fn release(s: usize) {
     let Some(t) = TTBR.get(s) else { return };
     t.store(0, Ordering::Release);
     let space = SPACES[s].lock().take();
+    let clear_tid = CLEAR_TID[s].swap(0, Ordering::Relaxed) as usize;
+    if let Some(sp) = &space {
+        if clear_tid != 0 {
+            if let Some(w) = user_word(&sp.space, clear_tid, true) {
+                w.store(0, Ordering::Release);
+            }
+        }
+        sp.threads.fetch_sub(1, Ordering::Relaxed);
+    }
     drop(space);
     // Wake-ups nobody consumed die with the task, not with the slot's next thread.
     while EVENTS[s].try_wait() {}
@@ -213,7 +276,13 @@ pub fn call_counts() -> (u64, u64) {
     )
 }
 
-/// The page-table pages and ASIDs of live EL0 tasks (the leak checks' count).
+/// Address spaces alive: each holds page-table pages, user pages and an ASID until its last
+/// thread is reaped.
+pub fn live_spaces() -> u32 {
+    LIVE_SPACES.load(Ordering::Relaxed)
+}
+
+/// Thread slots holding an address space (live EL0 threads and those not yet reaped).
 pub fn tasks_with_space() -> usize {
     TTBR.iter()
         .filter(|t| t.load(Ordering::Relaxed) != 0)
@@ -223,7 +292,13 @@ pub fn tasks_with_space() -> usize {
 fn user_start(raw: usize) {
     // Unboxed in a block of its own: this function never returns, so a box still alive at its
     // end would never be freed.
-    let Start { space, arg } = {
+    let Start {
+        space,
+        pc,
+        sp,
+        arg,
+        clear_tid,
+    } = {
         // SAFETY: `spawn` passed a pointer from `Box::into_raw`, handed to this thread only.
         let start = unsafe { Box::from_raw(raw as *mut Start) };
         *start
@@ -231,7 +306,8 @@ fn user_start(raw: usize) {
     let Some(s) = task::current_slot() else {
         return;
     };
-    let ttbr = space.ttbr();
+    let ttbr = space.space.ttbr();
+    CLEAR_TID[s].store(clear_tid, Ordering::Relaxed);
     *SPACES[s].lock() = Some(space);
     if let Some(id) = task::current() {
         USER_ID[s].store(id.task_id().0, Ordering::Release);
@@ -243,9 +319,10 @@ fn user_start(raw: usize) {
     unsafe { uspace::switch_ttbr1(ttbr) };
     let (_, top) = task::slot(s).ctx.stack_bounds();
     // SAFETY: IRQs are masked and the kernel stack is abandoned from its top (nothing on it is
-    // used again: this function never returns); TEXT_VA and STACK_TOP are mapped for EL0 in
-    // the address space just loaded.
-    unsafe { crate::arch::exceptions::enter_el0(TEXT_VA as u64, STACK_TOP as u64, arg, top) }
+    // used again: this function never returns); `pc` is EL0-executable in the address space
+    // just loaded (`spawn` maps TEXT_VA, `sys_thread_create` checked it); a bad `sp` is EL0's
+    // own fault, taken at EL0.
+    unsafe { crate::arch::exceptions::enter_el0(pc, sp, arg, top) }
 }
 
 /// The Rust side of a synchronous exception from EL0 (IRQs masked; returns with them masked).
@@ -316,6 +393,7 @@ fn syscall(frame: &TrapFrame) -> i64 {
         SYS_WAIT => sys_wait(a[0]),
         SYS_WAKE => sys_wake(a[0]),
         SYS_GETTID => task::current().map_or(-ESRCH, |id| i64::from(id.task_id().0)),
+        SYS_THREAD_CREATE => sys_thread_create(a[0], a[1], a[2], a[3]),
         _ => -ENOSYS,
     };
     CALLS.fetch_add(1, Ordering::Relaxed);
@@ -511,22 +589,109 @@ fn sys_wake(tid: u64) -> i64 {
     0
 }
 
+/// `thread_create(pc, sp, arg, clear_tid)`: a new EL0 thread in the caller's address space,
+/// entering at `pc` with SP_EL0 = `sp` and `x0 = arg`, with the caller's nice, clamps and
+/// affinity; returns its id. `pc` must be 4-aligned in an executable page, `sp` 16-aligned
+/// with the byte below it in a writable page, `clear_tid` 0 or a 4-aligned word in a writable
+/// page (`-EINVAL` misaligned, `-EFAULT` not mapped so). The thread is detached; when it is
+/// reaped the kernel stores 0 at `clear_tid` (Linux `CLONE_CHILD_CLEARTID`). `-EAGAIN` when
+/// the space runs [`MAX_SPACE_THREADS`] or the thread table is full, `-ENOMEM` when no
+/// kernel stack can be had.
+fn sys_thread_create(pc: u64, sp: u64, arg: u64, clear_tid: u64) -> i64 {
+    if !pc.is_multiple_of(4) || !sp.is_multiple_of(16) || !clear_tid.is_multiple_of(4) {
+        return -EINVAL;
+    }
+    let Some(me) = task::current() else {
+        return -ESRCH;
+    };
+    let Some(space) = SPACES[me.slot()].lock().clone() else {
+        return -EFAULT;
+    };
+    let perm = |va: u64| space.space.lookup(va as usize).map(|(p, _)| p);
+    if perm(pc) != Some(Perm::Text)
+        || sp == 0
+        || perm(sp - 1) != Some(Perm::Data)
+        || (clear_tid != 0 && perm(clear_tid) != Some(Perm::Data))
+    {
+        return -EFAULT;
+    }
+    if space
+        .threads
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < MAX_SPACE_THREADS).then_some(n + 1)
+        })
+        .is_err()
+    {
+        return -EAGAIN;
+    }
+    let Some(t) = task::get(me) else {
+        space.threads.fetch_sub(1, Ordering::Relaxed);
+        return -ESRCH;
+    };
+    let (name, mut params) = {
+        let g = t.sched.lock();
+        (g.name.clone(), g.params)
+    };
+    params.detached = true;
+    let start = Box::new(Start {
+        space,
+        pc,
+        sp,
+        arg,
+        clear_tid,
+    });
+    let raw = Box::into_raw(start) as usize;
+    match task::spawn(&name, params, user_start, raw) {
+        Ok(id) => {
+            USER_ID[id.slot()].store(id.task_id().0, Ordering::Release);
+            i64::from(id.task_id().0)
+        }
+        Err(e) => {
+            // SAFETY: the thread was not created, so `raw` is still ours, from `Box::into_raw`.
+            let start = unsafe { Box::from_raw(raw as *mut Start) };
+            start.space.threads.fetch_sub(1, Ordering::Relaxed);
+            match e {
+                task::SpawnError::Stack(_) => -ENOMEM,
+                _ => -EAGAIN,
+            }
+        }
+    }
+}
+
+/// The 32-bit user word at `va` in `space`, through the kernel's alias of its page: `None`
+/// unless `va` is 4-aligned and mapped for EL0 (writable, if `write`).
+fn user_word(space: &AddressSpace, va: usize, write: bool) -> Option<&AtomicU32> {
+    if !va.is_multiple_of(4) {
+        return None;
+    }
+    let (perm, pa) = space.lookup(va)?;
+    if write && perm != Perm::Data {
+        return None;
+    }
+    // SAFETY: `pa` is 4-aligned inside a page `space` owns (a `UserPage` of atomics, which
+    // the caller's borrow of `space` keeps alive), identity-mapped read/write for the kernel;
+    // EL0 threads may access the word concurrently, which is why it is only ever accessed as
+    // an atomic here.
+    Some(unsafe { AtomicU32::from_ptr(pa as *mut u32) })
+}
+
 /// Reads `[ptr, ptr + len)` of the calling task's memory into `buf`, page by page through the
 /// kernel's alias of its own pages, after checking that each page is mapped for EL0 reads.
 fn copy_from_user(ptr: usize, buf: &mut [u8]) -> Result<(), i64> {
     let s = task::current_slot().ok_or(-EFAULT)?;
     ptr.checked_add(buf.len()).ok_or(-EFAULT)?;
     let g = SPACES[s].lock();
-    let space = g.as_ref().ok_or(-EFAULT)?;
+    let space = &g.as_ref().ok_or(-EFAULT)?.space;
     let mut done = 0;
     while done < buf.len() {
         let va = ptr + done;
         let (_perm, pa) = space.lookup(va).ok_or(-EFAULT)?;
         let n = (4096 - (va & 4095)).min(buf.len() - done);
         for (i, b) in buf[done..done + n].iter_mut().enumerate() {
-            // SAFETY: `pa + i` lies in a page this address space owns (found by `lookup`),
-            // identity-mapped read/write for the kernel; EL0 may write it concurrently only
-            // from this very thread, which is in this system call, so the read races nothing.
+            // SAFETY: `pa + i` lies in a page this address space owns (found by `lookup`, kept
+            // alive by the lock on the caller's reference), identity-mapped read/write for the
+            // kernel. Another EL0 thread of the space may write it meanwhile (a torn read, as
+            // Linux's `copy_from_user` may see; never a fault), hence the volatile read.
             *b = unsafe { core::ptr::read_volatile((pa + i) as *const u8) };
         }
         done += n;
