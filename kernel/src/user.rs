@@ -21,7 +21,9 @@
 //! (Linux `mm_users`), each thread slot holds one reference from its start until it is
 //! reaped, and the tables, pages and ASID go with the last reference. Created threads are
 //! detached (reaped at exit, as Linux reaps a non-leader thread); a thread is joined from EL0
-//! through its clear-tid word, which the kernel zeroes once the thread is reaped.
+//! through its clear-tid word, which the kernel zeroes and futex-wakes once the thread is
+//! reaped. Threads of a space synchronise with [`SYS_FUTEX_WAIT`] / [`SYS_FUTEX_WAKE`] on a
+//! shared word (Linux's private futexes), keyed by the word's physical address.
 //!
 //! # Faults
 //! Any synchronous exception from EL0 other than `SVC` (data or instruction abort, alignment,
@@ -41,7 +43,7 @@ use crate::arch::exceptions::TrapFrame;
 use crate::arch::uspace::{self, AddressSpace, Perm, SpaceError, USER_BASE};
 use crate::sync::IrqSpinLock;
 use crate::task::{self, ExitStatus, ThreadId, ThreadParams, MAX_THREADS};
-use crate::wait::Completion;
+use crate::wait::{Completion, KeyedWait, KeyedWaitQueue};
 
 pub const SYS_EXIT: u64 = 0;
 pub const SYS_YIELD: u64 = 1;
@@ -55,8 +57,10 @@ pub const SYS_WAIT: u64 = 8;
 pub const SYS_WAKE: u64 = 9;
 pub const SYS_GETTID: u64 = 10;
 pub const SYS_THREAD_CREATE: u64 = 11;
+pub const SYS_FUTEX_WAIT: u64 = 12;
+pub const SYS_FUTEX_WAKE: u64 = 13;
 /// One past the highest call number.
-pub const NR_SYSCALLS: u64 = 12;
+pub const NR_SYSCALLS: u64 = 14;
 
 pub const EPERM: i64 = 1;
 pub const ESRCH: i64 = 3;
@@ -158,6 +162,10 @@ static USER_ID: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THR
 /// Each slot's wake-ups not yet consumed by [`SYS_WAIT`], and the id of its latest waker.
 static EVENTS: [Completion; MAX_THREADS] = [const { Completion::new() }; MAX_THREADS];
 static LAST_WAKER: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// The futex hash buckets (Linux `futex_queues`), keyed by the word's physical address: unique
+/// among live address spaces, as Linux's key for a private futex (`mm`, address) is.
+static FUTEX: [KeyedWaitQueue; FUTEX_BUCKETS] = [const { KeyedWaitQueue::new() }; FUTEX_BUCKETS];
+const FUTEX_BUCKETS: usize = 16;
 /// System calls made, and those that returned an error (the fuzzer's counts).
 static CALLS: AtomicU64 = AtomicU64::new(0);
 static CALL_ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -235,7 +243,8 @@ pub fn ttbr_of(s: usize) -> u64 {
 }
 
 /// Drops slot `s`'s reference to its address space once its thread is off every CPU for good
-/// (`task::reap`), after zeroing its clear-tid word; the last reference frees the space.
+/// (`task::reap`), after zeroing its clear-tid word and waking one futex waiter of it; the
+/// last reference frees the space.
 pub fn release(s: usize) {
     let Some(t) = TTBR.get(s) else { return };
     t.store(0, Ordering::Release);
@@ -245,6 +254,9 @@ pub fn release(s: usize) {
         if clear_tid != 0 {
             if let Some(w) = user_word(&sp.space, clear_tid, true) {
                 w.store(0, Ordering::Release);
+                // Linux `mm_release`: `put_user(0, tidptr)`, then `futex_wake(tidptr, 1)`.
+                let pa = w.as_ptr() as usize;
+                futex_bucket(pa).wake(pa, 1);
             }
         }
         sp.threads.fetch_sub(1, Ordering::Relaxed);
@@ -394,6 +406,8 @@ fn syscall(frame: &TrapFrame) -> i64 {
         SYS_WAKE => sys_wake(a[0]),
         SYS_GETTID => task::current().map_or(-ESRCH, |id| i64::from(id.task_id().0)),
         SYS_THREAD_CREATE => sys_thread_create(a[0], a[1], a[2], a[3]),
+        SYS_FUTEX_WAIT => sys_futex_wait(a[0] as usize, a[1] as u32, a[2]),
+        SYS_FUTEX_WAKE => sys_futex_wake(a[0] as usize, a[1] as u32),
         _ => -ENOSYS,
     };
     CALLS.fetch_add(1, Ordering::Relaxed);
@@ -656,6 +670,74 @@ fn sys_thread_create(pc: u64, sp: u64, arg: u64, clear_tid: u64) -> i64 {
             }
         }
     }
+}
+
+/// `futex_wait(uaddr, val, timeout_ns)` (Linux `FUTEX_WAIT`): sleeps if the 32-bit word at
+/// `uaddr` still holds `val` — read under the bucket's lock, the one `futex_wake` takes — until
+/// a `futex_wake` of the word, or `timeout_ns` (`u64::MAX`: none). 0 when woken (a waker
+/// need not have changed the word: the caller re-checks it), `-EAGAIN` if the word differs,
+/// `-ETIMEDOUT`; `-EINVAL` for a misaligned `uaddr`, `-EFAULT` for an unmapped one.
+fn sys_futex_wait(uaddr: usize, val: u32, timeout_ns: u64) -> i64 {
+    let pa = match futex_key(uaddr) {
+        Ok(pa) => pa,
+        Err(e) => return e,
+    };
+    let deadline =
+        (timeout_ns != u64::MAX).then(|| Nanos(crate::sched::now().0.saturating_add(timeout_ns)));
+    // SAFETY: `pa` is the kernel alias of a 4-aligned word in a page of the caller's space,
+    // which lives (with the page) at least as long as the caller; EL0 accesses it
+    // concurrently, so it is accessed only as an atomic.
+    let word = unsafe { AtomicU32::from_ptr(pa as *mut u32) };
+    match futex_bucket(pa).wait(pa, deadline, || word.load(Ordering::Acquire) == val) {
+        KeyedWait::Woken => 0,
+        KeyedWait::Mismatch => -EAGAIN,
+        KeyedWait::TimedOut => -ETIMEDOUT,
+    }
+}
+
+/// `futex_wake(uaddr, n)` (Linux `FUTEX_WAKE`): wakes up to `n` threads waiting on the word at
+/// `uaddr`, oldest first; returns how many. `-EINVAL`, `-EFAULT` as for `futex_wait`.
+fn sys_futex_wake(uaddr: usize, n: u32) -> i64 {
+    match futex_key(uaddr) {
+        Ok(pa) => i64::from(futex_bucket(pa).wake(pa, n)),
+        Err(e) => e,
+    }
+}
+
+/// The futex key of the caller's word at `uaddr`: its physical address, after the checks
+/// (Linux `get_futex_key`: 4-aligned or `-EINVAL`, mapped for EL0 reads or `-EFAULT`).
+fn futex_key(uaddr: usize) -> Result<usize, i64> {
+    if !uaddr.is_multiple_of(4) {
+        return Err(-EINVAL);
+    }
+    let s = task::current_slot().ok_or(-EFAULT)?;
+    let g = SPACES[s].lock();
+    let space = &g.as_ref().ok_or(-EFAULT)?.space;
+    user_word(space, uaddr, false)
+        .map(|w| w.as_ptr() as usize)
+        .ok_or(-EFAULT)
+}
+
+fn futex_bucket(pa: usize) -> &'static KeyedWaitQueue {
+    // Words of one cache line share a bucket; consecutive lines spread.
+    &FUTEX[(pa >> 6) % FUTEX_BUCKETS]
+}
+
+/// Threads waiting in `futex_wait` on EL0 task `id`'s word at `uaddr` (tests).
+pub fn futex_waiters(id: ThreadId, uaddr: usize) -> usize {
+    if task::get(id).is_none() {
+        return 0;
+    }
+    let g = SPACES[id.slot()].lock();
+    let Some(pa) = g
+        .as_ref()
+        .and_then(|sp| user_word(&sp.space, uaddr, false))
+        .map(|w| w.as_ptr() as usize)
+    else {
+        return 0;
+    };
+    drop(g);
+    futex_bucket(pa).waiters(pa)
 }
 
 /// The 32-bit user word at `va` in `space`, through the kernel's alias of its page: `None`

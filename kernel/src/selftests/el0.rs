@@ -341,8 +341,8 @@ __el0_attr_end:
 // The syscall fuzzer: x0 = seed (high 32 bits, made odd) and calls to make (low 32 bits).
 // Each call: a random number (0..=15, exit replaced by gettid, one in 32 a random 64-bit
 // number) and six arguments, each either random or from the pool of nasty values below;
-// the calls that may block get at most 65 µs (sleep_for, wait) or a deadline in the past
-// (sleep_until). Its data page is filled with '.' first, so a write that is let through
+// the calls that may block get at most 65 µs (sleep_for, wait, futex_wait) or a deadline in
+// the past (sleep_until). Its data page is filled with '.' first, so a write that is let through
 // prints dots. exit(0) when done: any fault would kill it instead.
     .macro EL0_FUZZ_NEXT
     eor     x20, x20, x20, lsl #13
@@ -383,6 +383,9 @@ __el0_fuzz_start:
     mov     x8, x20
 4:  cbnz    x8, 4f
     mov     x8, #10
+4:  cmp     x8, #12
+    b.ne    4f
+    and     x2, x2, #0xffff
 4:  cmp     x8, #2
     b.eq    6f
     cmp     x8, #3

@@ -2,7 +2,9 @@
 //! a bad PC, SP or clear-tid word with an error (no fault), a space runs at most
 //! `MAX_SPACE_THREADS` threads, the threads see one memory (they add into one word), each is
 //! joined from EL0 through its clear-tid word, and afterwards the address space, the thread
-//! slots and the heap are all back where they were.
+//! slots and the heap are all back where they were. The futex calls between threads of one
+//! space: refusals, the value check, timeouts, a ping-pong, wake-N counts, and the futex wake
+//! of a clear-tid word.
 
 use asym_sched::types::CpuMask;
 
@@ -289,3 +291,324 @@ fn el0_threads_share_space() -> TestResult {
 }
 
 selftest!(name = "el0_threads_share_space", el0_threads_share_space);
+
+/// Round trips of the futex ping-pong between the futex program's two threads.
+const PING_ROUNDS: u32 = 200;
+/// Threads of the futex program that wait on its word Q at once.
+const Q_WAITERS: u32 = 3;
+/// Q's offset in the data page (the kernel counts its waiters).
+const Q_OFF: usize = 0x400;
+
+// The futex program. Data page: +0x100 a word W (0), +0x200 the ping-pong word P, +0x300
+// the partner's clear-tid word, +0x400 the word Q, +0x500 the waiters' clear-tid words,
+// +0x600 the count of waiters woken with 0. Checks, in order: futex_wait / futex_wake refuse
+// a misaligned (-EINVAL), kernel or unmapped (-EFAULT) word; futex_wait on a word that does
+// not hold the value returns -EAGAIN (not a timeout: the check is made); on one that does it
+// sleeps until the timeout (-ETIMEDOUT, ≥ 100 µs of clock); a wake with no waiter wakes 0;
+// PING_ROUNDS round trips with a partner thread on P (each side sleeps in futex_wait for the
+// other's value); the partner is joined by its clear-tid word (the kernel zeroes it at reap
+// and futex-wakes it); Q_WAITERS threads wait on Q, the program waits for the kernel (which
+// sees them waiting) with `wait`, then wake(Q, 2) wakes 2, the next wakes 1, the next 0; the
+// waiters are joined and each saw 0 from its wait. exit(0), or the number of the failed check.
+// The partner (x0 = rounds) waits for each odd value of P and answers with the next even
+// one; on a surprise it stores -1 to P (the main thread fails on it) and exits 1.
+core::arch::global_asm!(
+    r#"
+    .section .rodata.el0futex, "a"
+    .macro SYS nr
+    mov     x8, #\nr
+    svc     #0
+    .endm
+    .balign 4
+    .global __el0_futex_start
+__el0_futex_start:
+    ldr     x19, 7f
+    mov     x24, sp
+    // 1: futex_wait on a misaligned word.
+    mov     x21, #1
+    add     x0, x19, #1
+    mov     x1, #0
+    mov     x2, #0
+    SYS     12
+    cmn     x0, #22
+    b.ne    8f
+    // 2: futex_wait on kernel memory.
+    mov     x21, #2
+    mov     x0, #0x40000000
+    mov     x1, #0
+    mov     x2, #0
+    SYS     12
+    cmn     x0, #14
+    b.ne    8f
+    // 3: futex_wait on an unmapped user address.
+    mov     x21, #3
+    ldr     x0, 6f
+    mov     x1, #0
+    mov     x2, #0
+    SYS     12
+    cmn     x0, #14
+    b.ne    8f
+    // 4, 5: futex_wake on a misaligned word, on kernel memory.
+    mov     x21, #4
+    add     x0, x19, #2
+    mov     x1, #1
+    SYS     13
+    cmn     x0, #22
+    b.ne    8f
+    mov     x21, #5
+    mov     x0, #0x40000000
+    mov     x1, #1
+    SYS     13
+    cmn     x0, #14
+    b.ne    8f
+    // 6: W is 0, 1 expected: -EAGAIN at once (1 ms timeout: a wait would time out).
+    mov     x21, #6
+    add     x0, x19, #0x100
+    mov     x1, #1
+    mov     x2, #0x4240
+    movk    x2, #0xf, lsl #16
+    SYS     12
+    cmn     x0, #11
+    b.ne    8f
+    // 7: W is 0, 0 expected: sleeps until the 100 µs timeout.
+    mov     x21, #7
+    SYS     4
+    mov     x22, x0
+    add     x0, x19, #0x100
+    mov     x1, #0
+    mov     x2, #0x86a0
+    movk    x2, #1, lsl #16
+    SYS     12
+    cmn     x0, #110
+    b.ne    8f
+    SYS     4
+    sub     x9, x0, x22
+    mov     x10, #0x86a0
+    movk    x10, #1, lsl #16
+    cmp     x9, x10
+    b.lo    8f
+    // 8: a wake with nobody waiting wakes 0.
+    mov     x21, #8
+    add     x0, x19, #0x100
+    mov     x1, #5
+    SYS     13
+    cbnz    x0, 8f
+    // 9: ping-pong with a partner thread on P.
+    mov     x21, #9
+    add     x23, x19, #0x300
+    mov     w9, #1
+    str     w9, [x23]
+    adr     x0, 5f
+    sub     x1, x24, #1024
+    mov     x2, #{rounds}
+    mov     x3, x23
+    SYS     11
+    cmp     x0, #0
+    b.le    8f
+    add     x20, x19, #0x200
+    mov     w22, #1
+1:  stlr    w22, [x20]
+    mov     x0, x20
+    mov     x1, #1
+    SYS     13
+    add     w25, w22, #1
+2:  ldar    w9, [x20]
+    cmp     w9, w25
+    b.eq    3f
+    cmn     w9, #1
+    b.eq    8f
+    mov     x0, x20
+    mov     w1, w9
+    mov     x2, #-1
+    SYS     12
+    cmn     x0, #11
+    b.eq    2b
+    cbnz    x0, 8f
+    b       2b
+3:  add     w22, w22, #2
+    cmp     w22, #(2 * {rounds} + 1)
+    b.ne    1b
+    // 10: join the partner through its clear-tid word.
+    mov     x21, #10
+14: ldar    w9, [x23]
+    cbz     w9, 15f
+    mov     x0, x23
+    mov     w1, w9
+    mov     x2, #-1
+    SYS     12
+    cmn     x0, #11
+    b.eq    14b
+    cbnz    x0, 8f
+    b       14b
+    // 11: the waiters on Q.
+15: mov     x21, #11
+    add     x25, x19, #0x500
+    mov     x22, #0
+16: mov     w9, #1
+    str     w9, [x25, x22, lsl #2]
+    adr     x0, 20f
+    sub     x1, x24, #2048
+    sub     x1, x1, x22, lsl #8
+    mov     x2, #0
+    add     x3, x25, x22, lsl #2
+    SYS     11
+    cmp     x0, #0
+    b.le    8f
+    add     x22, x22, #1
+    cmp     x22, #{waiters}
+    b.ne    16b
+    // 12: the kernel wakes this thread once it sees them all waiting on Q.
+    mov     x21, #12
+    mov     x0, #-1
+    SYS     8
+    cbnz    x0, 8f
+    // 13-15: wake 2 of 3, then the last, then nobody.
+    add     x20, x19, #{q}
+    mov     x21, #13
+    mov     x0, x20
+    mov     x1, #2
+    SYS     13
+    cmp     x0, #2
+    b.ne    8f
+    mov     x21, #14
+    mov     x0, x20
+    mov     x1, #2
+    SYS     13
+    cmp     x0, #1
+    b.ne    8f
+    mov     x21, #15
+    mov     x0, x20
+    mov     x1, #2
+    SYS     13
+    cbnz    x0, 8f
+    // 16: join the waiters.
+    mov     x21, #16
+    mov     x22, #0
+17: add     x23, x25, x22, lsl #2
+18: ldar    w9, [x23]
+    cbz     w9, 19f
+    mov     x0, x23
+    mov     w1, w9
+    mov     x2, #-1
+    SYS     12
+    cmn     x0, #11
+    b.eq    18b
+    cbnz    x0, 8f
+    b       18b
+19: add     x22, x22, #1
+    cmp     x22, #{waiters}
+    b.ne    17b
+    // 17: every waiter's futex_wait returned 0.
+    mov     x21, #17
+    ldr     w9, [x19, #0x600]
+    cmp     w9, #{waiters}
+    b.ne    8f
+    mov     x21, #0
+8:  mov     x0, x21
+    SYS     0
+    .balign 8
+7:  .quad   {data_va}
+6:  .quad   {user_base}
+    // The partner.
+5:  ldr     x19, 7b
+    add     x20, x19, #0x200
+    mov     w22, #1
+    mov     x23, x0
+11: ldar    w9, [x20]
+    cmp     w9, w22
+    b.eq    12f
+    mov     x0, x20
+    mov     w1, w9
+    mov     x2, #-1
+    SYS     12
+    cmn     x0, #11
+    b.eq    11b
+    cbnz    x0, 13f
+    b       11b
+12: add     w9, w22, #1
+    stlr    w9, [x20]
+    mov     x0, x20
+    mov     x1, #1
+    SYS     13
+    add     w22, w22, #2
+    subs    x23, x23, #1
+    b.ne    11b
+    mov     x0, #0
+    SYS     0
+13: mov     w9, #-1
+    stlr    w9, [x20]
+    mov     x0, x20
+    mov     x1, #1
+    SYS     13
+    mov     x0, #1
+    SYS     0
+    // A waiter on Q: counts a 0 from its futex_wait.
+20: ldr     x19, 7b
+    add     x0, x19, #{q}
+    mov     x1, #0
+    mov     x2, #-1
+    SYS     12
+    cbnz    x0, 21f
+    add     x10, x19, #0x600
+22: ldxr    w9, [x10]
+    add     w9, w9, #1
+    stxr    w11, w9, [x10]
+    cbnz    w11, 22b
+21: mov     x0, #0
+    SYS     0
+    .purgem SYS
+    .global __el0_futex_end
+__el0_futex_end:
+    .text
+"#,
+    data_va = const DATA_VA,
+    user_base = const crate::arch::uspace::USER_BASE,
+    rounds = const PING_ROUNDS,
+    waiters = const Q_WAITERS,
+    q = const Q_OFF,
+);
+
+blob!(futex, __el0_futex_start, __el0_futex_end);
+
+/// One run of the futex program: the kernel wakes it (`wait`) once its Q_WAITERS threads
+/// all sleep in `futex_wait` on Q.
+fn run_futex() -> TestResult {
+    let params = ThreadParams {
+        affinity: CpuMask(u64::MAX),
+        ..ThreadParams::default()
+    };
+    let id = user::spawn("el0-futex", params, futex(), 0).map_err(err)?;
+    let waiting = super::sched::wait_until(5_000_000_000, || {
+        user::futex_waiters(id, DATA_VA + Q_OFF) == Q_WAITERS as usize && user::waits(id)
+    });
+    user::wake_from_kernel(id);
+    let st = task::join(id).map_err(|e| err(format_args!("{e:?}")))?;
+    test_eq!(st, ExitStatus::Exited(0));
+    test_assert!(
+        waiting,
+        "never saw {} threads in futex_wait on Q and the first in wait",
+        Q_WAITERS
+    );
+    Ok(())
+}
+
+fn el0_futex_wait_wake() -> TestResult {
+    let spaces0 = user::live_spaces();
+    let threads0 = task::counts();
+    run_futex()?;
+    test_assert!(
+        settled(spaces0, threads0),
+        "threads or spaces left after the first run"
+    );
+    let heap0 = crate::heap::stats().used;
+    run_futex()?;
+    test_assert!(
+        settled(spaces0, threads0),
+        "threads or spaces left after the second run"
+    );
+    test_eq!(user::tasks_with_space(), 0);
+    test_eq!(crate::heap::stats().used, heap0);
+    Ok(())
+}
+
+selftest!(name = "el0_futex_wait_wake", el0_futex_wait_wake);
