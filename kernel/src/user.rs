@@ -36,6 +36,7 @@ use alloc::sync::Arc;
 use core::fmt;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use asym_rtapp::marker::Marker;
 use asym_sched::types::{CpuMask, Nanos};
 use asym_sched::uclamp::TaskUclamp;
 
@@ -59,12 +60,14 @@ pub const SYS_GETTID: u64 = 10;
 pub const SYS_THREAD_CREATE: u64 = 11;
 pub const SYS_FUTEX_WAIT: u64 = 12;
 pub const SYS_FUTEX_WAKE: u64 = 13;
+pub const SYS_TRACE_MARKER: u64 = 14;
 /// One past the highest call number.
-pub const NR_SYSCALLS: u64 = 14;
+pub const NR_SYSCALLS: u64 = 15;
 
 pub const EPERM: i64 = 1;
 pub const ESRCH: i64 = 3;
 pub const E2BIG: i64 = 7;
+pub const EBADF: i64 = 9;
 pub const EAGAIN: i64 = 11;
 pub const ENOMEM: i64 = 12;
 pub const EFAULT: i64 = 14;
@@ -408,6 +411,7 @@ fn syscall(frame: &TrapFrame) -> i64 {
         SYS_THREAD_CREATE => sys_thread_create(a[0], a[1], a[2], a[3]),
         SYS_FUTEX_WAIT => sys_futex_wait(a[0] as usize, a[1] as u32, a[2]),
         SYS_FUTEX_WAKE => sys_futex_wake(a[0] as usize, a[1] as u32),
+        SYS_TRACE_MARKER => sys_trace_marker(a[0] as usize, a[1] as usize),
         _ => -ENOSYS,
     };
     CALLS.fetch_add(1, Ordering::Relaxed);
@@ -791,5 +795,31 @@ fn sys_write(ptr: usize, len: usize) -> i64 {
     }
     let text = core::str::from_utf8(&buf[..len]).unwrap_or("<not UTF-8>");
     crate::print!("{}", text);
+    len as i64
+}
+
+/// `trace_marker(ptr, len)` (Linux's `trace_marker` file, `tracing_mark_write`): the text
+/// goes into the kernel's trace as a `tracing_mark_write` event of the caller. One of rt-app's
+/// markers (`rtapp_main`, `rtapp_task`, `rtapp_loop`, `rtapp_stats`, exactly as rt-app writes
+/// them) is recorded as that marker, as the in-kernel executor records it; any other text as
+/// written. Checked like `write` (`-EINVAL` above [`WRITE_MAX`], `-EFAULT`); `-EBADF` while
+/// the trace is not recording (Linux's answer when its ring buffer is off).
+fn sys_trace_marker(ptr: usize, len: usize) -> i64 {
+    const _: () = assert!(WRITE_MAX <= crate::tracing::TEXT_MAX);
+    if len > WRITE_MAX {
+        return -EINVAL;
+    }
+    let mut buf = [0u8; WRITE_MAX];
+    if let Err(e) = copy_from_user(ptr, &mut buf[..len]) {
+        return e;
+    }
+    if !crate::tracing::recording() {
+        return -EBADF;
+    }
+    let text = &buf[..len];
+    match core::str::from_utf8(text).ok().and_then(Marker::parse) {
+        Some(m) => crate::tracing::marker(m),
+        None => crate::tracing::marker_text(text),
+    }
     len as i64
 }
