@@ -172,6 +172,9 @@ const FUTEX_BUCKETS: usize = 16;
 /// System calls made, and those that returned an error (the fuzzer's counts).
 static CALLS: AtomicU64 = AtomicU64::new(0);
 static CALL_ERRORS: AtomicU64 = AtomicU64::new(0);
+/// EL0 threads killed by a fault, and threads `thread_create` started (the fuzzer's counts).
+static FAULTS: AtomicU64 = AtomicU64::new(0);
+static CREATED: AtomicU64 = AtomicU64::new(0);
 
 /// Why an EL0 task could not be started.
 #[derive(Debug)]
@@ -291,6 +294,14 @@ pub fn call_counts() -> (u64, u64) {
     )
 }
 
+/// EL0 threads killed by a fault so far, and threads started by `thread_create`.
+pub fn thread_counts() -> (u64, u64) {
+    (
+        FAULTS.load(Ordering::Relaxed),
+        CREATED.load(Ordering::Relaxed),
+    )
+}
+
 /// Address spaces alive: each holds page-table pages, user pages and an ASID until its last
 /// thread is reaped.
 pub fn live_spaces() -> u32 {
@@ -359,6 +370,7 @@ pub fn el0_sync(frame: &mut TrapFrame, esr: u64, far: u64) {
         return;
     };
     let id = task::slot(s).id(s);
+    FAULTS.fetch_add(1, Ordering::Relaxed);
     let overflow = (STACK_GUARD_VA..STACK_GUARD_VA + 4096).contains(&(far as usize));
     crate::console::write_fmt_force(format_args!(
         "el0: task {} '{}' killed: {} (EC {:#04x}), ESR {:#010x}, FAR {:#018x}, PC {:#018x}{}\n",
@@ -662,6 +674,7 @@ fn sys_thread_create(pc: u64, sp: u64, arg: u64, clear_tid: u64) -> i64 {
     match task::spawn(&name, params, user_start, raw) {
         Ok(id) => {
             USER_ID[id.slot()].store(id.task_id().0, Ordering::Release);
+            CREATED.fetch_add(1, Ordering::Relaxed);
             i64::from(id.task_id().0)
         }
         Err(e) => {

@@ -256,7 +256,7 @@ fn run(text: &[u8]) -> TestResult {
 /// Waits (at most 2 s) until the address spaces and thread slots are back to `spaces0` and
 /// `threads0`: a worker's clear-tid word is zeroed at its reap, just before its slot and its
 /// reference to the space go, so the joiner may be a moment ahead of both.
-fn settled(spaces0: u32, threads0: (usize, usize)) -> bool {
+pub(super) fn settled(spaces0: u32, threads0: (usize, usize)) -> bool {
     super::sched::wait_until(2_000_000_000, || {
         user::live_spaces() == spaces0 && task::counts() == threads0
     })
