@@ -19,6 +19,11 @@
 //! - `el0_wait_wake_same_cpu`: two EL0 tasks in their own address spaces on one CPU waking
 //!   each other with `wake` / `wait` (docs/syscalls.md): a round trip is two system calls
 //!   each, two wake-ups and two switches with a TTBR1 change each.
+//! - `el0_futex_same_cpu`: two EL0 threads of one address space on one CPU passing a turn
+//!   through a shared word with `futex_wait` / `futex_wake` (Linux's futex protocol: store,
+//!   wake; load, wait while unchanged): a round trip is two stores and wakes, two waits (plus
+//!   any that find the word changed already), two wake-ups and two switches with no TTBR1
+//!   change (one space).
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -89,9 +94,103 @@ __el0_pong_end:
 "#
 );
 
+// `futex`: x0 = round trips. Creates a partner thread in its space (clear-tid word at DATA
+// + 0x300), then for each round trip stores the next odd value to the word P (DATA + 0x200)
+// and futex-wakes it, and futex-waits until P holds the even one after it; the partner
+// answers each odd value with the next even one. Joins the partner through its clear-tid
+// word; exit(0) (exit(1): the partner could not be created).
+core::arch::global_asm!(
+    r#"
+    .section .rodata.el0bench, "a"
+    .balign 4
+    .global __el0_futex_pp_start
+__el0_futex_pp_start:
+    mov     x19, x0
+    ldr     x20, 7f
+    add     x23, x20, #0x300
+    mov     w9, #1
+    str     w9, [x23]
+    adr     x0, 5f
+    mov     x1, sp
+    sub     x1, x1, #1024
+    mov     x2, x19
+    mov     x3, x23
+    mov     x8, #11
+    svc     #0
+    cmp     x0, #0
+    b.le    9f
+    add     x20, x20, #0x200
+    mov     w22, #1
+1:  stlr    w22, [x20]
+    mov     x0, x20
+    mov     x1, #1
+    mov     x8, #13
+    svc     #0
+    add     w25, w22, #1
+2:  ldar    w9, [x20]
+    cmp     w9, w25
+    b.eq    3f
+    mov     x0, x20
+    mov     w1, w9
+    mov     x2, #-1
+    mov     x8, #12
+    svc     #0
+    b       2b
+3:  add     w22, w22, #2
+    subs    x19, x19, #1
+    b.ne    1b
+4:  ldar    w9, [x23]
+    cbz     w9, 6f
+    mov     x0, x23
+    mov     w1, w9
+    mov     x2, #-1
+    mov     x8, #12
+    svc     #0
+    b       4b
+6:  mov     x0, #0
+    mov     x8, #0
+    svc     #0
+9:  mov     x0, #1
+    mov     x8, #0
+    svc     #0
+    .balign 8
+7:  .quad   {data_va}
+5:  ldr     x20, 7b
+    add     x20, x20, #0x200
+    mov     w22, #1
+    mov     x19, x0
+11: ldar    w9, [x20]
+    cmp     w9, w22
+    b.eq    12f
+    mov     x0, x20
+    mov     w1, w9
+    mov     x2, #-1
+    mov     x8, #12
+    svc     #0
+    b       11b
+12: add     w9, w22, #1
+    stlr    w9, [x20]
+    mov     x0, x20
+    mov     x1, #1
+    mov     x8, #13
+    svc     #0
+    add     w22, w22, #2
+    subs    x19, x19, #1
+    b.ne    11b
+    mov     x0, #0
+    mov     x8, #0
+    svc     #0
+    .global __el0_futex_pp_end
+__el0_futex_pp_end:
+    .text
+"#,
+    data_va = const user::DATA_VA,
+);
+
 el0_program!(null_program, __el0_null_start, __el0_null_end);
 el0_program!(ping_program, __el0_ping_start, __el0_ping_end);
 el0_program!(pong_program, __el0_pong_start, __el0_pong_end);
+el0_program!(futex_program, __el0_futex_pp_start, __el0_futex_pp_end);
 
 static A: Completion = Completion::new();
 static B: Completion = Completion::new();
@@ -129,6 +228,19 @@ fn spawn_el0(name: &str, cpu: CpuId, text: &[u8], arg: u64) -> Option<ThreadId> 
 /// Joins EL0 task `id`; whether it exited 0.
 fn join_el0(id: ThreadId) -> bool {
     matches!(task::join(id), Ok(ExitStatus::Exited(0)))
+}
+
+/// Guest ns of `n` futex round trips between two threads of one space on `cpu` (the partner
+/// inherits the first thread's affinity).
+fn el0_futex_row(cpu: CpuId, n: u64) -> Option<u64> {
+    let t0 = sched::now().0;
+    let id = spawn_el0("bench-el0-futex", cpu, futex_program(), n)?;
+    let ok = join_el0(id);
+    let t1 = sched::now().0;
+    // The partner is reaped just after it zeroes its clear-tid word: let it go before the
+    // next row measures anything.
+    sched::sleep_ns(1_000_000);
+    ok.then_some(t1 - t0)
 }
 
 /// The two EL0 rows (module docs): guest ns of `n` null calls, and of `n` round trips.
@@ -249,6 +361,13 @@ pub fn run_switch() -> bool {
         }
         None => {
             crate::println!("bench switch: an EL0 benchmark task failed");
+            ok = false;
+        }
+    }
+    match el0_futex_row(x, ROUND_TRIPS) {
+        Some(t) => report("el0_futex_same_cpu", ROUND_TRIPS, t),
+        None => {
+            crate::println!("bench switch: the EL0 futex benchmark failed");
             ok = false;
         }
     }

@@ -1,8 +1,9 @@
 //! The kernel's scheduler trace: the events the simulator writes (`sched_switch`,
 //! `sched_waking`, `sched_wakeup[_new]`, `sched_migrate_task`, `task_rename`, `cpu_frequency`,
-//! `cpu_idle`, rt-app's `trace_marker` lines) recorded as fixed-size records into one
-//! lock-free ring per CPU (`asym_trace::ring::SliceRing`), then merged by time and written as
-//! Linux ftrace text by the simulator's own formatter (`asym_trace::ftrace`), over semihosting.
+//! `cpu_idle`, rt-app's `trace_marker` lines, other `trace_marker` text from EL0 tasks)
+//! recorded as fixed-size records into one lock-free ring per CPU
+//! (`asym_trace::ring::SliceRing`), then merged by time and written as Linux ftrace text by
+//! the simulator's own formatter (`asym_trace::ftrace`), over semihosting.
 //!
 //! The shape of Linux's tracepoints into the per-CPU ring buffer (`kernel/trace/ring_buffer.c`):
 //! a record point costs a timestamp, a few shifts and five relaxed stores, with interrupts
@@ -53,6 +54,10 @@ enum Kind {
     CpuFrequency = 7,
     CpuIdle = 8,
     Marker = 9,
+    /// A `trace_marker` text that is no rt-app marker: its length and first 16 bytes, then
+    /// `tag` [`Kind::TextCont`] records of 24 bytes each, published together.
+    Text = 10,
+    TextCont = 11,
 }
 
 impl Kind {
@@ -67,6 +72,8 @@ impl Kind {
             7 => Kind::CpuFrequency,
             8 => Kind::CpuIdle,
             9 => Kind::Marker,
+            10 => Kind::Text,
+            11 => Kind::TextCont,
             _ => return None,
         })
     }
@@ -275,6 +282,51 @@ pub fn marker(m: Marker) {
     record(Kind::Marker, tag, p);
 }
 
+/// Longest `trace_marker` text recorded, bytes (the system call refuses longer ones).
+pub const TEXT_MAX: usize = 1024;
+
+/// A `trace_marker` write that is not one of rt-app's markers, by the calling thread: its
+/// bytes as written (less one trailing newline, which the line's end replaces), at most
+/// [`TEXT_MAX`]. All of it or nothing goes into the ring (a full ring counts its records
+/// lost, as for any record).
+pub fn marker_text(text: &[u8]) {
+    if !on() {
+        return;
+    }
+    let Some(rings) = RINGS.get() else { return };
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    let text = &text[..text.len().min(TEXT_MAX)];
+    let conts = text.len().saturating_sub(16).div_ceil(24);
+    let word = |from: usize| {
+        let mut w = [0u8; 8];
+        for (d, s) in w.iter_mut().zip(text.iter().skip(from)) {
+            *d = *s;
+        }
+        u64::from_le_bytes(w)
+    };
+    // IRQs masked: this CPU is its ring's only producer, and the timestamp is taken in order.
+    let irq = arch::irq_save_disable();
+    let cpu = current_cpu();
+    let ts = ts_now();
+    let head = header(Kind::Text, conts as u8, cpu);
+    let cont = header(Kind::TextCont, 0, cpu);
+    if let Some(r) = rings.get(cpu.index()) {
+        r.push_n(1 + conts, |i| match i {
+            0 => [ts, head, text.len() as u64, word(0), word(8)],
+            _ => {
+                let o = 16 + (i - 1) * 24;
+                [ts, cont, word(o), word(o + 8), word(o + 16)]
+            }
+        });
+    }
+    arch::irq_restore(irq);
+}
+
+/// Whether the trace is recording (a `trace_marker` write now would be kept).
+pub fn recording() -> bool {
+    on()
+}
+
 fn on() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
@@ -312,15 +364,25 @@ fn record(kind: Kind, tag: u8, p: [u64; 3]) {
     // IRQs masked: this CPU is its ring's only producer, and the timestamp is taken in order.
     let irq = arch::irq_save_disable();
     let cpu = current_cpu();
-    let ctx = CURR[cpu.index() % MAX_CPUS].load(Ordering::Relaxed);
-    let ts = crate::time::now()
-        .0
-        .saturating_sub(T0.load(Ordering::Relaxed));
-    let hdr = kind as u64 | u64::from(cpu.0) << 8 | u64::from(tag) << 16 | u64::from(ctx) << 32;
+    let ts = ts_now();
+    let hdr = header(kind, tag, cpu);
     if let Some(r) = rings.get(cpu.index()) {
         r.push(&[ts, hdr, p[0], p[1], p[2]]);
     }
     arch::irq_restore(irq);
+}
+
+/// Guest ns since the trace's time zero.
+fn ts_now() -> u64 {
+    crate::time::now()
+        .0
+        .saturating_sub(T0.load(Ordering::Relaxed))
+}
+
+/// A record's header word on `cpu` (IRQs masked), its context the thread running there.
+fn header(kind: Kind, tag: u8, cpu: CpuId) -> u64 {
+    let ctx = CURR[cpu.index() % MAX_CPUS].load(Ordering::Relaxed);
+    kind as u64 | u64::from(cpu.0) << 8 | u64::from(tag) << 16 | u64::from(ctx) << 32
 }
 
 // ---- drain -----------------------------------------------------------------------------------
@@ -407,7 +469,8 @@ pub fn drain<E>(
     };
     let mut clock = TraceClock::default();
     let mut lines = 0u64;
-    let mut line = [0u8; 512];
+    let mut line = [0u8; 512 + TEXT_MAX];
+    let mut text = [0u8; TEXT_MAX];
     // Each CPU's state at time zero: idle (if it was), and its frequency.
     for (c, (curr, khz)) in INITIAL.iter().enumerate().take(rings.len()) {
         let curr = curr.load(Ordering::Relaxed) as u32;
@@ -439,7 +502,34 @@ pub fn drain<E>(
         }
         let Some((_, c)) = best else { break };
         let Some(rec) = rings[c].pop() else { break };
-        if let Some(n) = format_record(&rec, &mut names, &mut clock, &mut line) {
+        let n = if Kind::from_u8(rec[1] as u8) == Some(Kind::Text) {
+            // Its continuations follow it in the same ring (published with it).
+            let len = (rec[2] as usize).min(TEXT_MAX);
+            let conts = (rec[1] >> 16) as u8;
+            let mut at = 0;
+            let mut put = |w: u64| {
+                for b in w.to_le_bytes() {
+                    if at < len {
+                        text[at] = b;
+                        at += 1;
+                    }
+                }
+            };
+            put(rec[3]);
+            put(rec[4]);
+            for _ in 0..conts {
+                match rings[c].pop() {
+                    Some(r) if Kind::from_u8(r[1] as u8) == Some(Kind::TextCont) => {
+                        r[2..].iter().for_each(|&w| put(w));
+                    }
+                    _ => break,
+                }
+            }
+            format_text(&rec, &text[..at], &names, &mut clock, &mut line)
+        } else {
+            format_record(&rec, &mut names, &mut clock, &mut line)
+        };
+        if let Some(n) = n {
             buf.extend_from_slice(&line[..n]);
             lines += 1;
         }
@@ -564,9 +654,35 @@ fn format_record(
                 },
             })
         }
-        Kind::Rename => return None,
+        Kind::Rename | Kind::Text | Kind::TextCont => return None,
     };
     write_line(ctx, ev, clock, line)
+}
+
+/// A [`Kind::Text`] record with its `text` gathered: `tracing_mark_write: <text>`.
+fn format_text(
+    rec: &[u64; W],
+    text: &[u8],
+    names: &Names<'_>,
+    clock: &mut TraceClock,
+    line: &mut [u8],
+) -> Option<usize> {
+    let [ts, hdr, ..] = *rec;
+    let cpu = ((hdr >> 8) & 0xff) as usize;
+    let ctx_raw = (hdr >> 32) as u32;
+    let mut cbuf = heapless::String::new();
+    let ctx = Ctx {
+        comm: if ctx_raw == IDLE {
+            Comm::Idle
+        } else {
+            names.comm(ctx_raw, &mut cbuf, cpu)
+        },
+        pid: names.pid(ctx_raw),
+        cpu,
+        ns: ts,
+    };
+    let t = core::str::from_utf8(text).unwrap_or("<not UTF-8>");
+    write_line(ctx, Event::TracingMarkText(t), clock, line)
 }
 
 /// A `sched_switch` side: CPU `cpu`'s idle task, or a thread.

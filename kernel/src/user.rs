@@ -11,8 +11,19 @@
 //! User pointers are checked against the task's own page list (present, EL0-accessible with
 //! the access asked for) before the kernel touches anything, and then accessed through the
 //! kernel's identity alias of those same pages: a bad pointer is an error return, never a
-//! kernel fault. One address space holds one thread, so nothing unmaps a page between the
-//! check and the access.
+//! kernel fault. An address space's pages are all mapped before it is first loaded and none
+//! is unmapped while it lives, and the calling thread's reference keeps it alive, so nothing
+//! unmaps a page between the check and the access.
+//!
+//! # Threads
+//! Several EL0 threads may share one address space ([`SYS_THREAD_CREATE`], Linux `clone` with
+//! `CLONE_VM | CLONE_THREAD | CLONE_CHILD_CLEARTID`): a [`UserSpace`] is reference-counted
+//! (Linux `mm_users`), each thread slot holds one reference from its start until it is
+//! reaped, and the tables, pages and ASID go with the last reference. Created threads are
+//! detached (reaped at exit, as Linux reaps a non-leader thread); a thread is joined from EL0
+//! through its clear-tid word, which the kernel zeroes and futex-wakes once the thread is
+//! reaped. Threads of a space synchronise with [`SYS_FUTEX_WAIT`] / [`SYS_FUTEX_WAKE`] on a
+//! shared word (Linux's private futexes), keyed by the word's physical address.
 //!
 //! # Faults
 //! Any synchronous exception from EL0 other than `SVC` (data or instruction abort, alignment,
@@ -21,9 +32,11 @@
 //! [`ExitStatus::Fault`] and its address space is freed when its last switch is done.
 
 use alloc::boxed::Box;
+use alloc::sync::Arc;
 use core::fmt;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use asym_rtapp::marker::Marker;
 use asym_sched::types::{CpuMask, Nanos};
 use asym_sched::uclamp::TaskUclamp;
 
@@ -31,7 +44,7 @@ use crate::arch::exceptions::TrapFrame;
 use crate::arch::uspace::{self, AddressSpace, Perm, SpaceError, USER_BASE};
 use crate::sync::IrqSpinLock;
 use crate::task::{self, ExitStatus, ThreadId, ThreadParams, MAX_THREADS};
-use crate::wait::Completion;
+use crate::wait::{Completion, KeyedWait, KeyedWaitQueue};
 
 pub const SYS_EXIT: u64 = 0;
 pub const SYS_YIELD: u64 = 1;
@@ -44,12 +57,19 @@ pub const SYS_SCHED_SETAFFINITY: u64 = 7;
 pub const SYS_WAIT: u64 = 8;
 pub const SYS_WAKE: u64 = 9;
 pub const SYS_GETTID: u64 = 10;
+pub const SYS_THREAD_CREATE: u64 = 11;
+pub const SYS_FUTEX_WAIT: u64 = 12;
+pub const SYS_FUTEX_WAKE: u64 = 13;
+pub const SYS_TRACE_MARKER: u64 = 14;
 /// One past the highest call number.
-pub const NR_SYSCALLS: u64 = 11;
+pub const NR_SYSCALLS: u64 = 15;
 
 pub const EPERM: i64 = 1;
 pub const ESRCH: i64 = 3;
 pub const E2BIG: i64 = 7;
+pub const EBADF: i64 = 9;
+pub const EAGAIN: i64 = 11;
+pub const ENOMEM: i64 = 12;
 pub const EFAULT: i64 = 14;
 pub const EINVAL: i64 = 22;
 pub const ENOSYS: i64 = 38;
@@ -84,6 +104,9 @@ pub const STACK_GUARD_VA: usize = USER_BASE + 0x30_0000;
 pub const STACK_PAGES: usize = 4;
 /// The initial SP_EL0.
 pub const STACK_TOP: usize = STACK_GUARD_VA + (1 + STACK_PAGES) * 4096;
+/// Most threads one address space runs at once ([`SYS_THREAD_CREATE`] beyond it: `-EAGAIN`,
+/// as Linux's `RLIMIT_NPROC`).
+pub const MAX_SPACE_THREADS: u32 = 16;
 
 /// `fn $name() -> &'static [u8]`: the bytes between two labels of a position-independent EL0
 /// program assembled into the kernel's `.rodata` (never executable there), for [`spawn`].
@@ -102,9 +125,36 @@ macro_rules! el0_program {
 }
 pub(crate) use el0_program;
 
-/// Each thread slot's address space, while it runs an EL0 task.
-static SPACES: [IrqSpinLock<Option<Box<AddressSpace>>>; MAX_THREADS] =
+/// An address space and the count of EL0 threads running in it (Linux `mm_struct`; the
+/// `Arc`'s count is `mm_users`, [`UserSpace::threads`] the live threads the limit counts).
+pub struct UserSpace {
+    space: AddressSpace,
+    threads: AtomicU32,
+}
+
+impl UserSpace {
+    fn new(space: AddressSpace) -> UserSpace {
+        LIVE_SPACES.fetch_add(1, Ordering::Relaxed);
+        UserSpace {
+            space,
+            threads: AtomicU32::new(1),
+        }
+    }
+}
+
+impl Drop for UserSpace {
+    fn drop(&mut self) {
+        LIVE_SPACES.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Each thread slot's address space (one reference), while it runs an EL0 task.
+static SPACES: [IrqSpinLock<Option<Arc<UserSpace>>>; MAX_THREADS] =
     [const { IrqSpinLock::new(None) }; MAX_THREADS];
+/// Each slot's clear-tid word (a user address, 0: none), zeroed when the thread is reaped.
+static CLEAR_TID: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// [`UserSpace`]s alive (the leak checks' count).
+static LIVE_SPACES: AtomicU32 = AtomicU32::new(0);
 /// Each slot's TTBR1 value (0: a kernel thread, which runs on the empty table). Read by the
 /// context switch, which may take no lock.
 static TTBR: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
@@ -115,9 +165,16 @@ static USER_ID: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THR
 /// Each slot's wake-ups not yet consumed by [`SYS_WAIT`], and the id of its latest waker.
 static EVENTS: [Completion; MAX_THREADS] = [const { Completion::new() }; MAX_THREADS];
 static LAST_WAKER: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// The futex hash buckets (Linux `futex_queues`), keyed by the word's physical address: unique
+/// among live address spaces, as Linux's key for a private futex (`mm`, address) is.
+static FUTEX: [KeyedWaitQueue; FUTEX_BUCKETS] = [const { KeyedWaitQueue::new() }; FUTEX_BUCKETS];
+const FUTEX_BUCKETS: usize = 16;
 /// System calls made, and those that returned an error (the fuzzer's counts).
 static CALLS: AtomicU64 = AtomicU64::new(0);
 static CALL_ERRORS: AtomicU64 = AtomicU64::new(0);
+/// EL0 threads killed by a fault, and threads `thread_create` started (the fuzzer's counts).
+static FAULTS: AtomicU64 = AtomicU64::new(0);
+static CREATED: AtomicU64 = AtomicU64::new(0);
 
 /// Why an EL0 task could not be started.
 #[derive(Debug)]
@@ -154,8 +211,14 @@ pub fn spawn(
     text: &[u8],
     arg: u64,
 ) -> Result<ThreadId, UserError> {
-    let space = Box::new(build_space(text).map_err(UserError::Space)?);
-    let start = Box::new(Start { space, arg });
+    let space = Arc::new(UserSpace::new(build_space(text).map_err(UserError::Space)?));
+    let start = Box::new(Start {
+        space,
+        pc: TEXT_VA as u64,
+        sp: STACK_TOP as u64,
+        arg,
+        clear_tid: 0,
+    });
     let raw = Box::into_raw(start) as usize;
     let id = task::spawn(name, params, user_start, raw).map_err(|e| {
         // SAFETY: the thread was not created, so `raw` is still ours, from `Box::into_raw`.
@@ -168,9 +231,13 @@ pub fn spawn(
     Ok(id)
 }
 
+/// What a new EL0 thread starts with.
 struct Start {
-    space: Box<AddressSpace>,
+    space: Arc<UserSpace>,
+    pc: u64,
+    sp: u64,
     arg: u64,
+    clear_tid: u64,
 }
 
 /// The TTBR1 value of slot `s`'s thread ([`uspace::empty_ttbr`] for a kernel thread).
@@ -181,11 +248,25 @@ pub fn ttbr_of(s: usize) -> u64 {
     }
 }
 
-/// Frees slot `s`'s address space once its thread is off every CPU for good (`task::reap`).
+/// Drops slot `s`'s reference to its address space once its thread is off every CPU for good
+/// (`task::reap`), after zeroing its clear-tid word and waking one futex waiter of it; the
+/// last reference frees the space.
 pub fn release(s: usize) {
     let Some(t) = TTBR.get(s) else { return };
     t.store(0, Ordering::Release);
     let space = SPACES[s].lock().take();
+    let clear_tid = CLEAR_TID[s].swap(0, Ordering::Relaxed) as usize;
+    if let Some(sp) = &space {
+        if clear_tid != 0 {
+            if let Some(w) = user_word(&sp.space, clear_tid, true) {
+                w.store(0, Ordering::Release);
+                // Linux `mm_release`: `put_user(0, tidptr)`, then `futex_wake(tidptr, 1)`.
+                let pa = w.as_ptr() as usize;
+                futex_bucket(pa).wake(pa, 1);
+            }
+        }
+        sp.threads.fetch_sub(1, Ordering::Relaxed);
+    }
     drop(space);
     // Wake-ups nobody consumed die with the task, not with the slot's next thread.
     while EVENTS[s].try_wait() {}
@@ -213,7 +294,21 @@ pub fn call_counts() -> (u64, u64) {
     )
 }
 
-/// The page-table pages and ASIDs of live EL0 tasks (the leak checks' count).
+/// EL0 threads killed by a fault so far, and threads started by `thread_create`.
+pub fn thread_counts() -> (u64, u64) {
+    (
+        FAULTS.load(Ordering::Relaxed),
+        CREATED.load(Ordering::Relaxed),
+    )
+}
+
+/// Address spaces alive: each holds page-table pages, user pages and an ASID until its last
+/// thread is reaped.
+pub fn live_spaces() -> u32 {
+    LIVE_SPACES.load(Ordering::Relaxed)
+}
+
+/// Thread slots holding an address space (live EL0 threads and those not yet reaped).
 pub fn tasks_with_space() -> usize {
     TTBR.iter()
         .filter(|t| t.load(Ordering::Relaxed) != 0)
@@ -223,7 +318,13 @@ pub fn tasks_with_space() -> usize {
 fn user_start(raw: usize) {
     // Unboxed in a block of its own: this function never returns, so a box still alive at its
     // end would never be freed.
-    let Start { space, arg } = {
+    let Start {
+        space,
+        pc,
+        sp,
+        arg,
+        clear_tid,
+    } = {
         // SAFETY: `spawn` passed a pointer from `Box::into_raw`, handed to this thread only.
         let start = unsafe { Box::from_raw(raw as *mut Start) };
         *start
@@ -231,7 +332,8 @@ fn user_start(raw: usize) {
     let Some(s) = task::current_slot() else {
         return;
     };
-    let ttbr = space.ttbr();
+    let ttbr = space.space.ttbr();
+    CLEAR_TID[s].store(clear_tid, Ordering::Relaxed);
     *SPACES[s].lock() = Some(space);
     if let Some(id) = task::current() {
         USER_ID[s].store(id.task_id().0, Ordering::Release);
@@ -243,9 +345,10 @@ fn user_start(raw: usize) {
     unsafe { uspace::switch_ttbr1(ttbr) };
     let (_, top) = task::slot(s).ctx.stack_bounds();
     // SAFETY: IRQs are masked and the kernel stack is abandoned from its top (nothing on it is
-    // used again: this function never returns); TEXT_VA and STACK_TOP are mapped for EL0 in
-    // the address space just loaded.
-    unsafe { crate::arch::exceptions::enter_el0(TEXT_VA as u64, STACK_TOP as u64, arg, top) }
+    // used again: this function never returns); `pc` is EL0-executable in the address space
+    // just loaded (`spawn` maps TEXT_VA, `sys_thread_create` checked it); a bad `sp` is EL0's
+    // own fault, taken at EL0.
+    unsafe { crate::arch::exceptions::enter_el0(pc, sp, arg, top) }
 }
 
 /// The Rust side of a synchronous exception from EL0 (IRQs masked; returns with them masked).
@@ -267,6 +370,7 @@ pub fn el0_sync(frame: &mut TrapFrame, esr: u64, far: u64) {
         return;
     };
     let id = task::slot(s).id(s);
+    FAULTS.fetch_add(1, Ordering::Relaxed);
     let overflow = (STACK_GUARD_VA..STACK_GUARD_VA + 4096).contains(&(far as usize));
     crate::console::write_fmt_force(format_args!(
         "el0: task {} '{}' killed: {} (EC {:#04x}), ESR {:#010x}, FAR {:#018x}, PC {:#018x}{}\n",
@@ -316,6 +420,10 @@ fn syscall(frame: &TrapFrame) -> i64 {
         SYS_WAIT => sys_wait(a[0]),
         SYS_WAKE => sys_wake(a[0]),
         SYS_GETTID => task::current().map_or(-ESRCH, |id| i64::from(id.task_id().0)),
+        SYS_THREAD_CREATE => sys_thread_create(a[0], a[1], a[2], a[3]),
+        SYS_FUTEX_WAIT => sys_futex_wait(a[0] as usize, a[1] as u32, a[2]),
+        SYS_FUTEX_WAKE => sys_futex_wake(a[0] as usize, a[1] as u32),
+        SYS_TRACE_MARKER => sys_trace_marker(a[0] as usize, a[1] as usize),
         _ => -ENOSYS,
     };
     CALLS.fetch_add(1, Ordering::Relaxed);
@@ -511,22 +619,178 @@ fn sys_wake(tid: u64) -> i64 {
     0
 }
 
+/// `thread_create(pc, sp, arg, clear_tid)`: a new EL0 thread in the caller's address space,
+/// entering at `pc` with SP_EL0 = `sp` and `x0 = arg`, with the caller's nice, clamps and
+/// affinity; returns its id. `pc` must be 4-aligned in an executable page, `sp` 16-aligned
+/// with the byte below it in a writable page, `clear_tid` 0 or a 4-aligned word in a writable
+/// page (`-EINVAL` misaligned, `-EFAULT` not mapped so). The thread is detached; when it is
+/// reaped the kernel stores 0 at `clear_tid` (Linux `CLONE_CHILD_CLEARTID`). `-EAGAIN` when
+/// the space runs [`MAX_SPACE_THREADS`] or the thread table is full, `-ENOMEM` when no
+/// kernel stack can be had.
+fn sys_thread_create(pc: u64, sp: u64, arg: u64, clear_tid: u64) -> i64 {
+    if !pc.is_multiple_of(4) || !sp.is_multiple_of(16) || !clear_tid.is_multiple_of(4) {
+        return -EINVAL;
+    }
+    let Some(me) = task::current() else {
+        return -ESRCH;
+    };
+    let Some(space) = SPACES[me.slot()].lock().clone() else {
+        return -EFAULT;
+    };
+    let perm = |va: u64| space.space.lookup(va as usize).map(|(p, _)| p);
+    if perm(pc) != Some(Perm::Text)
+        || sp == 0
+        || perm(sp - 1) != Some(Perm::Data)
+        || (clear_tid != 0 && perm(clear_tid) != Some(Perm::Data))
+    {
+        return -EFAULT;
+    }
+    if space
+        .threads
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < MAX_SPACE_THREADS).then_some(n + 1)
+        })
+        .is_err()
+    {
+        return -EAGAIN;
+    }
+    let Some(t) = task::get(me) else {
+        space.threads.fetch_sub(1, Ordering::Relaxed);
+        return -ESRCH;
+    };
+    let (name, mut params) = {
+        let g = t.sched.lock();
+        (g.name.clone(), g.params)
+    };
+    params.detached = true;
+    let start = Box::new(Start {
+        space,
+        pc,
+        sp,
+        arg,
+        clear_tid,
+    });
+    let raw = Box::into_raw(start) as usize;
+    match task::spawn(&name, params, user_start, raw) {
+        Ok(id) => {
+            USER_ID[id.slot()].store(id.task_id().0, Ordering::Release);
+            CREATED.fetch_add(1, Ordering::Relaxed);
+            i64::from(id.task_id().0)
+        }
+        Err(e) => {
+            // SAFETY: the thread was not created, so `raw` is still ours, from `Box::into_raw`.
+            let start = unsafe { Box::from_raw(raw as *mut Start) };
+            start.space.threads.fetch_sub(1, Ordering::Relaxed);
+            match e {
+                task::SpawnError::Stack(_) => -ENOMEM,
+                _ => -EAGAIN,
+            }
+        }
+    }
+}
+
+/// `futex_wait(uaddr, val, timeout_ns)` (Linux `FUTEX_WAIT`): sleeps if the 32-bit word at
+/// `uaddr` still holds `val` — read under the bucket's lock, the one `futex_wake` takes — until
+/// a `futex_wake` of the word, or `timeout_ns` (`u64::MAX`: none). 0 when woken (a waker
+/// need not have changed the word: the caller re-checks it), `-EAGAIN` if the word differs,
+/// `-ETIMEDOUT`; `-EINVAL` for a misaligned `uaddr`, `-EFAULT` for an unmapped one.
+fn sys_futex_wait(uaddr: usize, val: u32, timeout_ns: u64) -> i64 {
+    let pa = match futex_key(uaddr) {
+        Ok(pa) => pa,
+        Err(e) => return e,
+    };
+    let deadline =
+        (timeout_ns != u64::MAX).then(|| Nanos(crate::sched::now().0.saturating_add(timeout_ns)));
+    // SAFETY: `pa` is the kernel alias of a 4-aligned word in a page of the caller's space,
+    // which lives (with the page) at least as long as the caller; EL0 accesses it
+    // concurrently, so it is accessed only as an atomic.
+    let word = unsafe { AtomicU32::from_ptr(pa as *mut u32) };
+    match futex_bucket(pa).wait(pa, deadline, || word.load(Ordering::Acquire) == val) {
+        KeyedWait::Woken => 0,
+        KeyedWait::Mismatch => -EAGAIN,
+        KeyedWait::TimedOut => -ETIMEDOUT,
+    }
+}
+
+/// `futex_wake(uaddr, n)` (Linux `FUTEX_WAKE`): wakes up to `n` threads waiting on the word at
+/// `uaddr`, oldest first; returns how many. `-EINVAL`, `-EFAULT` as for `futex_wait`.
+fn sys_futex_wake(uaddr: usize, n: u32) -> i64 {
+    match futex_key(uaddr) {
+        Ok(pa) => i64::from(futex_bucket(pa).wake(pa, n)),
+        Err(e) => e,
+    }
+}
+
+/// The futex key of the caller's word at `uaddr`: its physical address, after the checks
+/// (Linux `get_futex_key`: 4-aligned or `-EINVAL`, mapped for EL0 reads or `-EFAULT`).
+fn futex_key(uaddr: usize) -> Result<usize, i64> {
+    if !uaddr.is_multiple_of(4) {
+        return Err(-EINVAL);
+    }
+    let s = task::current_slot().ok_or(-EFAULT)?;
+    let g = SPACES[s].lock();
+    let space = &g.as_ref().ok_or(-EFAULT)?.space;
+    user_word(space, uaddr, false)
+        .map(|w| w.as_ptr() as usize)
+        .ok_or(-EFAULT)
+}
+
+fn futex_bucket(pa: usize) -> &'static KeyedWaitQueue {
+    // Words of one cache line share a bucket; consecutive lines spread.
+    &FUTEX[(pa >> 6) % FUTEX_BUCKETS]
+}
+
+/// Threads waiting in `futex_wait` on EL0 task `id`'s word at `uaddr` (tests).
+pub fn futex_waiters(id: ThreadId, uaddr: usize) -> usize {
+    if task::get(id).is_none() {
+        return 0;
+    }
+    let g = SPACES[id.slot()].lock();
+    let Some(pa) = g
+        .as_ref()
+        .and_then(|sp| user_word(&sp.space, uaddr, false))
+        .map(|w| w.as_ptr() as usize)
+    else {
+        return 0;
+    };
+    drop(g);
+    futex_bucket(pa).waiters(pa)
+}
+
+/// The 32-bit user word at `va` in `space`, through the kernel's alias of its page: `None`
+/// unless `va` is 4-aligned and mapped for EL0 (writable, if `write`).
+fn user_word(space: &AddressSpace, va: usize, write: bool) -> Option<&AtomicU32> {
+    if !va.is_multiple_of(4) {
+        return None;
+    }
+    let (perm, pa) = space.lookup(va)?;
+    if write && perm != Perm::Data {
+        return None;
+    }
+    // SAFETY: `pa` is 4-aligned inside a page `space` owns (a `UserPage` of atomics, which
+    // the caller's borrow of `space` keeps alive), identity-mapped read/write for the kernel;
+    // EL0 threads may access the word concurrently, which is why it is only ever accessed as
+    // an atomic here.
+    Some(unsafe { AtomicU32::from_ptr(pa as *mut u32) })
+}
+
 /// Reads `[ptr, ptr + len)` of the calling task's memory into `buf`, page by page through the
 /// kernel's alias of its own pages, after checking that each page is mapped for EL0 reads.
 fn copy_from_user(ptr: usize, buf: &mut [u8]) -> Result<(), i64> {
     let s = task::current_slot().ok_or(-EFAULT)?;
     ptr.checked_add(buf.len()).ok_or(-EFAULT)?;
     let g = SPACES[s].lock();
-    let space = g.as_ref().ok_or(-EFAULT)?;
+    let space = &g.as_ref().ok_or(-EFAULT)?.space;
     let mut done = 0;
     while done < buf.len() {
         let va = ptr + done;
         let (_perm, pa) = space.lookup(va).ok_or(-EFAULT)?;
         let n = (4096 - (va & 4095)).min(buf.len() - done);
         for (i, b) in buf[done..done + n].iter_mut().enumerate() {
-            // SAFETY: `pa + i` lies in a page this address space owns (found by `lookup`),
-            // identity-mapped read/write for the kernel; EL0 may write it concurrently only
-            // from this very thread, which is in this system call, so the read races nothing.
+            // SAFETY: `pa + i` lies in a page this address space owns (found by `lookup`, kept
+            // alive by the lock on the caller's reference), identity-mapped read/write for the
+            // kernel. Another EL0 thread of the space may write it meanwhile (a torn read, as
+            // Linux's `copy_from_user` may see; never a fault), hence the volatile read.
             *b = unsafe { core::ptr::read_volatile((pa + i) as *const u8) };
         }
         done += n;
@@ -544,5 +808,31 @@ fn sys_write(ptr: usize, len: usize) -> i64 {
     }
     let text = core::str::from_utf8(&buf[..len]).unwrap_or("<not UTF-8>");
     crate::print!("{}", text);
+    len as i64
+}
+
+/// `trace_marker(ptr, len)` (Linux's `trace_marker` file, `tracing_mark_write`): the text
+/// goes into the kernel's trace as a `tracing_mark_write` event of the caller. One of rt-app's
+/// markers (`rtapp_main`, `rtapp_task`, `rtapp_loop`, `rtapp_stats`, exactly as rt-app writes
+/// them) is recorded as that marker, as the in-kernel executor records it; any other text as
+/// written. Checked like `write` (`-EINVAL` above [`WRITE_MAX`], `-EFAULT`); `-EBADF` while
+/// the trace is not recording (Linux's answer when its ring buffer is off).
+fn sys_trace_marker(ptr: usize, len: usize) -> i64 {
+    const _: () = assert!(WRITE_MAX <= crate::tracing::TEXT_MAX);
+    if len > WRITE_MAX {
+        return -EINVAL;
+    }
+    let mut buf = [0u8; WRITE_MAX];
+    if let Err(e) = copy_from_user(ptr, &mut buf[..len]) {
+        return e;
+    }
+    if !crate::tracing::recording() {
+        return -EBADF;
+    }
+    let text = &buf[..len];
+    match core::str::from_utf8(text).ok().and_then(Marker::parse) {
+        Some(m) => crate::tracing::marker(m),
+        None => crate::tracing::marker_text(text),
+    }
     len as i64
 }

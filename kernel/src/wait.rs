@@ -1,8 +1,9 @@
-//! Sleeping until something happens: wait queues and completions.
+//! Sleeping until something happens: wait queues, completions and keyed (futex) queues.
 //!
-//! Re-derives Linux's `kernel/sched/wait.c` (`prepare_to_wait` / `finish_wait`, `wake_up`) and
+//! Re-derives Linux's `kernel/sched/wait.c` (`prepare_to_wait` / `finish_wait`, `wake_up`),
 //! `kernel/sched/completion.c` (`wait_for_completion`, `complete`: a count of pending wake-ups,
-//! so a `complete` before the wait is not lost). The waker holds the queue's lock while it wakes
+//! so a `complete` before the wait is not lost) and the hash bucket of `kernel/futex/`
+//! (`futex_wait_setup` / `futex_wait_queue`, `futex_wake`: [`KeyedWaitQueue`]). The waker holds the queue's lock while it wakes
 //! (lock order: wait queue → thread → run queue, docs/kernel.md), and the sleeper re-checks its
 //! condition under the same lock after setting itself asleep, so no wake-up can fall between
 //! the check and the sleep.
@@ -12,6 +13,8 @@
 //! waits are exclusive (a wake-one wakes the oldest waiter) and uninterruptible (no signals).
 
 use core::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+
+use crate::task::MAX_THREADS;
 
 use asym_sched::types::Nanos;
 
@@ -190,6 +193,125 @@ impl WaitQueue {
 }
 
 impl Default for WaitQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How a [`KeyedWaitQueue::wait`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyedWait {
+    /// The condition did not hold under the queue's lock: no sleep (Linux `-EAGAIN`).
+    Mismatch,
+    /// A [`KeyedWaitQueue::wake`] of the key took the thread off the queue.
+    Woken,
+    /// The deadline passed first.
+    TimedOut,
+}
+
+/// Each thread slot's key while it waits on a [`KeyedWaitQueue`] (guarded by that queue's
+/// lock: a thread waits on one queue at a time).
+static WAIT_KEY: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(0) }; MAX_THREADS];
+
+/// Threads waiting on keys, many keys to one queue (Linux's `futex_hash_bucket`, whose lock
+/// is taken both to check the user's word and to wake): a waiter sleeps only if its
+/// condition holds under the lock, and a waker of its key takes the same lock, so a change of
+/// the condition made before the wake is never missed. Wakes in FIFO order per key.
+#[derive(Debug)]
+pub struct KeyedWaitQueue {
+    list: IrqSpinLock<WaitList>,
+}
+
+impl KeyedWaitQueue {
+    /// An empty queue.
+    pub const fn new() -> Self {
+        KeyedWaitQueue {
+            list: IrqSpinLock::with_rank(WaitList::new(), LockRank::WAIT_QUEUE),
+        }
+    }
+
+    /// Sleeps on `key` if `cond()` holds (evaluated under the queue's lock), until a
+    /// [`wake`](Self::wake) of `key` or guest time `deadline` (`None`: no limit). A deadline
+    /// already past returns [`KeyedWait::TimedOut`] after the check. From a thread with no
+    /// lock held.
+    pub fn wait(
+        &self,
+        key: usize,
+        deadline: Option<Nanos>,
+        cond: impl FnOnce() -> bool,
+    ) -> KeyedWait {
+        let me = task::current_slot().expect("KeyedWaitQueue::wait outside a thread");
+        {
+            let mut l = self.list.lock();
+            if !cond() {
+                return KeyedWait::Mismatch;
+            }
+            if deadline.is_some_and(|d| crate::sched::now() >= d) {
+                return KeyedWait::TimedOut;
+            }
+            WAIT_KEY[me].store(key, Ordering::Relaxed);
+            l.push_back(me);
+            task::slot(me).set_state(ThreadState::Sleeping);
+        }
+        loop {
+            if let Some(d) = deadline {
+                // Armed after the lock is dropped, as `Completion::wait_deadline` does; a wake
+                // in between finds the thread asleep or already woken, and the check below
+                // sees it off the queue either way.
+                crate::timer::arm_sleep(me, crate::time::ns_to_cyc(d.0));
+            }
+            crate::sched::schedule();
+            let mut l = self.list.lock();
+            let r = if !l.contains(me) {
+                KeyedWait::Woken
+            } else if deadline.is_some_and(|d| crate::sched::now() >= d) {
+                l.remove(me);
+                KeyedWait::TimedOut
+            } else {
+                // Woken by something else (a stray timer): back to sleep.
+                task::slot(me).set_state(ThreadState::Sleeping);
+                continue;
+            };
+            drop(l);
+            if deadline.is_some() {
+                crate::timer::cancel_sleep(me);
+            }
+            return r;
+        }
+    }
+
+    /// Wakes up to `n` threads waiting on `key`, oldest first; returns how many.
+    pub fn wake(&self, key: usize, n: u32) -> u32 {
+        let mut l = self.list.lock();
+        let mut woken = 0;
+        let mut cur = l.head;
+        while cur != NIL && woken < n {
+            let s = usize::from(cur - 1);
+            cur = task::slot(s).wait.next.load(Ordering::Relaxed);
+            if WAIT_KEY[s].load(Ordering::Relaxed) == key {
+                l.remove(s);
+                crate::sched::wake_slot(s);
+                woken += 1;
+            }
+        }
+        woken
+    }
+
+    /// Threads waiting on `key`.
+    pub fn waiters(&self, key: usize) -> usize {
+        let l = self.list.lock();
+        let mut n = 0;
+        let mut cur = l.head;
+        while cur != NIL {
+            let s = usize::from(cur - 1);
+            cur = task::slot(s).wait.next.load(Ordering::Relaxed);
+            n += usize::from(WAIT_KEY[s].load(Ordering::Relaxed) == key);
+        }
+        n
+    }
+}
+
+impl Default for KeyedWaitQueue {
     fn default() -> Self {
         Self::new()
     }

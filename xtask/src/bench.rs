@@ -285,6 +285,11 @@ const SWITCH_ROWS: &[(&str, &str, Option<u64>)] = &[
         "EL0<->EL0 wait/wake round trip, same CPU",
         Some(4_000),
     ),
+    (
+        "el0_futex_same_cpu",
+        "EL0<->EL0 futex round trip, same CPU",
+        Some(4_000),
+    ),
 ];
 
 /// One `bench=switch` boot and what it printed: the kernel's `bench=switch` under `-icount

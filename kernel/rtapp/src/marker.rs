@@ -48,6 +48,88 @@ pub enum Marker {
     },
 }
 
+impl Marker {
+    /// The marker a `trace_marker` write holds if it is one of rt-app's, in exactly the text
+    /// [`Display`](fmt::Display) writes (one trailing newline allowed, as rt-app's
+    /// `log_ftrace` ends each line with one): the inverse of `Display`. Numbers are decimal,
+    /// `-` only where rt-app prints a signed `%d`, in the ranges rt-app prints them in
+    /// (`%llu` for `clock_ref`, `%d` elsewhere). Anything else is `None`.
+    pub fn parse(text: &str) -> Option<Marker> {
+        let line = text.strip_suffix('\n').unwrap_or(text);
+        if let Some(v) = line.strip_prefix("rtapp_main: event=clock_ref data=") {
+            return Some(Marker::ClockRef {
+                data_us: unsigned(v)?,
+            });
+        }
+        match line {
+            "rtapp_task: event=start" => return Some(Marker::TaskStart),
+            "rtapp_task: event=end" => return Some(Marker::TaskEnd),
+            _ => {}
+        }
+        if let Some(rest) = line.strip_prefix("rtapp_loop: event=") {
+            let (event, rest) = rest.split_once(' ')?;
+            let start = match event {
+                "start" => true,
+                "end" => false,
+                _ => return None,
+            };
+            let [thread_loop, phase, phase_loop] =
+                fields(rest, ["thread_loop", "phase", "phase_loop"])?;
+            let int = |v: &str| u64::try_from(signed(v)?).ok();
+            return Some(Marker::Loop {
+                start,
+                thread_loop: int(thread_loop)?,
+                phase: usize::try_from(int(phase)?).ok()?,
+                phase_loop: int(phase_loop)?,
+            });
+        }
+        let rest = line.strip_prefix("rtapp_stats: ")?;
+        let [period, run, wu_lat, slack, c_period, c_run] = fields(
+            rest,
+            ["period", "run", "wu_lat", "slack", "c_period", "c_run"],
+        )?;
+        Some(Marker::Stats {
+            period: signed(period)?,
+            run: signed(run)?,
+            wu_lat: signed(wu_lat)?,
+            slack: signed(slack)?,
+            c_period: signed(c_period)?,
+            c_run: signed(c_run)?,
+        })
+    }
+}
+
+/// `N` space-separated `name=value` fields, in this order and no others: the values.
+fn fields<'a, const N: usize>(s: &'a str, names: [&str; N]) -> Option<[&'a str; N]> {
+    let mut out = [""; N];
+    let mut it = s.split(' ');
+    for (o, name) in out.iter_mut().zip(names) {
+        let (k, v) = it.next()?.split_once('=')?;
+        if k != name {
+            return None;
+        }
+        *o = v;
+    }
+    it.next().is_none().then_some(out)
+}
+
+/// A `%llu`: decimal digits only (no sign, no spaces).
+fn unsigned(v: &str) -> Option<u64> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+/// A `%d`: an optional `-`, then decimal digits, within `i32`.
+fn signed(v: &str) -> Option<i64> {
+    let digits = v.strip_prefix('-').unwrap_or(v);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse::<i32>().ok().map(i64::from)
+}
+
 impl fmt::Display for Marker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -75,6 +157,79 @@ impl fmt::Display for Marker {
                 f,
                 "rtapp_stats: period={period} run={run} wu_lat={wu_lat} slack={slack} c_period={c_period} c_run={c_run}"
             ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use std::string::ToString;
+
+    fn all() -> [Marker; 6] {
+        [
+            Marker::ClockRef { data_us: u64::MAX },
+            Marker::TaskStart,
+            Marker::TaskEnd,
+            Marker::Loop {
+                start: true,
+                thread_loop: 7,
+                phase: 2,
+                phase_loop: 0,
+            },
+            Marker::Loop {
+                start: false,
+                thread_loop: i32::MAX as u64,
+                phase: 0,
+                phase_loop: 3,
+            },
+            Marker::Stats {
+                period: 16000,
+                run: 1650,
+                wu_lat: 0,
+                slack: i64::from(i32::MIN),
+                c_period: 16000,
+                c_run: 1600,
+            },
+        ]
+    }
+
+    #[test]
+    fn parse_is_the_inverse_of_display() {
+        for m in all() {
+            let text = m.to_string();
+            assert_eq!(Marker::parse(&text), Some(m), "{text}");
+            let line = text.clone() + "\n";
+            assert_eq!(Marker::parse(&line), Some(m), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn anything_else_is_not_an_rtapp_marker() {
+        for text in [
+            "",
+            "hello",
+            "rtapp_task: event=start\n\n",
+            "rtapp_task: event=begin",
+            "rtapp_main: event=clock_ref data=",
+            "rtapp_main: event=clock_ref data=-1",
+            "rtapp_main: event=clock_ref data=+1",
+            "rtapp_main: event=clock_ref data=18446744073709551616",
+            "rtapp_loop: event=start thread_loop=1 phase=0",
+            "rtapp_loop: event=start thread_loop=1 phase=0 phase_loop=0 x=1",
+            "rtapp_loop: event=start phase=0 thread_loop=1 phase_loop=0",
+            "rtapp_loop: event=middle thread_loop=1 phase=0 phase_loop=0",
+            "rtapp_loop: event=end thread_loop=-1 phase=0 phase_loop=0",
+            "rtapp_loop: event=end thread_loop=2147483648 phase=0 phase_loop=0",
+            "rtapp_stats: period=1 run=2 wu_lat=3 slack=4 c_period=5",
+            "rtapp_stats: period=1 run=2 wu_lat=3 slack=4 c_period=5 c_run=6 ",
+            "rtapp_stats: period=1 run=2 wu_lat=3 slack=- c_period=5 c_run=6",
+            "rtapp_stats: period=1 run=2 wu_lat=3 slack=4 c_period=5 c_run=2147483648",
+            " rtapp_task: event=end",
+        ] {
+            assert_eq!(Marker::parse(text), None, "{text:?}");
         }
     }
 }

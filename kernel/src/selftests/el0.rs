@@ -1,8 +1,9 @@
 //! EL0 tasks: bad EL0 programs are killed with the right report (exception class, fault
 //! address, PC) while good EL0 tasks keep making system calls and finish; the scheduling calls
 //! refuse bad arguments with Linux's errno and apply good ones; random system calls (the
-//! fuzzer) neither fault the kernel nor leak. Afterwards no address space, ASID or heap byte is
-//! left behind. The ABI is docs/syscalls.md.
+//! fuzzer, whose tasks also create threads that fuzz in their space) neither fault the kernel
+//! nor leak. Afterwards no address space, ASID or heap byte is left behind. The ABI is
+//! docs/syscalls.md.
 //!
 //! The programs are position-independent A64 blobs kept in the kernel's rodata (never
 //! executable there) and copied into each task's text page.
@@ -341,9 +342,12 @@ __el0_attr_end:
 // The syscall fuzzer: x0 = seed (high 32 bits, made odd) and calls to make (low 32 bits).
 // Each call: a random number (0..=15, exit replaced by gettid, one in 32 a random 64-bit
 // number) and six arguments, each either random or from the pool of nasty values below;
-// the calls that may block get at most 65 µs (sleep_for, wait) or a deadline in the past
-// (sleep_until). Its data page is filled with '.' first, so a write that is let through
-// prints dots. exit(0) when done: any fault would kill it instead.
+// the calls that may block get at most 65 µs (sleep_for, wait, futex_wait) or a deadline in
+// the past (sleep_until). Half of its thread_create calls get a good entry (this program, a
+// random seed, FUZZ_CHILD_CALLS calls), SP and, half of those, a clear-tid word past the
+// dots: the threads it creates fuzz the same way, in its space, and may create more. Its data
+// page is filled with '.' first, so a write that is let through prints dots. exit(0) when
+// done: any fault would kill it instead.
     .macro EL0_FUZZ_NEXT
     eor     x20, x20, x20, lsl #13
     eor     x20, x20, x20, lsr #7
@@ -383,6 +387,19 @@ __el0_fuzz_start:
     mov     x8, x20
 4:  cbnz    x8, 4f
     mov     x8, #10
+4:  cmp     x8, #12
+    b.ne    4f
+    and     x2, x2, #0xffff
+4:  cmp     x8, #11
+    b.ne    4f
+    tbz     x20, #9, 4f
+    adr     x0, __el0_fuzz_start
+    ldr     x1, [x21, #(16 * 8)]
+    and     x2, x20, #0xffffffff00000000
+    orr     x2, x2, #{child_calls}
+    mov     x3, #0
+    tbz     x20, #10, 4f
+    add     x3, x22, #3072
 4:  cmp     x8, #2
     b.eq    6f
     cmp     x8, #3
@@ -413,6 +430,8 @@ __el0_fuzz_start:
     .quad   56
     .quad   8
     .quad   1024
+    // Not in the pool: the SP of the threads it creates.
+    .quad   {stack_top}
     .global __el0_fuzz_end
 __el0_fuzz_end:
     .text
@@ -421,6 +440,8 @@ __el0_fuzz_end:
     text_va = const TEXT_VA,
     guard_va = const STACK_GUARD_VA,
     user_base = const uspace::USER_BASE,
+    stack_top = const STACK_TOP,
+    child_calls = const FUZZ_CHILD_CALLS,
     ktext = sym el0_syscall_fuzz,
     kdata = sym crate::arch::aarch64::mmu::MMU_CONFIG,
 );
@@ -659,9 +680,15 @@ const FUZZ_TASKS: u64 = 4;
 /// Calls in all under `cargo xtask test`; `el0_fuzz=N` on the command line asks for N.
 const FUZZ_CALLS_TEST: u64 = 20_000;
 
+/// Calls each thread created by a fuzz task makes (the same fuzzer, in its creator's space).
+const FUZZ_CHILD_CALLS: u64 = 8;
+
 /// One round of fuzzing: `calls` system calls spread over [`FUZZ_TASKS`] EL0 tasks, each
-/// must exit 0 (not be killed; the kernel must not fault). Returns (calls, errors) made.
+/// must exit 0 (not be killed; the kernel must not fault), and the threads they created must
+/// all end and take their address spaces with them. Returns (calls, errors) made.
 fn fuzz_round(calls: u64, seed: u64) -> Result<(u64, u64), TestError> {
+    let spaces0 = user::live_spaces();
+    let threads0 = task::counts();
     let (c0, e0) = user::call_counts();
     let per = calls.div_ceil(FUZZ_TASKS).min(u64::from(u32::MAX));
     let mut ids = Vec::new();
@@ -674,6 +701,15 @@ fn fuzz_round(calls: u64, seed: u64) -> Result<(u64, u64), TestError> {
         let st = task::join(id).map_err(|e| err(format_args!("{e:?}")))?;
         test_eq!(st, ExitStatus::Exited(0));
     }
+    // The threads they created (detached) finish their few calls on their own.
+    test_assert!(
+        super::el0_threads::settled(spaces0, threads0),
+        "fuzz: {} address spaces live (expected {}), thread slots {:?} (expected {:?})",
+        user::live_spaces(),
+        spaces0,
+        task::counts(),
+        threads0
+    );
     let (c1, e1) = user::call_counts();
     // Each task's final exit is a call too; the counts include it.
     Ok((c1 - c0, e1 - e0))
@@ -687,23 +723,48 @@ fn el0_syscall_fuzz() -> TestResult {
     let calls = crate::boot::cmdline()
         .and_then(|c| c.el0_fuzz_calls)
         .unwrap_or(FUZZ_CALLS_TEST);
+    // The trace records, so that `trace_marker` takes its recording path too (a full ring
+    // only counts what it refuses); the rings are allocated once, before the heap is measured.
+    let nr_cpus = crate::sched::nr_cpus();
+    test_assert!(
+        crate::tracing::init(nr_cpus, 1024),
+        "no memory for the trace rings"
+    );
+    crate::tracing::enable();
+    let r = fuzz_rounds(calls);
+    let _ = crate::tracing::drain(nr_cpus, &[], |_: &[u8]| Ok::<(), ()>(()));
+    r
+}
+
+fn fuzz_rounds(calls: u64) -> TestResult {
     // A first small round grows what grows once (per-CPU queues, the console).
     fuzz_round(400, 1)?;
     let heap0 = crate::heap::stats().used;
     let threads0 = task::counts();
     let asids0 = uspace::asids_in_use();
+    let spaces0 = user::live_spaces();
+    let (faults0, created0) = user::thread_counts();
     let (n, e) = fuzz_round(calls, 7)?;
+    let (faults1, created1) = user::thread_counts();
     test_assert!(n >= calls, "only {} of {} calls made", n, calls);
     crate::println!(
-        "\nel0: fuzz: {} system calls from {} EL0 tasks, {} refused with an error, {} succeeded",
+        "\nel0: fuzz: {} system calls from {} EL0 tasks and the {} threads they created, {} \
+         refused with an error, {} succeeded",
         n,
         FUZZ_TASKS,
+        created1 - created0,
         e,
         n - e
+    );
+    test_eq!(faults1, faults0);
+    test_assert!(
+        created1 > created0,
+        "the fuzzer created no thread: thread_create's success path went unfuzzed"
     );
     test_eq!(crate::heap::stats().used, heap0);
     test_eq!(task::counts(), threads0);
     test_eq!(uspace::asids_in_use(), asids0);
+    test_eq!(user::live_spaces(), spaces0);
     test_eq!(user::tasks_with_space(), 0);
     Ok(())
 }

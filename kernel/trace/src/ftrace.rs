@@ -352,6 +352,8 @@ pub enum Event<'a> {
     },
     /// A `trace_marker` write by rt-app.
     TracingMarkWrite(RtApp),
+    /// Any other `trace_marker` write, its text as written (less one trailing newline).
+    TracingMarkText(&'a str),
 }
 
 impl Event<'_> {
@@ -374,7 +376,7 @@ impl Event<'_> {
             Event::SchedOverutilized { .. } => "sched_overutilized",
             Event::SchedCpuCapacity { .. } => "sched_cpu_capacity",
             // `trace_print_print` prints the caller's symbol, not an event name.
-            Event::TracingMarkWrite(_) => "tracing_mark_write",
+            Event::TracingMarkWrite(_) | Event::TracingMarkText(_) => "tracing_mark_write",
         }
     }
 }
@@ -469,6 +471,7 @@ impl fmt::Display for Event<'_> {
                 "cpu={cpu} capacity={capacity} capacity_orig={capacity_orig} capacity_curr={capacity_curr}"
             ),
             Event::TracingMarkWrite(m) => write!(f, "{m}"),
+            Event::TracingMarkText(t) => f.write_str(t),
         }
     }
 }
@@ -729,6 +732,14 @@ mod tests {
                 "tracing_mark_write: rtapp_stats: period=16000 run=1650 wu_lat=0 slack=-12 c_period=16000 c_run=1600",
                 "tracing_mark_write: rtapp_task: event=end",
             ]
+        );
+    }
+
+    #[test]
+    fn other_marker_text_is_written_as_is() {
+        assert_eq!(
+            Event::TracingMarkText("hello: 1 2").to_string(),
+            "tracing_mark_write: hello: 1 2"
         );
     }
 

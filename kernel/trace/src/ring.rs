@@ -96,6 +96,30 @@ impl<S: AsRef<[[AtomicU64; W]]>, const W: usize> Ring<S, W> {
         true
     }
 
+    /// Append `n` records, `record(i)` for `i` in `0..n`, all or none (producer side): they
+    /// are published together, so a consumer sees them consecutive and whole. `false` when
+    /// fewer than `n` slots are free: all `n` are counted in [`Self::lost`] and none stored.
+    pub fn push_n(&self, n: usize, mut record: impl FnMut(usize) -> [u64; W]) -> bool {
+        let slots = self.slots.as_ref();
+        let cap = slots.len();
+        let head = self.head.load(Ordering::Relaxed);
+        // Acquire: the consumer has finished reading every slot up to `tail`.
+        let tail = self.tail.load(Ordering::Acquire);
+        if n > cap - head.wrapping_sub(tail).min(cap) {
+            self.lost.fetch_add(n as u64, Ordering::Relaxed);
+            return false;
+        }
+        for i in 0..n {
+            let r = record(i);
+            for (slot, &w) in slots[head.wrapping_add(i) % cap].iter().zip(&r) {
+                slot.store(w, Ordering::Relaxed);
+            }
+        }
+        // Release: every word above is visible to whoever sees the new head.
+        self.head.store(head.wrapping_add(n), Ordering::Release);
+        true
+    }
+
     /// Take the oldest record (consumer side).
     pub fn pop(&self) -> Option<[u64; W]> {
         let out = self.peek()?;
@@ -201,6 +225,24 @@ mod tests {
         assert!(r.is_empty() && r.peek().is_none());
         assert!(r.push(&[9, 19]));
         assert_eq!(r.pop(), Some([9, 19]));
+    }
+
+    #[test]
+    fn push_n_stores_all_or_none() {
+        let r: TraceRing<5, 1> = TraceRing::new();
+        assert!(r.push(&[100]));
+        assert!(r.push_n(3, |i| [i as u64]));
+        // Only one slot is free: a pair is refused whole and counted as two.
+        assert!(!r.push_n(2, |i| [10 + i as u64]));
+        assert_eq!((r.len(), r.lost()), (4, 2));
+        assert_eq!(r.pop(), Some([100]));
+        // Two free now, across the wrap-around.
+        assert!(r.push_n(2, |i| [20 + i as u64]));
+        let got: Vec<_> = core::iter::from_fn(|| r.pop()).collect();
+        assert_eq!(got, [[0], [1], [2], [20], [21]]);
+        assert!(r.push_n(0, |_| [0]));
+        assert!(!r.push_n(6, |_| [0]), "more than the capacity");
+        assert_eq!(r.lost(), 8);
     }
 
     #[test]
