@@ -417,6 +417,26 @@ impl Names<'_> {
         }
     }
 
+    /// The context of a record by thread `raw` on `cpu` at `ns` (the idle task's is `<idle>`).
+    fn ctx<'b>(
+        &'b self,
+        raw: u32,
+        buf: &'b mut heapless::String<16>,
+        cpu: usize,
+        ns: u64,
+    ) -> Ctx<'b> {
+        Ctx {
+            comm: if raw == IDLE {
+                Comm::Idle
+            } else {
+                self.comm(raw, buf, cpu)
+            },
+            pid: self.pid(raw),
+            cpu,
+            ns,
+        }
+    }
+
     fn comm<'b>(&'b self, raw: u32, buf: &'b mut heapless::String<16>, cpu: usize) -> Comm<'b> {
         if raw == IDLE {
             return Comm::Swapper(cpu);
@@ -581,16 +601,7 @@ fn format_record(
     }
     let names = &*names;
     let mut cbuf = heapless::String::new();
-    let ctx = Ctx {
-        comm: if ctx_raw == IDLE {
-            Comm::Idle
-        } else {
-            names.comm(ctx_raw, &mut cbuf, cpu)
-        },
-        pid: names.pid(ctx_raw),
-        cpu,
-        ns: ts,
-    };
+    let ctx = names.ctx(ctx_raw, &mut cbuf, cpu, ts);
     let (mut b1, mut b2) = (heapless::String::new(), heapless::String::new());
     let ev = match kind {
         Kind::Switch => {
@@ -671,16 +682,7 @@ fn format_text(
     let cpu = ((hdr >> 8) & 0xff) as usize;
     let ctx_raw = (hdr >> 32) as u32;
     let mut cbuf = heapless::String::new();
-    let ctx = Ctx {
-        comm: if ctx_raw == IDLE {
-            Comm::Idle
-        } else {
-            names.comm(ctx_raw, &mut cbuf, cpu)
-        },
-        pid: names.pid(ctx_raw),
-        cpu,
-        ns: ts,
-    };
+    let ctx = names.ctx(ctx_raw, &mut cbuf, cpu, ts);
     let t = core::str::from_utf8(text).unwrap_or("<not UTF-8>");
     write_line(ctx, Event::TracingMarkText(t), clock, line)
 }
