@@ -458,6 +458,19 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
             });
         }
     }
+    // PAN (Armv8.1) exists only on a newer CPU model than the boards' Cortex-A53/A72: the
+    // whole suite once more on QEMU's `max` CPU, where the kernel turns PAN on and the EL0
+    // tests run with it (a kernel access to user memory through a user VA would fault).
+    planned.push(QemuRun {
+        name: format!("selftest {} gicv3 el1 cpu max (PAN)", args.board.name()),
+        board: args.board,
+        machine: Machine {
+            cpu: "max".into(),
+            ..base.clone()
+        },
+        expect: vec!["uspace_pan: PAN on on ".into()],
+        expect_exit: None,
+    });
     planned.push(QemuRun {
         name: format!("crash=panic reported {}", args.board.name()),
         board: args.board,

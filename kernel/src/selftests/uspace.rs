@@ -7,7 +7,10 @@
 //! - two address spaces map the same user VA to different pages (their own);
 //! - after switching TTBR1 back to the empty table, the user VA faults again (no stale TLB
 //!   entry: the switch relies on unique ASIDs);
-//! - building and dropping many address spaces leaves the heap and the ASID pool as they were.
+//! - building and dropping many address spaces leaves the heap and the ASID pool as they were;
+//! - where the CPU has PAN: it is on on every CPU, exceptions set it (SPAN clear), and an EL1
+//!   load from a mapped user page faults with a permission fault — and reads the page once
+//!   PAN is lowered, so the fault is PAN's.
 
 use alloc::vec::Vec;
 
@@ -140,3 +143,53 @@ fn uspace_no_leak() -> TestResult {
 
 selftest!(name = "uspace_permissions", uspace_permissions);
 selftest!(name = "uspace_no_leak", uspace_no_leak);
+
+fn uspace_pan() -> TestResult {
+    if !uspace::has_pan() {
+        crate::println!("uspace_pan: this CPU has no FEAT_PAN (Armv8.0): nothing to check");
+        return Ok(());
+    }
+    let online = crate::smp::online_count() as u32;
+    test_eq!(uspace::pan_cpus(), online);
+    test_assert!(uspace::pan_on(), "PSTATE.PAN is clear in a kernel thread");
+    test_assert!(
+        uspace::span_clear(),
+        "SCTLR_EL1.SPAN set: exceptions leave PAN as it was"
+    );
+    // After a sleep (timer interrupt, a switch away and back) PAN is still on.
+    crate::sched::sleep_ns(200_000);
+    test_assert!(uspace::pan_on(), "PSTATE.PAN clear after a sleep");
+    let a = build(0xc3)?;
+    let (fault, read) = with_loaded(&a, || {
+        let fault = crate::arch::expect_fault(|| {
+            // SAFETY: as `expect_fault` documents: DATA is a user page of `a`, loaded in
+            // TTBR1, no Rust allocation; with PAN on the one volatile load takes a
+            // permission fault before producing a value and execution resumes after it.
+            let _ = unsafe { core::ptr::read_volatile(DATA as *const u8) };
+        });
+        let was = uspace::set_pan(false);
+        // SAFETY: DATA is mapped read/write in `a` (loaded, IRQs masked) and PAN is off, so
+        // this load reads the page's first byte; nothing else writes the page meanwhile.
+        let read = unsafe { core::ptr::read_volatile(DATA as *const u8) };
+        uspace::set_pan(was);
+        (fault, read)
+    });
+    test_assert!(uspace::pan_on(), "PSTATE.PAN not restored");
+    let Some(r) = fault else {
+        return Err(TestError::new(format_args!(
+            "an EL1 load from the user page {DATA:#x} did not fault with PAN on"
+        )));
+    };
+    test_eq!(r.ec(), 0x25);
+    test_eq!(r.far, DATA as u64);
+    // DFSC (ISS[5:0]) = permission fault, level 1..3 (0b0011xx).
+    test_assert!(
+        r.iss() & 0x3c == 0x0c,
+        "DFSC {:#x} is not a permission fault",
+        r.iss() & 0x3f
+    );
+    test_eq!(read, 0xc3);
+    crate::println!("uspace_pan: PAN on on {online} of {online} CPUs");
+    Ok(())
+}
+selftest!(name = "uspace_pan", uspace_pan);

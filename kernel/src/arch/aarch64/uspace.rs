@@ -14,6 +14,14 @@
 //! at EL0, data and stack are read/write and never executable (UXN). The stack has an unmapped
 //! guard page below and above it.
 //!
+//! PAN (Armv8.1 FEAT_PAN). Where the CPU has it, PSTATE.PAN is set on every CPU at start and
+//! SCTLR_EL1.SPAN is cleared, so the hardware sets PAN again on every exception taken to EL1:
+//! an EL1 load or store to any EL0-accessible page faults, whichever code path the kernel is
+//! on. The kernel never needs to lift it: system calls reach user memory through the kernel's
+//! identity alias of the checked pages (`crate::user`), never through the user VA. Cortex-A53
+//! and -A72 (Armv8.0; QEMU's models of the emulated boards) have no PAN: there only the
+//! page-list check protects user memory, and the boot log says which case holds.
+//!
 //! TLB maintenance. ASIDs are unique among live address spaces (8-bit, 1..=255), so switching
 //! TTBR1 needs no invalidation (Linux `cpu_switch_mm` with ASIDs), only an ISB before the
 //! kernel's own next access through TTBR1. Entries are only ever added to tables that are not
@@ -25,7 +33,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::arch::asm;
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
 use aarch64_paging::linearmap::LinearTranslation;
@@ -56,9 +64,98 @@ pub fn empty_ttbr() -> u64 {
     (&raw const EMPTY_ROOT) as u64
 }
 
+/// SCTLR_EL1.SPAN: with PAN implemented, 0 makes every exception taken to EL1 set PSTATE.PAN.
+const SCTLR_SPAN: u64 = 1 << 23;
+/// PSTATE.PAN's bit in the PAN system register (`S3_0_C4_C2_3`).
+const PAN_BIT: u64 = 1 << 22;
+
+/// Whether this CPU implements FEAT_PAN (ID_AA64MMFR1_EL1.PAN, bits [23:20], non-zero).
+pub fn has_pan() -> bool {
+    let mmfr1: u64;
+    // SAFETY: ID_AA64MMFR1_EL1 is a read-only ID register, readable at EL1.
+    unsafe {
+        asm!("mrs {}, id_aa64mmfr1_el1", out(reg) mmfr1, options(nomem, nostack, preserves_flags))
+    };
+    (mmfr1 >> 20) & 0xf != 0
+}
+
+/// PSTATE.PAN on this CPU now (false on a CPU without PAN).
+pub fn pan_on() -> bool {
+    if !has_pan() {
+        return false;
+    }
+    let v: u64;
+    // SAFETY: the PAN register exists (FEAT_PAN, checked above) and is readable at EL1; it is
+    // named by its encoding because the baseline target's assembler lacks `pan`.
+    unsafe { asm!("mrs {}, s3_0_c4_c2_3", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v & PAN_BIT != 0
+}
+
+/// Sets PSTATE.PAN on this CPU to `on` and returns what it was (no-op and false without PAN).
+/// For self tests that show a fault is PAN's; the kernel itself never lowers it.
+pub fn set_pan(on: bool) -> bool {
+    let was = pan_on();
+    if has_pan() {
+        // SAFETY: FEAT_PAN is implemented; PSTATE.PAN only changes which EL1 accesses to
+        // EL0-accessible pages fault, and no such access is in flight across this instruction.
+        unsafe {
+            asm!(
+                "msr s3_0_c4_c2_3, {}",
+                in(reg) if on { PAN_BIT } else { 0 },
+                options(nomem, nostack, preserves_flags)
+            )
+        };
+    }
+    was
+}
+
+/// Whether SCTLR_EL1.SPAN is clear on this CPU (exceptions to EL1 set PAN).
+pub fn span_clear() -> bool {
+    let sctlr: u64;
+    // SAFETY: SCTLR_EL1 is readable at EL1.
+    unsafe { asm!("mrs {}, sctlr_el1", out(reg) sctlr, options(nomem, nostack, preserves_flags)) };
+    sctlr & SCTLR_SPAN == 0
+}
+
+/// CPUs that turned PAN on in [`init_cpu`].
+static PAN_CPUS: AtomicU32 = AtomicU32::new(0);
+
+/// How many CPUs run with PAN on (0 on CPUs without FEAT_PAN).
+pub fn pan_cpus() -> u32 {
+    PAN_CPUS.load(Ordering::Relaxed)
+}
+
+/// PAN on for the calling CPU where the CPU has it (module docs): SPAN cleared, then
+/// PSTATE.PAN set. Returns whether PAN is on.
+fn enable_pan() -> bool {
+    if !has_pan() {
+        return false;
+    }
+    let sctlr: u64;
+    // SAFETY: SCTLR_EL1 is readable at EL1; clearing SPAN (defined with FEAT_PAN, checked
+    // above) changes only what an exception entry does to PSTATE.PAN; the ISB makes it
+    // effective before the next exception. Nothing in the kernel touches EL0 pages through
+    // their user VA (module docs), so setting PAN makes no kernel access fault.
+    unsafe {
+        asm!("mrs {}, sctlr_el1", out(reg) sctlr, options(nomem, nostack, preserves_flags));
+        asm!(
+            "msr sctlr_el1, {}",
+            "isb",
+            in(reg) sctlr & !SCTLR_SPAN,
+            options(nostack, preserves_flags)
+        );
+    }
+    set_pan(true);
+    let on = pan_on();
+    if on {
+        PAN_CPUS.fetch_add(1, Ordering::Relaxed);
+    }
+    on
+}
+
 /// Turns on TTBR1 walks on the calling CPU, with TTBR1 on [`EMPTY_ROOT`]: from the first
-/// thread switch on, a thread's TTBR1 is loaded on every switch ([`switch_ttbr1`]). Each CPU,
-/// once, before it runs threads.
+/// thread switch on, a thread's TTBR1 is loaded on every switch ([`switch_ttbr1`]); and PAN
+/// where the CPU has it. Each CPU, once, before it runs threads.
 pub fn init_cpu() {
     let tcr: u64;
     // SAFETY: TCR_EL1 is readable at EL1.
@@ -81,6 +178,7 @@ pub fn init_cpu() {
             options(nostack, preserves_flags),
         )
     };
+    enable_pan();
 }
 
 /// Loads `ttbr` (an [`AddressSpace::ttbr`] or [`empty_ttbr`]) into TTBR1 on this CPU. No TLB
