@@ -855,7 +855,12 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
         }
         rq.avg_idle()
     });
-    let overloaded = rd_overloaded(acc);
+    // get_rd_overloaded(this_rq->rd).
+    let overloaded = if ctx.features.enabled(Feature::STICKY_OVERLOADED) {
+        acc.rd_overloaded()
+    } else {
+        rd_overloaded(acc)
+    };
     let mut sd_list = core::mem::take(&mut sds.cpus[cpu.index()].sd);
     let skip = match sd_list.first() {
         Some(sd) => !overloaded || avg_idle < sd.max_newidle_lb_cost,

@@ -107,6 +107,13 @@ sched_features! {
     /// `min(transition_latency_us × LATENCY_MULTIPLIER (1000), 10 ms)` — 10 ms on Juno r2,
     /// HiKey960 and HiKey — instead of v6.12's 1.5 × the latency. Not a Linux feature.
     LEGACY_TRANSITION_DELAY = false,
+    /// On: newidle balance's gate reads the root domain's sticky `rd->overloaded` as v6.12
+    /// keeps it (set by `add_nr_running` when a CPU gets its second task, rewritten only by
+    /// the root level's load-balance statistics). Off: asym's earlier approximation, which
+    /// recomputes it from every CPU's snapshot at each newidle (so it clears as soon as no
+    /// CPU has two tasks or a misfit one). Not a Linux feature (Linux has only the former);
+    /// off until the seed-004 reproduction is re-derived under it (docs/experiments.md).
+    STICKY_OVERLOADED = false,
     /// asym's util_est improvement (not in Linux): when a task's util_avg at dequeue is
     /// below its runnable_avg (it waited behind other tasks), Linux keeps the ewma as it is;
     /// with this on the ewma still decays — towards the runnable_avg, never below it — so an

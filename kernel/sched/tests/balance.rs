@@ -8,8 +8,8 @@
 
 use asym_sched::balance::{
     active_load_balance_cpu_stop, detach_tasks, sched_balance_domains, sched_balance_newidle,
-    sched_balance_trigger, ActiveBalance, CpuIdleType, LbContext, MigrationType, RqAccess,
-    SchedDomains, SdFlags, SdLevel, Snapshots,
+    sched_balance_rq, sched_balance_trigger, ActiveBalance, CpuIdleType, LbContext, MigrationType,
+    RqAccess, SchedDomains, SdFlags, SdLevel, Snapshots,
 };
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::rq::{EnqueueFlags, Rq, RqConfig, RqSnapshot, Task};
@@ -1008,6 +1008,74 @@ impl RqAccess for StickyRd {
         self.overloaded = v;
         self.stores.push(v);
     }
+}
+
+/// v6.12: `rd->overloaded` is set when a CPU gets its second task and rewritten only by
+/// `update_sd_lb_stats` at the root level (`!env->sd->parent`); newidle's gate reads the
+/// flag, stale or not. So under `STICKY_OVERLOADED` an idle system whose flag is still set
+/// runs newidle balance until a root-level balance clears it, while the recomputed flag
+/// (the switch off) skips it at once.
+#[test]
+fn sticky_overloaded_gates_newidle_and_only_the_root_statistics_clear_it() {
+    let t = topo(&JUNO);
+    let now = Nanos(50 * TICK);
+    let fresh = || {
+        let mut rqs = rqs_for(&t, Nanos(0));
+        for rq in rqs.iter_mut() {
+            rq.update_rq_clock(now).unwrap();
+        }
+        StickyRd {
+            rqs,
+            overloaded: true,
+            stores: Vec::new(),
+        }
+    };
+    let mut clock = || 0u64;
+    let sticky = LbContext::new(SchedFeatures::default().with(Feature::STICKY_OVERLOADED, true));
+
+    // The switch off: nothing is overloaded now, newidle is skipped whatever the flag says.
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut acc = fresh();
+    let r = sched_balance_newidle(&mut sds, CpuId(2), &mut acc, now, &ctx(), &mut clock).unwrap();
+    assert_eq!(r.lb_runs, 0);
+
+    // On: the stale flag lets newidle run both levels; the root level clears it.
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut acc = fresh();
+    let r = sched_balance_newidle(&mut sds, CpuId(2), &mut acc, now, &sticky, &mut clock).unwrap();
+    assert_eq!(r.lb_runs, 2, "{r:?}");
+    assert_eq!(acc.stores, vec![false]);
+    // Cleared, the next newidle is skipped.
+    let r = sched_balance_newidle(&mut sds, CpuId(2), &mut acc, now, &sticky, &mut clock).unwrap();
+    assert_eq!(r.lb_runs, 0);
+
+    // A balance of the MC level leaves the flag alone; the root level (PKG) writes it,
+    // set again when some CPU has two tasks.
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut acc = fresh();
+    spawn(&mut acc.rqs[0], 1, 0, CpuMask::of(CpuId(0)));
+    spawn(&mut acc.rqs[0], 2, 0, CpuMask::of(CpuId(0)));
+    acc.overloaded = false;
+    let mut list = std::mem::take(&mut sds.cpus[2].sd);
+    for (level, want) in [(0, vec![]), (1, vec![true])] {
+        let (lower, upper) = list.split_at_mut(level);
+        let child = lower.last().map(|c| c.flags);
+        let mut cont = true;
+        sched_balance_rq(
+            &sds,
+            CpuId(2),
+            &mut acc,
+            &mut upper[0],
+            child,
+            CpuIdleType::Idle,
+            &mut cont,
+            &sticky,
+        )
+        .unwrap();
+        assert_eq!(acc.stores, want, "level {level}");
+    }
+    sds.cpus[2].sd = list;
+    assert!(acc.overloaded);
 }
 
 /// `add_nr_running`: an attach that gives a CPU its second task sets the flag (here an
