@@ -120,6 +120,16 @@ sched_features! {
     /// estimate inflated earlier (a fork's initial util, a past heavy phase) cannot stay
     /// frozen above what the task would use even if it had run whenever it was runnable.
     UTIL_EST_DECAY_TO_RUNNABLE = false,
+    /// asym's schedutil improvement (not in Linux): the DVFS headroom is what the CPU's
+    /// utilisation can grow in one update horizon (`max(TICK_NSEC, rate_limit_us)`) while
+    /// running at the OPP being considered — the lowest OPP whose capacity covers that
+    /// grown utilisation — instead of a flat 25 %; never more than Linux's 25 %. A light
+    /// periodic load whose util_est sits just under an OPP's capacity then stays on it,
+    /// rather than being pushed one OPP up by the margin (`sugov_growth_perf`). Only while the
+    /// CPU runs within its estimate (`within_estimate`); otherwise Linux's 25 %. An
+    /// experiment: it saves energy but adds deadline misses on pipelines whose deadline is on
+    /// a chain of small stages (`docs/experiments.md`, "the 25 % DVFS margin").
+    SUGOV_GROWTH_HEADROOM = false,
 }
 
 /// A set of enabled [`Feature`]s. `Default` is Linux's defaults.
