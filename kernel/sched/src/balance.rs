@@ -351,6 +351,12 @@ pub trait Snapshots {
     fn nr_cpus(&self) -> usize;
     /// `cpu`'s latest published [`RqSnapshot`].
     fn snapshot(&self, cpu: CpuId) -> RqSnapshot;
+    /// The CPU whose snapshot [`Snapshots::snapshot`] returns for `cpu` (checked at every
+    /// balance entry point). Default: read it; a caller whose snapshots are indexed by CPU
+    /// by construction may answer `cpu` without copying one.
+    fn snapshot_cpu(&self, cpu: CpuId) -> CpuId {
+        self.snapshot(cpu).cpu()
+    }
 }
 
 /// How balancing reaches the run queues: read any CPU's snapshot, change one run queue
@@ -434,7 +440,7 @@ impl Snapshots for [RqSnapshot] {
 /// The snapshots match the domains: one per CPU, each its own CPU's.
 fn check_cpus<S: Snapshots + ?Sized>(sds: &SchedDomains, snaps: &S) -> Result<(), BalanceError> {
     for i in 0..sds.cpus.len().max(snaps.nr_cpus()) {
-        let found = (i < snaps.nr_cpus()).then(|| snaps.snapshot(CpuId(i as u16)).cpu());
+        let found = (i < snaps.nr_cpus()).then(|| snaps.snapshot_cpu(CpuId(i as u16)));
         if found.map(|c| c.index()) != Some(i) || i >= sds.cpus.len() {
             return Err(BalanceError::RqMismatch { index: i, found });
         }
