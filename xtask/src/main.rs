@@ -226,7 +226,8 @@ struct QemuArgs {
     /// With --workload: energy-aware scheduling on or off (sched_features ENERGY_AWARE).
     #[arg(long, value_enum, requires = "workload")]
     eas: Option<workload::OnOff>,
-    /// With --workload: load balancing (the kernel has none yet: only `off`).
+    /// With --workload: load balancing (the kernel's `sched_balance=`, the simulator's `--lb`;
+    /// default off).
     #[arg(long, value_enum, requires = "workload")]
     lb: Option<workload::OnOff>,
     /// With --workload: a scheduler feature, FEATURE=on|off (repeatable).
