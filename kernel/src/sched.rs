@@ -1144,10 +1144,10 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     let id = t.id(s);
     // ttwu_runnable: it has not got round to leaving its run queue (it is about to call
     // schedule(), or was preempted on the way): it only needs to be running again.
+    // The balancer may move it meanwhile: its rq is locked as `task_rq_lock` does.
     if t.on_rq.load(Ordering::Acquire) {
-        let cpu = t.cpu.load(Ordering::Relaxed);
-        let mut g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
-        if t.on_rq.load(Ordering::Relaxed) && t.cpu.load(Ordering::Relaxed) == cpu {
+        let (mut g, cpu) = lock_task_rq(st, t, id);
+        if t.on_rq.load(Ordering::Relaxed) {
             t.set_state(ThreadState::Running);
             tracing::waking(s, CpuId(cpu));
             tracing::wakeup(s, CpuId(cpu), false);

@@ -260,6 +260,10 @@ struct CompareArgs {
     /// Energy-aware scheduling on or off on both sides (default: each side's default).
     #[arg(long, value_enum)]
     eas: Option<workload::OnOff>,
+    /// Load balancing on or off on both sides (the kernel's `sched_balance=`, the simulator's
+    /// `--lb`; default off).
+    #[arg(long, value_enum)]
+    lb: Option<workload::OnOff>,
     /// A scheduler feature, FEATURE=on|off, on both sides (repeatable).
     #[arg(long = "set", value_name = "FEATURE=on|off")]
     set: Vec<String>,
@@ -569,7 +573,7 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         out: args.out.join("qemu"),
         duration_ns: args.duration,
         eas: args.eas,
-        lb: None,
+        lb: args.lb,
         set: args.set.clone(),
         board: args.board,
         icount: true,
