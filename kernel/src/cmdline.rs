@@ -103,7 +103,8 @@ pub struct Cmdline {
     /// once.
     pub panic_timeout_s: i32,
     /// The scheduler's options, kept as written for `crate::sched` to parse and report:
-    /// `sched_features=FEAT,NO_FEAT,...` and `cpufreq.<domain>.<min_khz|max_khz|governor>=v`.
+    /// `sched_features=FEAT,NO_FEAT,...`, `sched_balance=on|off` (load balancing) and
+    /// `cpufreq.<domain>.<min_khz|max_khz|governor>=v`.
     pub sched_args: heapless::String<SCHED_ARGS_MAX>,
     /// `rtapp=<host path>|demo`: run this rt-app workload (read over semihosting, or the
     /// bundled demo built into the image) instead of the tick report.
@@ -394,11 +395,18 @@ impl Cmdline {
                     }
                 }
             }
-            k if k == "sched_features" || k.starts_with("cpufreq.") => {
+            k if k == "sched_features" || k == "sched_balance" || k.starts_with("cpufreq.") => {
                 let v = value.ok_or(CmdlineError::MissingValue {
-                    option: "sched_features / cpufreq.<domain>.<knob>",
+                    option: "sched_features / sched_balance / cpufreq.<domain>.<knob>",
                     expected: "a value",
                 })?;
+                if k == "sched_balance" && !matches!(v, "on" | "off") {
+                    return Err(CmdlineError::BadValue {
+                        option: "sched_balance",
+                        value: v,
+                        expected: "on or off",
+                    });
+                }
                 let s = &mut self.sched_args;
                 let ok = (s.is_empty() || s.push(' ').is_ok())
                     && s.push_str(k).is_ok()
@@ -572,6 +580,8 @@ mod tests {
         assert_eq!(c.ticks, Some(20));
         assert!(c.semihosting && c.bench);
         assert_eq!(c.crash, Some(CrashKind::Fault));
+        let c = Cmdline::parse("sched_balance=off").cmdline;
+        assert_eq!(c.sched_args.as_str(), "sched_balance=off");
         let c = Cmdline::parse("bench=switch soak=600 lockdep").cmdline;
         assert!(c.bench_switch && !c.bench && c.lockdep);
         assert_eq!(c.soak_s, Some(600));
@@ -588,6 +598,8 @@ mod tests {
             "soak",
             "lockdep=1",
             "bench=boot",
+            "sched_balance=yes",
+            "sched_balance",
         ] {
             assert_eq!(Cmdline::parse(bad).errors.len(), 1, "{bad}");
         }

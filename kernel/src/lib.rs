@@ -67,6 +67,9 @@ pub mod dvfs;
 pub mod energy;
 #[cfg(target_os = "none")]
 pub mod sched;
+// SCHED_SOFTIRQ, run on interrupt exit.
+#[cfg(target_os = "none")]
+pub mod softirq;
 // Threads, blocking, and what runs on them.
 #[cfg(target_os = "none")]
 pub mod bench;

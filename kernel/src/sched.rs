@@ -29,12 +29,16 @@
 //!   while one is pending.
 //! - Blocked averages of an idle run queue are decayed by its own tick, which keeps running
 //!   until they reach 0 (Linux stops the tick at once and lets the NOHZ idle balancer decay
-//!   them remotely; that comes with load balancing).
+//!   them remotely, `NOHZ_STATS_KICK`, which [`balance`] does not do yet).
+//! - Load balancing ([`balance`]): the tick's `sched_balance_trigger` raises `SCHED_SOFTIRQ`
+//!   (`crate::softirq`), a busy tick may kick an idle CPU to balance the idle ones, and
+//!   `schedule()` about to go idle runs the newidle balance with its rq unlocked.
 //! - Work emulation ([`work`]): a thread runs `W` ns of work (ns of a biggest CPU at its top
 //!   OPP) by spinning until its account, charged `capacity_orig × freq_scale` per ns of running
 //!   at every switch and tick, reaches `W`; the completion instant is computed exactly at the
 //!   update that crosses it (the rt-app calibration convention).
 
+pub mod balance;
 mod policy;
 pub mod snapshot;
 
@@ -45,6 +49,7 @@ use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::root_domain::RootDomain;
 use asym_sched::rq::{CpufreqUpdate, Rq, RqConfig, RqSnapshot};
+use asym_sched::sched_core::Pick;
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Nanos, SCHED_CAPACITY_SCALE};
 use asym_sched::uclamp::TaskUclamp;
@@ -119,6 +124,10 @@ static NEED_RESCHED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(f
 /// `rd->overutilized`: the root domain's flag, read lock-free on every wake-up and tick
 /// (Linux `READ_ONCE(rd->overutilized)`), stored where a policy step says it changed.
 static OVERUTILIZED: AtomicBool = AtomicBool::new(false);
+/// `rd->overloaded`: set by the enqueue that gives a CPU its second task
+/// (`WakeOutcome::overloaded`, the balancer's attaches), rewritten by the root level's
+/// load-balance statistics; newidle balance reads it under `STICKY_OVERLOADED`.
+pub(crate) static OVERLOADED: AtomicBool = AtomicBool::new(false);
 /// When the root level's overutilized statistics are next due ([`root_stats_due`], ns).
 static ROOT_STATS_NEXT: AtomicU64 = AtomicU64::new(0);
 /// Every cpufreq domain runs schedutil (Linux rebuilds the perf domains on a governor change,
@@ -238,11 +247,18 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
     // `sched_energy_aware` sysctl defaults to; `sched_features=NO_ENERGY_AWARE` turns it off.
     let mut features = SchedFeatures::default().with(Feature::ENERGY_AWARE, true);
     let mut cpufreq_opts: heapless::Vec<(&str, &str), 8> = heapless::Vec::new();
+    let mut lb_on = balance::DEFAULT_ON;
     for word in cmd.sched_args.split_ascii_whitespace() {
         let Some((k, v)) = word.split_once('=') else {
             continue;
         };
-        if k == "sched_features" {
+        if k == "sched_balance" {
+            match v {
+                "on" => lb_on = true,
+                "off" => lb_on = false,
+                _ => crate::println!("cmdline: sched_balance={}: use on or off (ignored)", v),
+            }
+        } else if k == "sched_features" {
             if let Err(e) = features.apply_list(v) {
                 crate::println!("cmdline: sched_features={}: {} (rest ignored)", v, e);
             }
@@ -285,6 +301,7 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
             Err(e) => crate::println!("cpufreq: {}; cpufreq off", e),
         }
     }
+    balance::init(&topology, cmd.hz.max(1), start, lb_on);
     let _ = STATE.set(Box::leak(Box::new(State {
         cpus,
         topology,
@@ -409,8 +426,7 @@ pub fn root_domain() -> RootDomain {
     let tracked = STATE.get().is_some_and(|s| s.em.is_some());
     RootDomain {
         overutilized: tracked && OVERUTILIZED.load(Ordering::Relaxed),
-        // Read only by newidle balance, which the kernel does not run yet.
-        overloaded: false,
+        overloaded: OVERLOADED.load(Ordering::Relaxed),
         tracked,
         eas: eas_active(),
     }
@@ -443,7 +459,7 @@ pub fn board() -> Option<&'static BoardDesc> {
 pub fn print_banner() {
     let Some(st) = STATE.get() else { return };
     crate::println!(
-        "sched: {} (topology {}, EAS {}), features {}",
+        "sched: {} (topology {}, EAS {}, load balancing {}), features {}",
         st.board.map_or("symmetric fallback", |_| "from the DT"),
         if st.topology.asym_cpucapacity() {
             "asymmetric"
@@ -455,6 +471,7 @@ pub fn print_banner() {
             (true, false) => "off",
             (false, _) => "impossible",
         },
+        if balance::enabled() { "on" } else { "off" },
         features()
     );
     crate::cpufreq::print_domains();
@@ -667,7 +684,7 @@ fn schedule_mode(mode: Mode) {
     }
     let mut g = st.cpus[cpu.index() % st.cpus.len()].lock();
     let cs = &mut *g;
-    let t = clock_update(cs);
+    let mut t = clock_update(cs);
     NEED_RESCHED.of(cpu).store(false, Ordering::Relaxed);
     let prev = cs.curr;
     let pt = task::slot(prev);
@@ -703,7 +720,18 @@ fn schedule_mode(mode: Mode) {
             }
         }
     }
-    let next = match policy::pick_next(&st.topology, cs) {
+    let pick = policy::pick_first(&st.topology, cs);
+    if pick == Pick::Newidle {
+        // sched_balance_newidle with this rq unlocked and IRQs still masked (Linux
+        // `raw_spin_rq_unlock` in `__schedule`'s IRQs-off section), then the repick.
+        publish(cs);
+        let irq = g.unlock_irqs_masked();
+        balance::sched_balance_newidle(cpu);
+        g = st.cpus[cpu.index() % st.cpus.len()].lock_irqs_masked(irq);
+        t = clock_update(&mut g);
+    }
+    let cs = &mut *g;
+    let next = match policy::pick_finish(&st.topology, cs, pick) {
         Some(id) => ThreadId::from_task_id(id).slot(),
         None => cs.idle,
     };
@@ -925,7 +953,7 @@ pub fn tick(cpu: CpuId) {
     };
     let t0 = arch::counter();
     let rd = root_domain();
-    let (upd, feat, t, over) = {
+    let (upd, feat, t, over, lb) = {
         let mut g = lock.lock();
         let cs = &mut *g;
         let t = clock_only(cs);
@@ -954,9 +982,19 @@ pub fn tick(cpu: CpuId) {
             });
         }
         publish(cs);
-        (upd, cs.rq.features(), t, over)
+        // sched_balance_trigger; the NOHZ kick reads this CPU's snapshot (busy only).
+        let raise = balance::trigger(t, cs, running);
+        (upd, cs.rq.features(), t, over, (raise, running))
     };
     set_overutilized(over);
+    if lb.0 {
+        crate::softirq::raise_softirq(crate::softirq::SCHED_SOFTIRQ);
+    }
+    if lb.1 && balance::enabled() {
+        if let Some(this) = snapshot::read(cpu) {
+            balance::nohz_balancer_kick(cpu, &this, t);
+        }
+    }
     if rd.tracked && root_stats_due(t) {
         set_overutilized(policy::root_stats_overutilized(
             &root_domain(),
@@ -1050,6 +1088,9 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) -> Result<(), SchedError> {
     publish(cs);
     drop(g);
     set_overutilized(outcome.overutilized);
+    if outcome.overloaded {
+        OVERLOADED.store(true, Ordering::Relaxed);
+    }
     if outcome.resched.is_yes() {
         resched_cpu(target);
     }
@@ -1111,10 +1152,10 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     let id = t.id(s);
     // ttwu_runnable: it has not got round to leaving its run queue (it is about to call
     // schedule(), or was preempted on the way): it only needs to be running again.
+    // The balancer may move it meanwhile: its rq is locked as `task_rq_lock` does.
     if t.on_rq.load(Ordering::Acquire) {
-        let cpu = t.cpu.load(Ordering::Relaxed);
-        let mut g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
-        if t.on_rq.load(Ordering::Relaxed) && t.cpu.load(Ordering::Relaxed) == cpu {
+        let (mut g, cpu) = lock_task_rq(st, t, id);
+        if t.on_rq.load(Ordering::Relaxed) {
             t.set_state(ThreadState::Running);
             tracing::waking(s, CpuId(cpu));
             tracing::wakeup(s, CpuId(cpu), false);
@@ -1208,6 +1249,9 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     drop(g);
     drop(pi);
     set_overutilized(outcome.overutilized);
+    if outcome.overloaded {
+        OVERLOADED.store(true, Ordering::Relaxed);
+    }
     if outcome.resched.is_yes() {
         resched_cpu(target);
     }
@@ -1329,8 +1373,7 @@ pub fn set_nice(id: ThreadId, nice: i32) -> Result<(), SchedError> {
     let st = STATE.get().ok_or(SchedError::NotInitialised)?;
     let t = task::get(id).ok_or(SchedError::NoSuchThread(id))?;
     let mut pi = t.sched.lock();
-    let cpu = t.cpu.load(Ordering::Relaxed);
-    let mut g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
+    let (mut g, cpu) = lock_task_rq(st, t, id);
     clock_update(&mut g);
     if t.on_rq.load(Ordering::Relaxed) {
         policy::set_nice_queued(&mut g, id.task_id(), nice).map_err(SchedError::Rq)?;
@@ -1355,8 +1398,7 @@ pub fn set_uclamp(id: ThreadId, req: TaskUclamp) -> Result<(), SchedError> {
     let t = task::get(id).ok_or(SchedError::NoSuchThread(id))?;
     let mut pi = t.sched.lock();
     UCLAMP_USED.store(true, Ordering::Relaxed);
-    let cpu = t.cpu.load(Ordering::Relaxed);
-    let mut g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
+    let (mut g, _) = lock_task_rq(st, t, id);
     clock_update(&mut g);
     if t.on_rq.load(Ordering::Relaxed) {
         g.rq.set_uclamp(id.task_id(), req).map_err(SchedError::Rq)?;
@@ -1369,15 +1411,49 @@ pub fn set_uclamp(id: ThreadId, req: TaskUclamp) -> Result<(), SchedError> {
     Ok(())
 }
 
-/// Sets the CPUs thread `id` may run on; it takes effect at its next wake-up (a running thread
-/// moves itself with [`migrate_self`]).
+/// Sets the CPUs thread `id` may run on. A queued thread whose CPU the new mask still contains
+/// takes it at once (Linux `__do_set_cpus_allowed` under its rq lock: the balancer and the pick
+/// see it); otherwise it takes effect at its next wake-up (a running thread moves itself with
+/// [`migrate_self`]).
 pub fn set_affinity(id: ThreadId, mask: CpuMask) -> Result<(), SchedError> {
+    let st = STATE.get().ok_or(SchedError::NotInitialised)?;
     let t = task::get(id).ok_or(SchedError::NoSuchThread(id))?;
     if mask.and(online_mask()).is_empty() {
         return Err(SchedError::NoSuchCpu(CpuId(mask.0.trailing_zeros() as u16)));
     }
-    t.sched.lock().params.affinity = mask;
+    let mut pi = t.sched.lock();
+    pi.params.affinity = mask;
+    let (mut g, cpu) = lock_task_rq(st, t, id);
+    if t.on_rq.load(Ordering::Relaxed) && mask.contains(CpuId(cpu)) {
+        g.rq.set_cpus_allowed(id.task_id(), mask)
+            .map_err(SchedError::Rq)?;
+        t.affinity.store(mask.0, Ordering::Relaxed);
+        publish(&g);
+    }
+    drop(g);
+    drop(pi);
     Ok(())
+}
+
+/// Locks the run queue holding thread `t` (`id`), as Linux's `task_rq_lock` does (the caller
+/// holds `t`'s scheduling lock): the rq of its `task_cpu`, again while the balancer moves it
+/// (queued but, between the two rq locks, in neither). Returns the guard and the CPU.
+fn lock_task_rq(
+    st: &State,
+    t: &Thread,
+    id: ThreadId,
+) -> (IrqSpinLockGuard<'static, CpuSched>, u16) {
+    loop {
+        let cpu = t.cpu.load(Ordering::Acquire);
+        let g = st.cpus[usize::from(cpu) % st.cpus.len()].lock();
+        if t.cpu.load(Ordering::Acquire) == cpu
+            && (!t.on_rq.load(Ordering::Acquire) || g.rq.task(id.task_id()).is_some())
+        {
+            return (g, cpu);
+        }
+        drop(g);
+        spin_hint();
+    }
 }
 
 /// Moves the calling thread to a CPU its affinity allows, through a wake-up: it leaves its run
@@ -1431,26 +1507,48 @@ pub fn kill_overflowed(slot: usize) -> ! {
 // ---- checks --------------------------------------------------------------------------------
 
 /// The run queues' consistency, CPU by CPU: the policy crate's invariants, and that the
-/// threads the kernel believes queued on a CPU are exactly the ones its run queue holds.
+/// threads the kernel believes queued on a CPU are exactly the ones its run queue holds. A
+/// thread the balancer is moving is, for a moment, queued in neither run queue or in the new
+/// one before its `task_cpu` says so (see `balance`): a mismatch is looked at again, up to
+/// [`INVARIANT_RETRIES`] times, before it is reported.
 pub fn check_invariants() -> Result<(), InvariantError> {
     let st = STATE.get().ok_or(InvariantError::NotInitialised)?;
     for (i, lock) in st.cpus.iter().enumerate() {
         let cpu = CpuId(i as u16);
-        let g = lock.lock();
-        g.rq.check_invariants()
-            .map_err(|e| InvariantError::Rq(cpu, e))?;
-        let mut queued = 0u32;
-        for (s, t) in task::table().iter().enumerate() {
-            if t.on_rq.load(Ordering::Relaxed) && usize::from(t.cpu.load(Ordering::Relaxed)) == i {
-                queued += 1;
-                if g.rq.task(t.id(s).task_id()).is_none() {
-                    return Err(InvariantError::Missing(cpu, t.id(s)));
+        let mut tries = 0;
+        loop {
+            let g = lock.lock();
+            g.rq.check_invariants()
+                .map_err(|e| InvariantError::Rq(cpu, e))?;
+            match cross_check(&g, cpu) {
+                Err(e) if tries < INVARIANT_RETRIES => {
+                    drop(g);
+                    tries += 1;
+                    let _ = e;
+                    spin_hint();
                 }
+                r => break r?,
             }
         }
-        if queued != g.rq.nr_running() {
-            return Err(InvariantError::Count(cpu, queued, g.rq.nr_running()));
+    }
+    Ok(())
+}
+
+/// How often [`check_invariants`] looks again at a CPU whose queued threads do not match.
+const INVARIANT_RETRIES: u32 = 1000;
+
+fn cross_check(g: &CpuSched, cpu: CpuId) -> Result<(), InvariantError> {
+    let mut queued = 0u32;
+    for (s, t) in task::table().iter().enumerate() {
+        if t.on_rq.load(Ordering::Relaxed) && t.cpu.load(Ordering::Relaxed) == cpu.0 {
+            queued += 1;
+            if g.rq.task(t.id(s).task_id()).is_none() {
+                return Err(InvariantError::Missing(cpu, t.id(s)));
+            }
         }
+    }
+    if queued != g.rq.nr_running() {
+        return Err(InvariantError::Count(cpu, queued, g.rq.nr_running()));
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ mod cpufreq;
 mod dvfs;
 mod sched;
 // Energy-aware placement and load balancing with real threads.
+mod balance;
 mod eas;
 // Threads: spawn/exit, context switch, sleep, wait/wake, preemption, overflow.
 mod threads;

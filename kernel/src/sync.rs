@@ -38,6 +38,9 @@ impl LockRank {
     pub const THREAD: LockRank = LockRank(20);
     /// The board's cpufreq core: taken only with no run-queue lock held.
     pub const CPUFREQ: LockRank = LockRank(25);
+    /// A CPU's load-balance state (its sched domains and transit lists): run-queue locks are
+    /// taken under it, one at a time.
+    pub const BALANCE: LockRank = LockRank(28);
     /// Run queue of CPU 0; CPU `n`'s is `RQ + n`, so two run-queue locks nest only in
     /// ascending CPU order (Linux `double_rq_lock`).
     pub const RQ: LockRank = LockRank(30);
@@ -132,6 +135,29 @@ impl<T: ?Sized> IrqSpinLock<T> {
         lockdep::acquire(self.addr(), self.rank);
         self.acquire();
         IrqSpinLockGuard { lock: self, irq }
+    }
+
+    /// Takes the lock with IRQs already masked, as [`lock`](Self::lock) does, its guard
+    /// restoring `irq` (from [`IrqSpinLockGuard::unlock_irqs_masked`]) when it drops.
+    #[track_caller]
+    pub fn lock_irqs_masked(&self, irq: IrqState) -> IrqSpinLockGuard<'_, T> {
+        let _ = arch::irq_save_disable();
+        lockdep::acquire(self.addr(), self.rank);
+        self.acquire();
+        IrqSpinLockGuard { lock: self, irq }
+    }
+
+    /// Takes the lock if it is free (Linux `raw_spin_trylock_irqsave`); checked against the
+    /// lock order like [`lock`](Self::lock) when it succeeds.
+    #[track_caller]
+    pub fn try_lock(&self) -> Option<IrqSpinLockGuard<'_, T>> {
+        let irq = arch::irq_save_disable();
+        if !self.try_acquire() {
+            arch::irq_restore(irq);
+            return None;
+        }
+        lockdep::acquire(self.addr(), self.rank);
+        Some(IrqSpinLockGuard { lock: self, irq })
     }
 
     /// The lock's rank.
@@ -242,6 +268,16 @@ impl<T: ?Sized> IrqSpinLock<T> {
 }
 
 impl<'a, T: ?Sized> IrqSpinLockGuard<'a, T> {
+    /// Releases the lock but keeps IRQs masked (Linux `raw_spin_rq_unlock` inside `__schedule`'s
+    /// IRQs-off section); returns the IRQ state the guard would have restored, for
+    /// [`IrqSpinLock::lock_irqs_masked`] to take back.
+    pub fn unlock_irqs_masked(self) -> IrqState {
+        let irq = self.irq;
+        self.lock.release();
+        core::mem::forget(self);
+        irq
+    }
+
     /// Keeps the lock held, IRQs masked, past this guard, for the thread that runs next on this
     /// CPU to take over ([`IrqSpinLock::take_handover`]): the lock half of a context switch.
     /// The IRQ state this guard saved is dropped; the next holder unmasks IRQs when done.

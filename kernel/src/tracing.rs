@@ -1,6 +1,7 @@
 //! The kernel's scheduler trace: the events the simulator writes (`sched_switch`,
 //! `sched_waking`, `sched_wakeup[_new]`, `sched_migrate_task`, `task_rename`, `cpu_frequency`,
-//! `cpu_idle`, rt-app's `trace_marker` lines, other `trace_marker` text from EL0 tasks)
+//! `cpu_idle`, rt-app's `trace_marker` lines, other `trace_marker` text from EL0 tasks; the
+//! kernel adds `softirq_raise`/`softirq_entry`/`softirq_exit` of `SCHED_SOFTIRQ`)
 //! recorded as fixed-size records into one lock-free ring per CPU
 //! (`asym_trace::ring::SliceRing`), then merged by time and written as Linux ftrace text by
 //! the simulator's own formatter (`asym_trace::ftrace`), over semihosting.
@@ -58,6 +59,8 @@ enum Kind {
     /// `tag` [`Kind::TextCont`] records of 24 bytes each, published together.
     Text = 10,
     TextCont = 11,
+    /// `softirq_raise` / `softirq_entry` / `softirq_exit` (tag 0 / 1 / 2) of `SCHED_SOFTIRQ`.
+    Softirq = 12,
 }
 
 impl Kind {
@@ -74,6 +77,7 @@ impl Kind {
             9 => Kind::Marker,
             10 => Kind::Text,
             11 => Kind::TextCont,
+            12 => Kind::Softirq,
             _ => return None,
         })
     }
@@ -210,6 +214,25 @@ pub fn migrate(s: usize, from: CpuId, to: CpuId) {
             0,
         ],
     );
+}
+
+/// What a [`softirq`] record marks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SoftirqPoint {
+    /// `softirq_raise` (on the raising CPU).
+    Raise = 0,
+    /// `softirq_entry` (on the CPU running it).
+    Entry = 1,
+    /// `softirq_exit`.
+    Exit = 2,
+}
+
+/// `softirq_raise` / `softirq_entry` / `softirq_exit` of `SCHED_SOFTIRQ` (vec 7) on this CPU.
+pub fn softirq(point: SoftirqPoint) {
+    if !on() {
+        return;
+    }
+    record(Kind::Softirq, point as u8, [7, 0, 0]);
 }
 
 /// `task_rename` of the calling thread from `rt-app` to its name (rt-app's first act).
@@ -664,6 +687,14 @@ fn format_record(
                     c_run: lo(c),
                 },
             })
+        }
+        Kind::Softirq => {
+            let irq = asym_trace::ftrace::Softirq::Sched;
+            match tag {
+                0 => Event::SoftirqRaise(irq),
+                1 => Event::SoftirqEntry(irq),
+                _ => Event::SoftirqExit(irq),
+            }
         }
         Kind::Rename | Kind::Text | Kind::TextCont => return None,
     };

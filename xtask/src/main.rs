@@ -226,7 +226,8 @@ struct QemuArgs {
     /// With --workload: energy-aware scheduling on or off (sched_features ENERGY_AWARE).
     #[arg(long, value_enum, requires = "workload")]
     eas: Option<workload::OnOff>,
-    /// With --workload: load balancing (the kernel has none yet: only `off`).
+    /// With --workload: load balancing (the kernel's `sched_balance=`, the simulator's `--lb`;
+    /// default off).
     #[arg(long, value_enum, requires = "workload")]
     lb: Option<workload::OnOff>,
     /// With --workload: a scheduler feature, FEATURE=on|off (repeatable).
@@ -259,6 +260,10 @@ struct CompareArgs {
     /// Energy-aware scheduling on or off on both sides (default: each side's default).
     #[arg(long, value_enum)]
     eas: Option<workload::OnOff>,
+    /// Load balancing on or off on both sides (the kernel's `sched_balance=`, the simulator's
+    /// `--lb`; default off).
+    #[arg(long, value_enum)]
+    lb: Option<workload::OnOff>,
     /// A scheduler feature, FEATURE=on|off, on both sides (repeatable).
     #[arg(long = "set", value_name = "FEATURE=on|off")]
     set: Vec<String>,
@@ -568,7 +573,7 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         out: args.out.join("qemu"),
         duration_ns: args.duration,
         eas: args.eas,
-        lb: None,
+        lb: args.lb,
         set: args.set.clone(),
         board: args.board,
         icount: true,

@@ -946,6 +946,10 @@ fn verdict(run: &QemuRun, o: &qemu::Outcome, timeout: Duration) -> (bool, String
 
 /// Workloads each bundled workload runs on QEMU for, reduced to keep the suite short.
 const WORKLOAD_RUN_NS: u64 = 300_000_000;
+/// The workloads also run with the kernel's load balancing on (`--lb on`): those whose point
+/// is balancing (many threads coming and going move between run queues while they sleep and
+/// wake).
+const LB_WORKLOADS: &[&str] = &["camera-lb.json", "messaging.json"];
 /// The workloads also run on HiKey960: those whose point is energy-aware placement.
 const EAS_WORKLOADS: &[&str] = &[
     "periodic-small.json",
@@ -995,17 +999,26 @@ fn workload_stage(results: &mut Vec<StageResult>) {
         if EAS_WORKLOADS.contains(&name.as_str()) {
             boards.push(crate::dtb::Board::QemuHikey960);
         }
-        for board in boards {
+        let mut runs: Vec<(crate::dtb::Board, Option<crate::workload::OnOff>)> =
+            boards.iter().map(|&b| (b, None)).collect();
+        if LB_WORKLOADS.contains(&name.as_str()) {
+            runs.push((
+                crate::dtb::Board::QemuJunoR2,
+                Some(crate::workload::OnOff::On),
+            ));
+        }
+        for (board, lb) in runs {
             let r = crate::workload::Run {
                 workload: f.clone(),
                 out: out_root.join(format!(
-                    "{}-{}",
+                    "{}-{}{}",
                     board.name(),
-                    name.trim_end_matches(".json")
+                    name.trim_end_matches(".json"),
+                    if lb.is_some() { "-lb" } else { "" }
                 )),
                 duration_ns: Some(WORKLOAD_RUN_NS),
                 eas: None,
-                lb: None,
+                lb,
                 set: Vec::new(),
                 board,
                 icount: true,
@@ -1029,15 +1042,17 @@ fn workload_stage(results: &mut Vec<StageResult>) {
             });
             match res {
                 Ok(a) => println!(
-                    "ok     {name} on {}: {} lines, {} tasks, {:.0} uJ",
+                    "ok     {name} on {}{}: {} lines, {} tasks, {:.0} uJ",
                     board.name(),
+                    if lb.is_some() { " --lb on" } else { "" },
                     a.lines,
                     a.tasks.len(),
                     a.total_energy_uj
                 ),
                 Err(e) => {
-                    println!("FAILED {name} on {}: {e:#}", board.name());
-                    failed.push(format!("{name} on {}: {e:#}", board.name()));
+                    let lb = if lb.is_some() { " --lb on" } else { "" };
+                    println!("FAILED {name} on {}{lb}: {e:#}", board.name());
+                    failed.push(format!("{name} on {}{lb}: {e:#}", board.name()));
                 }
             }
         }

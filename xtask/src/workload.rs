@@ -44,7 +44,8 @@ pub struct Run {
     pub echo: bool,
 }
 
-/// `sched_features=` for the kernel from `--eas` and `--set`.
+/// `sched_features=` for the kernel from `--eas` and `--set`, and `sched_balance=` from `--lb`
+/// (off unless `--lb on`, as the simulator compared with it runs).
 pub fn features_arg(eas: Option<OnOff>, lb: Option<OnOff>, set: &[String]) -> Result<String> {
     let mut words = Vec::new();
     if let Some(e) = eas {
@@ -57,11 +58,11 @@ pub fn features_arg(eas: Option<OnOff>, lb: Option<OnOff>, set: &[String]) -> Re
             .to_string(),
         );
     }
-    if lb == Some(OnOff::On) {
-        bail!(
-            "--lb on: the kernel has no load balancer yet (only the simulator has); use --lb off"
-        );
-    }
+    // The kernel's `sched_balance=`, as the simulator gets `--lb` (off unless asked for).
+    let lb_word = format!(
+        "sched_balance={}",
+        if lb == Some(OnOff::On) { "on" } else { "off" }
+    );
     for s in set {
         let (name, v) = s
             .split_once('=')
@@ -75,9 +76,9 @@ pub fn features_arg(eas: Option<OnOff>, lb: Option<OnOff>, set: &[String]) -> Re
         });
     }
     Ok(if words.is_empty() {
-        String::new()
+        lb_word
     } else {
-        format!("sched_features={}", words.join(","))
+        format!("sched_features={} {lb_word}", words.join(","))
     })
 }
 

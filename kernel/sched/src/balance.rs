@@ -84,6 +84,28 @@ pub const MAX_NR_MIGRATE: usize = SYSCTL_SCHED_NR_MIGRATE as usize;
 /// Tasks detached from one run queue, on their way to another (Linux's `env->tasks`):
 /// at most [`MAX_NR_MIGRATE`], held by value so none is lost between the two locks.
 pub type Detached = heapless::Vec<Task, MAX_NR_MIGRATE>;
+/// The lists one move uses between the source's lock and the destination's: the detached
+/// tasks and the arrivals (each arrival's id and `load_avg`). About 7.7 KB, so a driver on
+/// small stacks (the kernel's are 16 KiB) lends one it allocated at set-up through
+/// [`RqAccess::with_transit`] instead of the balancer's stack.
+#[derive(Debug, Default)]
+pub struct Transit {
+    /// Detached, not yet attached (after an attach: what the destination refused).
+    pub detached: Detached,
+    /// Attached to the destination.
+    pub arrived: Arrived,
+}
+
+impl Transit {
+    /// Empty lists.
+    pub const fn new() -> Transit {
+        Transit {
+            detached: Detached::new(),
+            arrived: Arrived::new(),
+        }
+    }
+}
+
 /// `MAX_PINNED_INTERVAL` (ms): backoff cap when every task was pinned.
 pub const MAX_PINNED_INTERVAL_MS: u32 = 512;
 
@@ -224,7 +246,24 @@ pub struct LbContext {
     pub migration_cost_ns: u64,
     /// `sysctl_sched_nr_migrate`, at most [`MAX_NR_MIGRATE`] (larger values act as it).
     pub nr_migrate: u32,
+    /// `task_on_cpu(rq, p)`: whether the task's registers are still live on a CPU
+    /// (`p->on_cpu`), for a caller whose run queues can hold such a task besides `curr`;
+    /// `can_migrate_task` never detaches one. `None` (the default): only `curr` runs.
+    pub task_on_cpu: Option<TaskOnCpu>,
 }
+
+/// The caller's `task_on_cpu` test ([`LbContext::task_on_cpu`]). Two are equal when they
+/// are the same function.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskOnCpu(pub fn(TaskId) -> bool);
+
+impl PartialEq for TaskOnCpu {
+    fn eq(&self, other: &TaskOnCpu) -> bool {
+        self.0 as usize == other.0 as usize
+    }
+}
+
+impl Eq for TaskOnCpu {}
 
 impl LbContext {
     /// Linux's defaults with `features`; not overutilized, no EAS.
@@ -236,6 +275,7 @@ impl LbContext {
             uclamp_used: false,
             migration_cost_ns: SYSCTL_SCHED_MIGRATION_COST_NS,
             nr_migrate: SYSCTL_SCHED_NR_MIGRATE,
+            task_on_cpu: None,
         }
     }
 }
@@ -312,6 +352,12 @@ pub trait Snapshots {
     fn nr_cpus(&self) -> usize;
     /// `cpu`'s latest published [`RqSnapshot`].
     fn snapshot(&self, cpu: CpuId) -> RqSnapshot;
+    /// The CPU whose snapshot [`Snapshots::snapshot`] returns for `cpu` (checked at every
+    /// balance entry point). Default: read it; a caller whose snapshots are indexed by CPU
+    /// by construction may answer `cpu` without copying one.
+    fn snapshot_cpu(&self, cpu: CpuId) -> CpuId {
+        self.snapshot(cpu).cpu()
+    }
 }
 
 /// How balancing reaches the run queues: read any CPU's snapshot, change one run queue
@@ -346,6 +392,12 @@ pub trait RqAccess: Snapshots {
     /// (`add_nr_running`). Default: nothing (no sticky flag to keep).
     fn set_rd_overloaded(&mut self, v: bool) {
         let _ = v;
+    }
+    /// Runs `f` with this accessor and empty [`Transit`] lists for one move (no run-queue
+    /// lock held). Default: lists on the stack; a driver with small stacks lends its own.
+    fn with_transit<R>(&mut self, f: impl FnOnce(&mut Self, &mut Transit) -> R) -> R {
+        let mut t = Transit::new();
+        f(self, &mut t)
     }
 }
 
@@ -400,7 +452,7 @@ impl Snapshots for [RqSnapshot] {
 /// The snapshots match the domains: one per CPU, each its own CPU's.
 fn check_cpus<S: Snapshots + ?Sized>(sds: &SchedDomains, snaps: &S) -> Result<(), BalanceError> {
     for i in 0..sds.cpus.len().max(snaps.nr_cpus()) {
-        let found = (i < snaps.nr_cpus()).then(|| snaps.snapshot(CpuId(i as u16)).cpu());
+        let found = (i < snaps.nr_cpus()).then(|| snaps.snapshot_cpu(CpuId(i as u16)));
         if found.map(|c| c.index()) != Some(i) || i >= sds.cpus.len() {
             return Err(BalanceError::RqMismatch { index: i, found });
         }
@@ -596,26 +648,30 @@ fn move_tasks<A: RqAccess + ?Sized>(
     acc: &mut A,
     ctx: &LbContext,
 ) -> Result<u32, BalanceError> {
-    let mut detached = Detached::new();
-    let (src, dst) = (env.src_cpu, env.dst_cpu);
-    acc.with_rq(src, |rq| detach_tasks_env(env, sd, rq, ctx, &mut detached));
-    let n = detached.len() as u32;
-    if n == 0 {
-        return Ok(0);
-    }
-    let mut arrived = Arrived::new();
-    attach_counted(acc, dst, &mut detached, &mut arrived);
-    put_back(acc, src, dst, detached)?;
-    for &(task, load) in &arrived {
-        acc.moved(&Moved {
-            task,
-            from: src,
-            to: dst,
-            load,
-            migration_type: env.migration_type,
+    acc.with_transit(|acc, tr| {
+        tr.detached.clear();
+        tr.arrived.clear();
+        let (src, dst) = (env.src_cpu, env.dst_cpu);
+        acc.with_rq(src, |rq| {
+            detach_tasks_env(env, sd, rq, ctx, &mut tr.detached)
         });
-    }
-    Ok(n)
+        let n = tr.detached.len() as u32;
+        if n == 0 {
+            return Ok(0);
+        }
+        attach_counted(acc, dst, &mut tr.detached, &mut tr.arrived);
+        put_back(acc, src, dst, &mut tr.detached)?;
+        for &(task, load) in &tr.arrived {
+            acc.moved(&Moved {
+                task,
+                from: src,
+                to: dst,
+                load,
+                migration_type: env.migration_type,
+            });
+        }
+        Ok(n)
+    })
 }
 
 /// [`attach_tasks`] under `dst`'s lock; an attach that gives `dst` its second task sets
@@ -636,24 +692,25 @@ fn attach_counted<A: RqAccess + ?Sized>(
     }
 }
 
-/// Re-attach to `src` what `dst` refused.
+/// Re-attach to `src` what `dst` refused (left empty).
 fn put_back<A: RqAccess + ?Sized>(
     acc: &mut A,
     src: CpuId,
     dst: CpuId,
-    refused: Detached,
+    refused: &mut Detached,
 ) -> Result<(), BalanceError> {
     if refused.is_empty() {
         return Ok(());
     }
     let crossed = acc.with_rq(src, |rq| {
         let before = rq.nr_running();
-        for t in refused {
+        let r = refused.iter().try_for_each(|t| {
             let id = t.id;
-            rq.attach_task(t)
-                .map_err(|_| BalanceError::AttachFailed { task: id, dst })?;
-        }
-        Ok(before < 2 && rq.nr_running() >= 2)
+            rq.attach_task(t.clone())
+                .map_err(|_| BalanceError::AttachFailed { task: id, dst })
+        });
+        refused.clear();
+        r.map(|()| before < 2 && rq.nr_running() >= 2)
     })?;
     if crossed {
         acc.set_rd_overloaded(true);
@@ -689,20 +746,23 @@ pub fn active_load_balance_cpu_stop<A: RqAccess + ?Sized>(
     // Active balancing done: reset the failure counter.
     sd.nr_balance_failed = 0;
     let id = t.id;
-    let mut one = Detached::new();
-    let _ = one.push(t);
-    let mut arrived = Arrived::new();
-    attach_counted(acc, req.dst, &mut one, &mut arrived);
-    put_back(acc, req.src, req.dst, one)?;
-    for &(task, load) in &arrived {
-        acc.moved(&Moved {
-            task,
-            from: req.src,
-            to: req.dst,
-            load,
-            migration_type: req.migration_type,
-        });
-    }
+    acc.with_transit(|acc, tr| {
+        tr.detached.clear();
+        tr.arrived.clear();
+        let _ = tr.detached.push(t);
+        attach_counted(acc, req.dst, &mut tr.detached, &mut tr.arrived);
+        put_back(acc, req.src, req.dst, &mut tr.detached)?;
+        for &(task, load) in &tr.arrived {
+            acc.moved(&Moved {
+                task,
+                from: req.src,
+                to: req.dst,
+                load,
+                migration_type: req.migration_type,
+            });
+        }
+        Ok::<(), BalanceError>(())
+    })?;
     Ok(Some(id))
 }
 

@@ -78,7 +78,7 @@ use crate::pelt::{
     CfsRqAvg, CfsRqState, EntityState, PeltClock, PeltInvariance, SchedAvg, DO_ATTACH, DO_DETACH,
 };
 use crate::topology::Topology;
-use crate::types::{Capacity, CpuId, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
+use crate::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY_SCALE};
 use crate::uclamp::{uclamp_eff_range, ClampRange, TaskUclamp, UclampRq, UclampSysctl};
 use crate::util_est::{util_est_dequeue, util_est_enqueue, util_est_update};
 
@@ -893,6 +893,22 @@ impl Rq {
             self.cfs.yield_entity(&mut t.se);
         }
         self.need_resched = true;
+    }
+
+    /// `set_cpus_allowed_ptr` → `__do_set_cpus_allowed` for a queued task whose new mask
+    /// still contains this CPU (the caller moves it first otherwise): only `cpus_mask`
+    /// changes; balancing and wake-ups read it from now on.
+    pub fn set_cpus_allowed(&mut self, id: TaskId, mask: CpuMask) -> Result<(), RqError> {
+        let cpu = self.cpu;
+        if !mask.contains(cpu) {
+            return Err(RqError::NotAllowed { task: id, cpu });
+        }
+        let task = self
+            .tasks
+            .get_mut(id)
+            .ok_or(RqError::NotQueued { task: id, cpu })?;
+        task.cpus_allowed = mask;
+        Ok(())
     }
 
     /// `set_user_nice` for a queued task: dequeue (SAVE), reweight, enqueue

@@ -9,7 +9,7 @@
 use asym_sched::balance::{
     active_load_balance_cpu_stop, detach_tasks, sched_balance_domains, sched_balance_newidle,
     sched_balance_rq, sched_balance_trigger, ActiveBalance, CpuIdleType, LbContext, MigrationType,
-    RqAccess, SchedDomains, SdFlags, SdLevel, Snapshots,
+    RqAccess, SchedDomains, SdFlags, SdLevel, Snapshots, TaskOnCpu,
 };
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::rq::{EnqueueFlags, Rq, RqConfig, RqSnapshot, Task};
@@ -347,6 +347,51 @@ fn two_tasks_on_one_little_cpu_spread_to_an_idle_sibling() {
     assert_eq!(rqs[3].nr_running(), 1);
     // The running task stays.
     assert_eq!(ids(&rqs[3]), vec![running.0]);
+}
+
+/// Task 2 has its registers live on a CPU (`p->on_cpu`) though it is not `curr`.
+fn task2_on_cpu(id: TaskId) -> bool {
+    id == TaskId(2)
+}
+
+#[test]
+fn a_task_still_on_a_cpu_is_never_detached() {
+    let t = topo(&JUNO);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let all = CpuMask::first_n(6);
+    spawn(&mut rqs[3], 1, 0, all);
+    spawn(&mut rqs[3], 2, 0, all);
+    let now = Nanos(10 * TICK);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+    }
+    // Task 1 runs; task 2, the only one the balancer could take, is still on a CPU.
+    while rqs[3].pick_next_task() != Some(TaskId(1)) {
+        rqs[3].put_prev_task();
+    }
+    let c = LbContext {
+        task_on_cpu: Some(TaskOnCpu(task2_on_cpu)),
+        ..ctx()
+    };
+    let r =
+        sched_balance_domains(&mut sds, CpuId(2), &mut rqs, CpuIdleType::Idle, now, &c).unwrap();
+    assert_eq!(r.total_moved(), 0, "{r:?}");
+    assert_eq!(ids(&rqs[3]), vec![1, 2]);
+}
+
+#[test]
+fn set_cpus_allowed_changes_a_queued_tasks_mask_within_its_cpu() {
+    let t = topo(&JUNO);
+    let mut rqs = rqs_for(&t, Nanos(0));
+    spawn(&mut rqs[3], 1, 0, CpuMask::of(CpuId(3)));
+    let all = CpuMask::first_n(6);
+    assert!(rqs[3]
+        .set_cpus_allowed(TaskId(1), CpuMask::of(CpuId(2)))
+        .is_err());
+    assert!(rqs[3].set_cpus_allowed(TaskId(9), all).is_err());
+    rqs[3].set_cpus_allowed(TaskId(1), all).unwrap();
+    assert_eq!(rqs[3].task(TaskId(1)).unwrap().cpus_allowed, all);
 }
 
 #[test]

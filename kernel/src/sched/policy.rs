@@ -8,8 +8,10 @@
 //! overutilized, else the capacity-aware `select_idle_sibling`. The root domain's flags are
 //! [`super::root_domain`]'s (the overutilized flag a lock-free atomic), updated by Linux's
 //! rule ([`OverutilizedRule::Linux`]): a wake-up and a tick set it from their own CPU only;
-//! [`root_stats_overutilized`], the stand-in for the root level's `update_sd_lb_stats`
-//! while no balancer runs, is the only step that reads every CPU for it and clears it.
+//! the load balancer's statistics (`super::balance`) set or clear it, and
+//! [`root_stats_overutilized`], the root level's `update_sd_lb_stats` run once per root
+//! interval (for the NOHZ idle balancer's statistics, not done yet, and for the balancer
+//! when it is off), reads every CPU for it.
 
 use asym_sched::pelt::RemovedLoad;
 use asym_sched::root_domain::{OverutilizedRule, RootDomain};
@@ -28,7 +30,7 @@ fn core_ctx(topology: &Topology) -> CoreCtx<'_> {
         topology,
         features: super::features(),
         uclamp_used: super::uclamp_used(),
-        load_balance: false,
+        load_balance: super::balance::enabled(),
         overutilized_rule: OverutilizedRule::Linux,
     }
 }
@@ -147,9 +149,9 @@ pub fn tick_overutilized(topology: &Topology, cs: &CpuSched, rd: &RootDomain) ->
     sched_core::tick_overutilized(&cs.rq, rd, &core_ctx(topology))
 }
 
-/// The root level's `update_sd_lb_stats` → `set_rd_overutilized(rd, sg_overutilized)`, which
-/// no balancer runs yet (no lock; over every CPU's published snapshot): the one step that
-/// clears the flag. Reads the snapshots one at a time from `this` on, up to the first
+/// The root level's `update_sd_lb_stats` → `set_rd_overutilized(rd, sg_overutilized)` (no
+/// lock; over every CPU's published snapshot), once per root interval whether or not the
+/// balancer runs (see the module docs). Reads the snapshots one at a time from `this` on, up to the first
 /// overutilized CPU. `Some`: the new value.
 pub fn root_stats_overutilized(rd: &RootDomain, this: CpuId, nr_cpus: usize) -> Option<bool> {
     let first = this.index().min(nr_cpus);
@@ -194,15 +196,21 @@ pub fn yield_curr(cs: &mut CpuSched) {
     cs.rq.yield_task();
 }
 
-/// `__schedule`'s `pick_next_task` and `set_next_task` under the rq lock:
-/// `sched_core::schedule_pick` then `schedule_finish` (never a newidle balance: load
-/// balancing is off). `None`: go idle.
-pub fn pick_next(topology: &Topology, cs: &mut CpuSched) -> Option<TaskId> {
+/// `__schedule`'s `pick_next_task` under the rq lock: `sched_core::schedule_pick`. With load
+/// balancing on, finding nothing is [`Pick::Newidle`]: the caller unlocks, runs
+/// `balance::sched_balance_newidle`, relocks and hands it to [`pick_finish`].
+pub fn pick_first(topology: &Topology, cs: &mut CpuSched) -> Pick {
+    sched_core::schedule_pick(&mut cs.rq, &core_ctx(topology))
+}
+
+/// The rest of the pick under the rq lock: after a newidle balance ([`Pick::Newidle`]) the
+/// repick (`sched_core::schedule_repick`, which goes idle if nothing arrived), then
+/// `schedule_finish`. `None`: go idle.
+pub fn pick_finish(topology: &Topology, cs: &mut CpuSched, pick: Pick) -> Option<TaskId> {
     let ctx = core_ctx(topology);
-    let next = match sched_core::schedule_pick(&mut cs.rq, &ctx) {
+    let next = match pick {
         Pick::Next(id) => Some(id),
         Pick::Idle => None,
-        // load_balance is false, so this does not happen; the repick is what it would do.
         Pick::Newidle => match sched_core::schedule_repick(&mut cs.rq) {
             Pick::Next(id) => Some(id),
             _ => None,

@@ -10,7 +10,8 @@
 //! - `include/trace/events/task.h`: `task_rename` (with the `pid=` field kernels up to
 //!   v6.12 print);
 //! - `include/trace/events/power.h`: `cpu_frequency`, `cpu_idle`;
-//! - `include/trace/events/irq.h`: `softirq_raise` (`vec=7 [action=SCHED]`);
+//! - `include/trace/events/irq.h`: `softirq_raise`, `softirq_entry`, `softirq_exit`
+//!   (`vec=7 [action=SCHED]`);
 //! - `kernel/trace/trace_output.c` `trace_print_print`: a `trace_marker` write, shown as
 //!   `tracing_mark_write: BUF` (the rt-app markers, [`RtApp`]);
 //! - LISA 3.1's `lisa/_assets/kmodules/sched_tp/ftrace_events.h`: `sched_pelt_se`,
@@ -291,6 +292,10 @@ pub enum Event<'a> {
     },
     /// `softirq_raise`.
     SoftirqRaise(Softirq),
+    /// `softirq_entry`: the handler starts.
+    SoftirqEntry(Softirq),
+    /// `softirq_exit`: the handler is done.
+    SoftirqExit(Softirq),
     /// LISA `sched_pelt_se` for a task (path `(null)`, as LISA prints task entities).
     SchedPeltSe {
         /// CPU of the task's cfs_rq.
@@ -369,6 +374,8 @@ impl Event<'_> {
             Event::CpuFrequency { .. } => "cpu_frequency",
             Event::CpuIdle { .. } => "cpu_idle",
             Event::SoftirqRaise(_) => "softirq_raise",
+            Event::SoftirqEntry(_) => "softirq_entry",
+            Event::SoftirqExit(_) => "softirq_exit",
             Event::SchedPeltSe { .. } => "sched_pelt_se",
             Event::SchedPeltCfs { .. } => "sched_pelt_cfs",
             Event::SchedUtilEstSe { .. } => "sched_util_est_se",
@@ -427,7 +434,9 @@ impl fmt::Display for Event<'_> {
             ),
             Event::CpuFrequency { khz, cpu } => write!(f, "state={khz} cpu_id={cpu}"),
             Event::CpuIdle { state, cpu } => write!(f, "state={state} cpu_id={cpu}"),
-            Event::SoftirqRaise(irq) => write!(f, "vec={} [action={}]", irq.vec(), irq.name()),
+            Event::SoftirqRaise(irq) | Event::SoftirqEntry(irq) | Event::SoftirqExit(irq) => {
+                write!(f, "vec={} [action={}]", irq.vec(), irq.name())
+            }
             Event::SchedPeltSe { cpu, task, pelt } => write!(
                 f,
                 "cpu={cpu} path=(null) comm={} pid={} load={} runnable={} util={} update_time={}",

@@ -220,7 +220,8 @@ pub(crate) fn can_migrate_task(
         return false;
     }
     env.flags &= !LBF_ALL_PINNED;
-    if src.curr() == Some(p.id) {
+    // task_on_cpu: the running task, or one whose registers are still live on a CPU.
+    if src.curr() == Some(p.id) || ctx.task_on_cpu.is_some_and(|on_cpu| (on_cpu.0)(p.id)) {
         return false;
     }
     if env.flags & LBF_ACTIVE_LB != 0 {
@@ -243,20 +244,22 @@ fn task_hot(p: &Task, src: &Rq, ctx: &LbContext) -> bool {
 /// `load_avg` in `arrived`; a task `dst` refuses (full, or not allowed there) stays in
 /// `tasks` for the caller to put back on its source.
 pub fn attach_tasks(dst: &mut Rq, tasks: &mut Detached, arrived: &mut Arrived) {
-    let mut refused = Detached::new();
-    for t in core::mem::take(tasks) {
+    // In place, one task at a time (a second list would double the stack this takes).
+    let mut refused = 0;
+    for i in 0..tasks.len() {
+        let t = tasks[i].clone();
         let (id, load) = (t.id, t.avg.load_avg);
         match dst.attach_task(t) {
             Ok(()) => {
                 let _ = arrived.push((id, load));
             }
-            // No more were detached than the list holds: it fits.
             Err(e) => {
-                let _ = refused.push(e.task);
+                tasks[refused] = e.task;
+                refused += 1;
             }
         }
     }
-    *tasks = refused;
+    tasks.truncate(refused);
 }
 
 /// The tasks an [`attach_tasks`] enqueued: id and `load_avg`.

@@ -27,6 +27,10 @@
 //!   on SP_EL1, and EL0's SP is saved in the frame of any exception from EL0). `TPIDR_EL0`
 //!   belongs to EL0: the vectors never write it; the context switch saves and restores it.
 //!
+//! Softirqs: after an IRQ handler, still with IRQs masked, the pending softirqs run on the IRQ
+//! stack (`crate::softirq::irq_exit`, Linux `irq_exit_rcu` → `do_softirq_own_stack`), before
+//! the preemption check.
+//!
 //! Kernel preemption: after an IRQ handler, if the CPU's need-resched flag is set and the
 //! interrupted thread allows it, the thread is preempted on its way out
 //! (`crate::sched::preempt_schedule_irq`, Linux `arm64_preempt_schedule_irq`). A thread whose
@@ -226,6 +230,14 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64, above: *const u
             // before this frame goes on.
             unsafe { __asym_call_on_irq_stack(irq_entry_c, super::entry::irq_stack_top(cpu)) };
             IRQ_DEPTH[cpu].fetch_sub(1, Ordering::Relaxed);
+            if crate::softirq::pending_here() {
+                // SAFETY: IRQs are still masked and the handler has returned, so this CPU's
+                // IRQ stack is unused again (Linux arm64 `do_softirq_own_stack`); the
+                // softirqs return before this frame goes on.
+                unsafe {
+                    __asym_call_on_irq_stack(softirq_entry_c, super::entry::irq_stack_top(cpu))
+                };
+            }
             // Back on the interrupted thread's stack, which preemption switches away from.
             crate::sched::preempt_schedule_irq(frame.spsr);
         }
@@ -262,6 +274,10 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64, above: *const u
 
 extern "C" fn irq_entry_c() {
     crate::boot::irq_entry();
+}
+
+extern "C" fn softirq_entry_c() {
+    crate::softirq::irq_exit();
 }
 
 unsafe extern "C" {

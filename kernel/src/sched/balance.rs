@@ -1,0 +1,579 @@
+//! Load balancing in the kernel: the policy crate's balancer (`asym_sched::balance`) driven the
+//! way Linux's `kernel/sched/fair.c` drives it.
+//!
+//! - **Periodic**: the tick asks `sched_balance_trigger` (`time_after_eq(jiffies,
+//!   rq->next_balance)`) under its rq lock and raises `SCHED_SOFTIRQ` ([`crate::softirq`]);
+//!   on the interrupt's exit [`sched_balance_softirq`] runs the crate's `sched_balance_softirq`
+//!   (`run_rebalance_domains`) for this CPU.
+//! - **NOHZ balance kick**: a busy tick asks the crate's `Nohz::balance_kick`
+//!   (`nohz_balancer_kick`'s `NOHZ_BALANCE_KICK`, once per jiffy) whom to kick; that idle CPU
+//!   gets `SCHED_SOFTIRQ` raised and an IPI, and its softirq balances every idle CPU whose
+//!   `rq->next_balance` is due, itself last (`_nohz_idle_balance`), each with that CPU's own
+//!   sched domains.
+//! - **Newidle**: `schedule()` about to pick idle (the crate's `Pick::Newidle`) drops its rq
+//!   lock, IRQs still masked, and calls [`sched_balance_newidle`] (`sched_balance_newidle`,
+//!   gated by the crate on `avg_idle` against `max_newidle_lb_cost` and on the root domain's
+//!   overload), then retakes the lock and picks again.
+//!
+//! The run queues are reached through [`KernelRqs`], the crate's `RqAccess`: `snapshot(cpu)`
+//! reads the published snapshot (`super::snapshot`), `with_rq(cpu, f)` takes that CPU's rq
+//! lock, updates its clock, runs `f` and republishes. Only one rq lock is held at a time (the
+//! crate cannot express two). Tasks detached under the source lock travel in a [`Transit`]
+//! allocated at boot, lent to the crate through `RqAccess::with_transit` (7.7 KB: not on a
+//! 16 KiB stack). Under the destination lock, every task whose `task_cpu` is another CPU has
+//! just arrived: its `task_cpu` is set there (so a `task_rq_lock`-style reader that locked the
+//! old CPU sees it gone and retries, [`super::lock_task_rq`]), `sched_migrate_task` is traced,
+//! and `attach_preempt` (`wakeup_preempt` of `attach_task`) decides whether the destination is
+//! kicked with a reschedule IPI after the balance. A task whose registers are still live on a
+//! CPU (`p->on_cpu`) is never detached (`LbContext::task_on_cpu`, Linux `can_migrate_task`),
+//! nor the running one, nor one its `cpus_allowed` keeps off the destination.
+//!
+//! Each CPU's sched domains and transit lists are its [`CpuLb`], behind a lock of rank
+//! `BALANCE` (below the run queues'): taken by the CPU itself in its softirq and newidle
+//! balance (IRQs masked, so never both at once) and, with a try-lock, by a NOHZ balancer
+//! working on its behalf (a CPU busy with its own balance is skipped, as Linux skips one that
+//! is no longer idle). Every CPU holds a copy of the domains of all CPUs, of which only its
+//! own entry is used: `SchedDomains` is one value in the crate, and one copy per CPU lets the
+//! CPUs balance at once without sharing a lock.
+//!
+//! Runtime switch: `sched_balance=on|off` on the command line ([`set_enabled`]); off, the
+//! kernel behaves as before load balancing existed (no trigger, no newidle, no misfit status).
+//!
+//! Deliberate differences: an active balance (the crate's `ActiveBalance`, misfit or after
+//! repeated failures) is counted but not carried out (no stopper yet); the NOHZ kick's
+//! `NOHZ_STATS_KICK` part is not done (idle CPUs keep ticking while they have blocked load,
+//! see `crate::sched`).
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use asym_sched::balance::{
+    self as lb, BalanceReport, CpuIdleType, LbContext, Moved, RqAccess, SchedDomains, Snapshots,
+    TaskOnCpu, Transit,
+};
+use asym_sched::nohz::{idle_tick_kept, ilb_order, nohz_balance_due, Nohz};
+use asym_sched::rq::{Rq, RqSnapshot};
+use asym_sched::sched_core;
+use asym_sched::topology::Topology;
+use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
+
+use super::{CpuSched, STATE};
+use crate::dt::MAX_CPUS;
+use crate::percpu::{current_cpu, PerCpu};
+use crate::sync::{InitOnce, IrqSpinLock, LockRank};
+use crate::task::{self, ThreadId};
+use crate::tracing;
+
+/// Load balancing at boot without `sched_balance=` (Linux: always on).
+pub const DEFAULT_ON: bool = true;
+
+/// One CPU's balancing state.
+pub struct CpuLb {
+    /// Every CPU's sched domains; this CPU's entry is the one in use.
+    sds: SchedDomains,
+    /// The lists a move uses between the two rq locks.
+    transit: Box<Transit>,
+}
+
+static LB: InitOnce<&'static [IrqSpinLock<CpuLb>]> = InitOnce::new();
+/// Load balancing is on (`sched_balance=`).
+static ENABLED: AtomicBool = AtomicBool::new(false);
+/// `TICK_NSEC` of the domains (jiffies = ns / this).
+static TICK_NSEC: AtomicU64 = AtomicU64::new(1);
+/// `nohz.next_balance` (jiffies).
+static NOHZ_NEXT_BALANCE: AtomicU64 = AtomicU64::new(0);
+/// Per CPU: a NOHZ balance kick is pending (`NOHZ_BALANCE_KICK` in `nohz_flags(cpu)`).
+static NOHZ_KICKED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+
+/// Per CPU counters ([`Stats`]).
+struct Counters {
+    periodic: AtomicU64,
+    newidle: AtomicU64,
+    nohz: AtomicU64,
+    lb_runs: AtomicU64,
+    moved: AtomicU64,
+    active_skipped: AtomicU64,
+    kicks_sent: AtomicU64,
+    errors: AtomicU64,
+}
+
+static COUNTERS: PerCpu<Counters> = PerCpu::new(
+    [const {
+        Counters {
+            periodic: AtomicU64::new(0),
+            newidle: AtomicU64::new(0),
+            nohz: AtomicU64::new(0),
+            lb_runs: AtomicU64::new(0),
+            moved: AtomicU64::new(0),
+            active_skipped: AtomicU64::new(0),
+            kicks_sent: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+        }
+    }; MAX_CPUS],
+);
+
+/// What one CPU's balancing did so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// `sched_balance_softirq` runs for this CPU.
+    pub periodic: u64,
+    /// `sched_balance_newidle` calls.
+    pub newidle: u64,
+    /// `sched_balance_domains` runs on this CPU's behalf by a NOHZ balancer.
+    pub nohz: u64,
+    /// `sched_balance_rq` calls.
+    pub lb_runs: u64,
+    /// Tasks pulled to this CPU.
+    pub moved: u64,
+    /// Active-balance requests not carried out (no stopper).
+    pub active_skipped: u64,
+    /// NOHZ balance kicks this CPU sent.
+    pub kicks_sent: u64,
+    /// Balances the crate refused (a broken run queue; never expected).
+    pub errors: u64,
+}
+
+/// `cpu`'s counters.
+pub fn stats(cpu: CpuId) -> Stats {
+    let Some(c) = COUNTERS.get(cpu) else {
+        return Stats::default();
+    };
+    let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    Stats {
+        periodic: l(&c.periodic),
+        newidle: l(&c.newidle),
+        nohz: l(&c.nohz),
+        lb_runs: l(&c.lb_runs),
+        moved: l(&c.moved),
+        active_skipped: l(&c.active_skipped),
+        kicks_sent: l(&c.kicks_sent),
+        errors: l(&c.errors),
+    }
+}
+
+/// `cpu`'s domains, lowest first: `(sd->balance_interval ms, sd->nr_balance_failed,
+/// sd->max_newidle_lb_cost ns)` (`None`: busy, or no domains).
+pub fn domain_state(cpu: CpuId) -> Option<heapless::Vec<(u32, u32, u64), 4>> {
+    let g = LB.get()?.get(cpu.index())?.try_lock()?;
+    let b = g.sds.cpu(cpu)?;
+    Some(
+        b.sd.iter()
+            .take(4)
+            .map(|sd| {
+                (
+                    sd.balance_interval,
+                    sd.nr_balance_failed,
+                    sd.max_newidle_lb_cost,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Builds every CPU's sched domains and transit lists (boot, before the tick starts).
+pub(super) fn init(topology: &Topology, hz: u32, now: Nanos, enabled: bool) {
+    let sds = match SchedDomains::build(topology, hz, now) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::println!("sched: {}; load balancing off", e);
+            return;
+        }
+    };
+    let nr = topology.nr_cpus().min(MAX_CPUS);
+    let mut v: Vec<IrqSpinLock<CpuLb>> = Vec::with_capacity(nr);
+    for _ in 0..nr {
+        v.push(IrqSpinLock::with_rank(
+            CpuLb {
+                sds: sds.clone(),
+                transit: Box::new(Transit::new()),
+            },
+            LockRank::BALANCE,
+        ));
+    }
+    TICK_NSEC.store(sds.tick_nsec.max(1), Ordering::Relaxed);
+    let _ = LB.set(Vec::leak(v));
+    ENABLED.store(enabled, Ordering::Relaxed);
+}
+
+/// Rebuilds every CPU's sched domains from the topology at `now`, as Linux's
+/// `rebuild_sched_domains` does when cpusets or the topology change: intervals back to
+/// `min_interval`, failure counts and newidle costs to zero (not for interrupt context: it
+/// allocates). Returns false without domains.
+pub fn rebuild_sched_domains() -> bool {
+    let (Some(st), Some(lbs)) = (STATE.get(), LB.get()) else {
+        return false;
+    };
+    let hz = (1_000_000_000 / TICK_NSEC.load(Ordering::Relaxed).max(1)) as u32;
+    let Ok(fresh) = SchedDomains::build(&st.topology, hz, super::now()) else {
+        return false;
+    };
+    for (i, l) in lbs.iter().enumerate() {
+        // Built outside the lock (no allocation under it); the old one is freed after it.
+        let mut sds = fresh.clone();
+        {
+            let mut g = l.lock();
+            core::mem::swap(&mut g.sds, &mut sds);
+        }
+        drop(sds);
+        if let Some(rq) = st.cpus.get(i) {
+            let mut g = rq.lock();
+            let now = super::now();
+            g.rq.set_next_balance(now);
+            super::publish(&g);
+        }
+    }
+    true
+}
+
+/// Whether load balancing runs (lock-free: read on every tick and pick).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Turns load balancing on or off at run time (off: nothing is triggered, newidle skipped);
+/// false if it cannot be on (no sched domains).
+pub fn set_enabled(on: bool) -> bool {
+    if on && LB.get().is_none() {
+        return false;
+    }
+    ENABLED.store(on, Ordering::Relaxed);
+    true
+}
+
+/// `task_on_cpu`: the thread's registers are live on some CPU.
+fn task_on_cpu(id: TaskId) -> bool {
+    let s = ThreadId::from_task_id(id).slot();
+    s < task::MAX_THREADS && task::slot(s).ctx.on_cpu()
+}
+
+fn lb_context() -> LbContext {
+    let rd = super::root_domain();
+    LbContext {
+        overutilized: rd.overutilized,
+        eas_active: rd.eas,
+        uclamp_used: super::uclamp_used(),
+        task_on_cpu: Some(TaskOnCpu(task_on_cpu)),
+        ..LbContext::new(super::features())
+    }
+}
+
+/// The run queues as the crate's `RqAccess` (see the module docs).
+struct KernelRqs<'t> {
+    cpus: &'static [IrqSpinLock<CpuSched>],
+    transit: Option<&'t mut Transit>,
+    /// CPUs to send a reschedule IPI once the balance is done (a task arrived that
+    /// `attach_preempt` says should run).
+    kick: CpuMask,
+    /// Tasks the crate reported moved.
+    moved: u64,
+}
+
+impl<'t> KernelRqs<'t> {
+    fn new(cpus: &'static [IrqSpinLock<CpuSched>], transit: &'t mut Transit) -> Self {
+        KernelRqs {
+            cpus,
+            transit: Some(transit),
+            kick: CpuMask::EMPTY,
+            moved: 0,
+        }
+    }
+
+    /// What the balance left to do once the locks are dropped: `(kick, moved)`.
+    fn done(self) -> (CpuMask, u64) {
+        (self.kick, self.moved)
+    }
+}
+
+/// Sends the reschedule requests a balance collected, except to `skip` (a CPU about to pick
+/// anyway).
+fn kick(mask: CpuMask, skip: Option<CpuId>) {
+    for c in mask.iter() {
+        if Some(c) != skip {
+            super::resched_cpu(c);
+        }
+    }
+}
+
+impl Snapshots for KernelRqs<'_> {
+    fn nr_cpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
+        super::snapshot::read(cpu)
+            .unwrap_or_else(|| RqSnapshot::idle(cpu, super::capacity_orig(cpu)))
+    }
+
+    /// The published snapshots are per CPU by construction (`snapshot::publish` stores each
+    /// run queue's under its own CPU; an unpublished one reads as that CPU's idle one).
+    fn snapshot_cpu(&self, cpu: CpuId) -> CpuId {
+        cpu
+    }
+}
+
+impl RqAccess for KernelRqs<'_> {
+    fn with_rq<R>(&mut self, cpu: CpuId, f: impl FnOnce(&mut Rq) -> R) -> R {
+        let mut g = self.cpus[cpu.index() % self.cpus.len()].lock();
+        let cs = &mut *g;
+        super::clock_update(cs);
+        let before = cs.rq.nr_running();
+        let r = f(&mut cs.rq);
+        if cs.rq.nr_running() > before && arrivals(cs, cpu) {
+            self.kick.set(cpu);
+        }
+        super::stash_cpufreq(cs);
+        super::publish(cs);
+        r
+    }
+
+    fn moved(&mut self, m: &Moved) {
+        let _ = m;
+        self.moved += 1;
+    }
+
+    fn rd_overloaded(&self) -> bool {
+        super::OVERLOADED.load(Ordering::Relaxed)
+    }
+
+    fn set_rd_overloaded(&mut self, v: bool) {
+        super::OVERLOADED.store(v, Ordering::Relaxed);
+    }
+
+    fn with_transit<R>(&mut self, f: impl FnOnce(&mut Self, &mut Transit) -> R) -> R {
+        // The crate's moves never nest (one `with_transit` per move, none inside another).
+        let Some(t) = self.transit.take() else {
+            panic!("sched: nested load-balance moves: the transit lists are in use");
+        };
+        let r = f(self, t);
+        self.transit = Some(t);
+        r
+    }
+}
+
+/// Under `cpu`'s rq lock, after tasks were attached: every queued thread whose `task_cpu` is
+/// another CPU has just arrived (`set_task_cpu`). Returns whether one should preempt what runs
+/// here (`attach_preempt`).
+fn arrivals(cs: &mut CpuSched, cpu: CpuId) -> bool {
+    let mut ids: heapless::Vec<TaskId, { lb::MAX_NR_MIGRATE }> = heapless::Vec::new();
+    for t in cs.rq.tasks() {
+        let s = ThreadId::from_task_id(t.id).slot();
+        if s >= task::MAX_THREADS {
+            continue;
+        }
+        let th = task::slot(s);
+        let from = th.cpu.load(Ordering::Relaxed);
+        if from != cpu.0 {
+            th.cpu.store(cpu.0, Ordering::Release);
+            th.stats.nr_migrations.fetch_add(1, Ordering::Relaxed);
+            tracing::migrate(s, CpuId(from), cpu);
+            let _ = ids.push(t.id);
+        }
+    }
+    let mut resched = false;
+    for id in ids {
+        resched |= sched_core::attach_preempt(&mut cs.rq, id).is_ok_and(|r| r.is_yes());
+    }
+    resched
+}
+
+/// Stores what a balance's statistics decided about the root domain and counts it.
+fn account(cpu: CpuId, r: &Result<BalanceReport, lb::BalanceError>, moved: u64) {
+    let c = COUNTERS.of(cpu);
+    match r {
+        Ok(rep) => {
+            c.lb_runs
+                .fetch_add(u64::from(rep.lb_runs), Ordering::Relaxed);
+            c.moved.fetch_add(moved, Ordering::Relaxed);
+            if rep.active_balance.is_some() {
+                c.active_skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            let rd = super::root_domain();
+            super::set_overutilized(rep.overutilized.and_then(|v| rd.set_rd_overutilized(v)));
+        }
+        Err(e) => {
+            if c.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                crate::println!("sched: cpu {}: {}", cpu.0, e);
+            }
+        }
+    }
+}
+
+/// The tick's `sched_balance_trigger` under `cs`'s lock: should `SCHED_SOFTIRQ` be raised?
+/// A busy CPU's tick asks; an idle CPU's only where Linux would have kept its tick
+/// (`nohz::idle_tick_kept`: its last idle period was shorter than a tick), as the simulator
+/// does: the kernel's other idle ticks (blocked-load decay, which Linux leaves to the NOHZ
+/// idle balancer) do not balance, and a tickless idle CPU is balanced by a NOHZ kick.
+pub(super) fn trigger(now: Nanos, cs: &CpuSched, running: bool) -> bool {
+    enabled()
+        && LB.get().is_some()
+        && (running || idle_tick_kept(&cs.rq, TICK_NSEC.load(Ordering::Relaxed), true))
+        && lb::sched_balance_trigger(now, &cs.rq)
+}
+
+/// `SCHED_SOFTIRQ`'s action on `cpu` (`run_rebalance_domains`), IRQs masked: a NOHZ balance
+/// for the idle CPUs if this CPU was kicked, else `sched_balance_softirq` for itself.
+pub fn sched_balance_softirq(cpu: CpuId) {
+    let kicked = NOHZ_KICKED
+        .get(cpu)
+        .is_some_and(|k| k.swap(false, Ordering::AcqRel));
+    if !enabled() {
+        return;
+    }
+    let (Some(st), Some(lbs)) = (STATE.get(), LB.get()) else {
+        return;
+    };
+    if kicked && nohz_idle_balance(cpu, st, lbs) {
+        return;
+    }
+    let Some(l) = lbs.get(cpu.index()) else {
+        return;
+    };
+    let Some(mut g) = l.try_lock() else {
+        // A NOHZ balancer works on this CPU's behalf right now.
+        return;
+    };
+    let CpuLb { sds, transit } = &mut *g;
+    let mut acc = KernelRqs::new(st.cpus, transit);
+    let r = lb::sched_balance_softirq(sds, cpu, &mut acc, super::now(), &lb_context());
+    let (mask, moved) = acc.done();
+    drop(g);
+    COUNTERS.of(cpu).periodic.fetch_add(1, Ordering::Relaxed);
+    account(cpu, &r, moved);
+    kick(mask, None);
+}
+
+/// `_nohz_idle_balance(NOHZ_BALANCE_KICK)` on kicked `this`: `sched_balance_domains(CPU_IDLE)`
+/// for every idle CPU whose `next_balance` is due, from the one after `this`, `this` last; then
+/// `nohz.next_balance` is the earliest next balance seen. Returns whether `this` was balanced.
+fn nohz_idle_balance(this: CpuId, st: &super::State, lbs: &[IrqSpinLock<CpuLb>]) -> bool {
+    let now = super::now();
+    let mut next: Option<u64> = None;
+    let mut this_done = false;
+    for c in ilb_order(this, st.cpus.len()) {
+        let acc_snap = super::snapshot::read(c);
+        let Some(snap) = acc_snap else { continue };
+        if !snap.pelt.idle && c != this {
+            continue;
+        }
+        let Some(l) = lbs.get(c.index()) else {
+            continue;
+        };
+        // A CPU busy with its own balance, or another balancer's, is skipped.
+        let Some(mut g) = l.try_lock() else { continue };
+        if nohz_balance_due(&snap, now) {
+            let CpuLb { sds, transit } = &mut *g;
+            let mut acc = KernelRqs::new(st.cpus, transit);
+            let r = if c == this {
+                lb::sched_balance_softirq(sds, c, &mut acc, now, &lb_context())
+            } else {
+                lb::sched_balance_domains(sds, c, &mut acc, CpuIdleType::Idle, now, &lb_context())
+            };
+            let (mask, moved) = acc.done();
+            drop(g);
+            COUNTERS.of(c).nohz.fetch_add(1, Ordering::Relaxed);
+            account(c, &r, moved);
+            kick(mask, None);
+            this_done |= c == this;
+        } else {
+            drop(g);
+        }
+        if let Some(s) = super::snapshot::read(c) {
+            let j = s.next_balance.0 / TICK_NSEC.load(Ordering::Relaxed);
+            next = Some(next.map_or(j, |n| n.min(j)));
+        }
+    }
+    let mut nohz = Nohz {
+        next_balance_j: NOHZ_NEXT_BALANCE.load(Ordering::Relaxed),
+        ..Nohz::default()
+    };
+    nohz.balance_done(next);
+    NOHZ_NEXT_BALANCE.store(nohz.next_balance_j, Ordering::Relaxed);
+    this_done
+}
+
+/// `nohz_balancer_kick`'s `NOHZ_BALANCE_KICK` from the tick of busy `cpu` (no lock held): the
+/// crate's `Nohz::balance_kick` decides whom; that CPU gets `SCHED_SOFTIRQ` and an IPI.
+pub(super) fn nohz_balancer_kick(cpu: CpuId, this: &RqSnapshot, now: Nanos) {
+    if !enabled() || LB.get().is_none() {
+        return;
+    }
+    let Some(st) = STATE.get() else { return };
+    let j = now.0 / TICK_NSEC.load(Ordering::Relaxed);
+    let old = NOHZ_NEXT_BALANCE.load(Ordering::Relaxed);
+    let mut nohz = Nohz {
+        next_balance_j: old,
+        ..Nohz::default()
+    };
+    let view = KernelSnaps(st.cpus.len());
+    let Some(ilb) = nohz.balance_kick(this, j, &view) else {
+        return;
+    };
+    // One kicker per jiffy: the others see the new deadline.
+    if NOHZ_NEXT_BALANCE
+        .compare_exchange(
+            old,
+            nohz.next_balance_j,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        return;
+    }
+    let Some(k) = NOHZ_KICKED.get(ilb) else {
+        return;
+    };
+    if k.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    crate::softirq::raise_on(ilb, crate::softirq::SCHED_SOFTIRQ);
+    COUNTERS.of(cpu).kicks_sent.fetch_add(1, Ordering::Relaxed);
+    let _ = crate::ipi::send(ilb, crate::ipi::IpiKind::Ping);
+}
+
+/// Every CPU's published snapshot, read-only.
+struct KernelSnaps(usize);
+
+impl Snapshots for KernelSnaps {
+    fn nr_cpus(&self) -> usize {
+        self.0
+    }
+
+    fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
+        super::snapshot::read(cpu)
+            .unwrap_or_else(|| RqSnapshot::idle(cpu, super::capacity_orig(cpu)))
+    }
+
+    /// The published snapshots are per CPU by construction (`snapshot::publish` stores each
+    /// run queue's under its own CPU; an unpublished one reads as that CPU's idle one).
+    fn snapshot_cpu(&self, cpu: CpuId) -> CpuId {
+        cpu
+    }
+}
+
+/// `sched_balance_newidle` for `cpu`, from `schedule()` with no rq lock held and IRQs masked.
+/// Returns whether a task arrived (pulled, or woken meanwhile).
+pub(super) fn sched_balance_newidle(cpu: CpuId) -> bool {
+    let (Some(st), Some(lbs)) = (STATE.get(), LB.get()) else {
+        return false;
+    };
+    let Some(l) = lbs.get(cpu.index()) else {
+        return false;
+    };
+    let Some(mut g) = l.try_lock() else {
+        // A NOHZ balancer works on this CPU's behalf right now.
+        return false;
+    };
+    let CpuLb { sds, transit } = &mut *g;
+    let mut acc = KernelRqs::new(st.cpus, transit);
+    let mut clock = || super::now().0;
+    let r = lb::sched_balance_newidle(sds, cpu, &mut acc, super::now(), &lb_context(), &mut clock);
+    let (mask, moved) = acc.done();
+    drop(g);
+    COUNTERS.of(cpu).newidle.fetch_add(1, Ordering::Relaxed);
+    account(cpu, &r, moved);
+    // This CPU picks next anyway.
+    kick(mask, Some(current_cpu()));
+    r.is_ok_and(|rep| rep.pulled)
+}

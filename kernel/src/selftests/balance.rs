@@ -1,0 +1,198 @@
+//! Self tests of load balancing with real threads (`crate::sched::balance`).
+//!
+//! Oracle: Linux's balancer spreads always-running tasks over idle CPUs. Six (one per CPU)
+//! always-running threads all start on one CPU's run queue (spawned pinned there, then their
+//! affinity widened to every CPU, from freshly built sched domains): the periodic balance,
+//! the NOHZ balance kick and the idle CPUs' balance must leave one thread on each CPU. Within 200 ms of guest time: the domains'
+//! intervals are a few ms (`sd->balance_interval` starts at the span's weight in ms), the
+//! kick is once per jiffy, so a working balancer needs a few tens of ms; one that never runs
+//! (no `SCHED_SOFTIRQ`) never spreads them.
+
+#![allow(clippy::result_large_err)] // `TestError` carries its message by design.
+
+use core::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+
+use asym_sched::types::{CpuId, CpuMask};
+
+use super::threads::spawn_with;
+use crate::dt::MAX_CPUS;
+use crate::percpu::current_cpu;
+use crate::selftest::{TestError, TestResult};
+use crate::task::{self, ThreadParams};
+use crate::{sched, test_assert};
+
+crate::selftest!(
+    name = "sched_balance_spreads_busy_threads_within_200ms",
+    spreads_busy_threads
+);
+
+fn err(e: impl core::fmt::Display) -> TestError {
+    TestError::new(format_args!("{e}"))
+}
+
+/// The deadline for the spread, guest ns.
+const SPREAD_WITHIN_NS: u64 = 200_000_000;
+/// How long the spread must then hold (no ping-pong), guest ns.
+const HOLD_NS: u64 = 20_000_000;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Per thread: the CPU it last ran on.
+static CPU_OF: [AtomicU16; MAX_CPUS] = [const { AtomicU16::new(u16::MAX) }; MAX_CPUS];
+
+fn busy(i: usize) {
+    while !STOP.load(Ordering::Relaxed) {
+        CPU_OF[i].store(current_cpu().0, Ordering::Relaxed);
+        sched::spin_hint();
+    }
+}
+
+/// The CPUs the threads are on now, and whether each is on its own CPU.
+fn placement(n: usize) -> (CpuMask, bool) {
+    let mut m = CpuMask::EMPTY;
+    for c in CPU_OF.iter().take(n) {
+        let c = c.load(Ordering::Relaxed);
+        if usize::from(c) >= MAX_CPUS {
+            return (m, false);
+        }
+        m.set(CpuId(c));
+    }
+    (m, m.weight() as usize == n)
+}
+
+fn spreads_busy_threads() -> TestResult {
+    let online = crate::smp::online_cpus().fold(CpuMask::EMPTY, |mut m, c| {
+        m.set(c);
+        m
+    });
+    let n = online.weight() as usize;
+    if n < 2 {
+        crate::println!("selftest sched_balance_spreads_busy_threads_within_200ms: skipped: 1 CPU");
+        return Ok(());
+    }
+    let was_on = sched::balance::enabled();
+    let r = run(n, online);
+    sched::balance::set_enabled(was_on);
+    r
+}
+
+fn run(n: usize, online: CpuMask) -> TestResult {
+    // Start from a quiet system: the CPUs idle, so their ticks stop and only balancing can
+    // bring the threads to them.
+    let quiet = super::sched::wait_until(2_000_000_000, || {
+        crate::smp::online_cpus().all(|c| sched::snapshot(c).is_none_or(|s| s.nr_running <= 1))
+    });
+    test_assert!(quiet, "system not quiet before the test");
+    // The threads' first CPU: not the runner's, so that it keeps a CPU to watch from.
+    let home = online
+        .iter()
+        .find(|&c| c != current_cpu())
+        .unwrap_or(current_cpu());
+    // The forced placement runs without balancing (its pinned threads would only back the
+    // balancer's intervals off).
+    sched::balance::set_enabled(false);
+    STOP.store(false, Ordering::Relaxed);
+    for c in CPU_OF.iter() {
+        c.store(u16::MAX, Ordering::Relaxed);
+    }
+    let params = ThreadParams {
+        affinity: CpuMask::of(home),
+        ..ThreadParams::default()
+    };
+    let mut ids: heapless::Vec<task::ThreadId, MAX_CPUS> = heapless::Vec::new();
+    for i in 0..n {
+        match spawn_with("lb-busy", params, busy, i) {
+            Ok(id) => {
+                let _ = ids.push(id);
+            }
+            Err(e) => {
+                STOP.store(true, Ordering::Relaxed);
+                for id in ids {
+                    let _ = task::join(id);
+                }
+                return Err(e);
+            }
+        }
+    }
+    let result = check(n, online, home, &ids);
+    STOP.store(true, Ordering::Relaxed);
+    for id in ids {
+        task::join(id).map_err(err)?;
+    }
+    result
+}
+
+fn check(n: usize, online: CpuMask, home: CpuId, ids: &[task::ThreadId]) -> TestResult {
+    // All queued on `home` and each has run there.
+    let started = super::sched::wait_until(500_000_000, || {
+        placement(n).0 == CpuMask::of(home)
+            && CPU_OF
+                .iter()
+                .take(n)
+                .all(|c| c.load(Ordering::Relaxed) != u16::MAX)
+    });
+    test_assert!(
+        started,
+        "the {} threads did not all start on cpu {} (on {:?})",
+        n,
+        home.0,
+        placement(n).0
+    );
+    // From fresh domains: the pinned placement above ran with balancing off, and earlier
+    // tests' pinned threads may have backed the intervals off to `MAX_PINNED_INTERVAL`
+    // (512 ms), which Linux also keeps until a balance succeeds or the domains are rebuilt.
+    test_assert!(
+        sched::balance::rebuild_sched_domains() && sched::balance::set_enabled(true),
+        "load balancing cannot be turned on (no sched domains)"
+    );
+    let t0 = sched::now().0;
+    for &id in ids {
+        sched::set_affinity(id, online).map_err(err)?;
+    }
+    let spread = super::sched::wait_until(SPREAD_WITHIN_NS, || placement(n).1);
+    let dt = sched::now().0 - t0;
+    let (m, _) = placement(n);
+    let (mut raised, mut moved) = (0, 0);
+    for c in online.iter() {
+        raised += crate::softirq::counts(c).0;
+        moved += sched::balance::stats(c).moved;
+    }
+    crate::println!(
+        "sched: {} busy threads from cpu {}: on {:?} after {} us (SCHED_SOFTIRQ raised {} \
+         times so far, {} tasks pulled)",
+        n,
+        home.0,
+        m,
+        dt / 1000,
+        raised,
+        moved
+    );
+    if !spread {
+        for c in online.iter() {
+            crate::println!(
+                "sched: cpu {}: {:?}, domains {:?}, nr_running {:?}, softirq {:?}",
+                c.0,
+                sched::balance::stats(c),
+                sched::balance::domain_state(c),
+                sched::snapshot(c).map(|s| s.nr_running),
+                crate::softirq::counts(c)
+            );
+        }
+    }
+    test_assert!(
+        spread,
+        "{} always-running threads not one per CPU {} ms after their affinity widened \
+         (on {:?})",
+        n,
+        SPREAD_WITHIN_NS / 1_000_000,
+        m
+    );
+    // And they stay so.
+    let moved_away = super::sched::wait_until(HOLD_NS, || !placement(n).1);
+    test_assert!(
+        !moved_away,
+        "the spread did not hold for {} ms (on {:?})",
+        HOLD_NS / 1_000_000,
+        placement(n).0
+    );
+    Ok(())
+}
