@@ -422,6 +422,8 @@ pub fn root_domain() -> RootDomain {
     let tracked = STATE.get().is_some_and(|s| s.em.is_some());
     RootDomain {
         overutilized: tracked && OVERUTILIZED.load(Ordering::Relaxed),
+        // Read only by newidle balance, which the kernel does not run yet.
+        overloaded: false,
         tracked,
         eas: eas_active(),
     }

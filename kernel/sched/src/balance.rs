@@ -32,9 +32,10 @@
 //! - Detach and attach happen in one pass each per attempt (at most
 //!   [`MAX_NR_MIGRATE`] tasks), so `LBF_NEED_BREAK` does not exist.
 //! - The root domain's flags come from the caller ([`LbContext`]): `overutilized`
-//!   and whether EAS has a perf domain (`rd->pd`). `rd->overloaded` (newidle's gate)
-//!   is computed from the snapshots: some CPU runs more than one task or has a misfit
-//!   task.
+//!   and whether EAS has a perf domain (`rd->pd`). `rd->overloaded` (newidle's gate) is
+//!   the caller's sticky flag ([`RqAccess::rd_overloaded`], kept as Linux keeps it
+//!   through [`RqAccess::set_rd_overloaded`]) under `STICKY_OVERLOADED`; otherwise it is
+//!   recomputed from the snapshots: some CPU runs more than one task or has a misfit task.
 //! - Not modelled: NUMA, SMT, asym packing, `group_imbalanced` (`sgc->imbalance` from
 //!   `LBF_SOME_PINNED`), RT/DL/irq pressure (`capacity_of == capacity_orig`), cgroups
 //!   (`task_h_load == load_avg`), NOHZ idle balance (the ILB kick and
@@ -387,6 +388,17 @@ pub trait RqAccess: Snapshots {
         let mut t = Transit::new();
         f(self, &mut t)
     }
+    /// The root domain's `rd->overloaded` (`get_rd_overloaded`), read by newidle balance
+    /// under `STICKY_OVERLOADED`. Default: recomputed from the snapshots, as without it.
+    fn rd_overloaded(&self) -> bool {
+        rd_overloaded(self)
+    }
+    /// `set_rd_overloaded(rd, v)`: the root level's statistics store "some CPU has two
+    /// tasks or a misfit one"; an attach that gives a CPU its second task stores `true`
+    /// (`add_nr_running`). Default: nothing (no sticky flag to keep).
+    fn set_rd_overloaded(&mut self, v: bool) {
+        let _ = v;
+    }
 }
 
 impl Snapshots for [Rq] {
@@ -475,6 +487,9 @@ pub(crate) struct LbEnv {
     /// The root domain's overutilized flag as the statistics last set it
     /// (`set_rd_overutilized` in `update_sd_lb_stats`); `None`: untouched.
     pub(crate) rd_overutilized: Option<bool>,
+    /// The root domain's overloaded flag as the root level's statistics set it
+    /// (`set_rd_overloaded` in `update_sd_lb_stats`); `None`: untouched.
+    pub(crate) rd_overloaded: Option<bool>,
 }
 
 /// `sched_balance_rq` (`load_balance`): balance `sd` of `this_cpu` by pulling tasks
@@ -512,6 +527,7 @@ pub fn sched_balance_rq<A: RqAccess + ?Sized>(
         loop_max: 0,
         migration_type: MigrationType::Load,
         rd_overutilized: None,
+        rd_overloaded: None,
     };
     let root = sd.span.weight() as usize == sds.cpus.len();
     let mut result = LbResult::default();
@@ -523,6 +539,9 @@ pub fn sched_balance_rq<A: RqAccess + ?Sized>(
         }
         let found = sched_balance_find_src_group(&mut env, sd, root, child_flags, acc, ctx);
         result.overutilized = env.rd_overutilized;
+        if let Some(v) = env.rd_overloaded.take() {
+            acc.set_rd_overloaded(v);
+        }
         let Some(group) = found else {
             break 'redo true;
         };
@@ -640,9 +659,7 @@ fn move_tasks<A: RqAccess + ?Sized>(
         if n == 0 {
             return Ok(0);
         }
-        acc.with_rq(dst, |rq| {
-            attach_tasks(rq, &mut tr.detached, &mut tr.arrived)
-        });
+        attach_counted(acc, dst, &mut tr.detached, &mut tr.arrived);
         put_back(acc, src, dst, &mut tr.detached)?;
         for &(task, load) in &tr.arrived {
             acc.moved(&Moved {
@@ -657,6 +674,24 @@ fn move_tasks<A: RqAccess + ?Sized>(
     })
 }
 
+/// [`attach_tasks`] under `dst`'s lock; an attach that gives `dst` its second task sets
+/// the root domain's overloaded flag, as `add_nr_running` does.
+fn attach_counted<A: RqAccess + ?Sized>(
+    acc: &mut A,
+    dst: CpuId,
+    tasks: &mut Detached,
+    arrived: &mut Arrived,
+) {
+    let crossed = acc.with_rq(dst, |rq| {
+        let before = rq.nr_running();
+        attach_tasks(rq, tasks, arrived);
+        before < 2 && rq.nr_running() >= 2
+    });
+    if crossed {
+        acc.set_rd_overloaded(true);
+    }
+}
+
 /// Re-attach to `src` what `dst` refused (left empty).
 fn put_back<A: RqAccess + ?Sized>(
     acc: &mut A,
@@ -667,15 +702,20 @@ fn put_back<A: RqAccess + ?Sized>(
     if refused.is_empty() {
         return Ok(());
     }
-    acc.with_rq(src, |rq| {
+    let crossed = acc.with_rq(src, |rq| {
+        let before = rq.nr_running();
         let r = refused.iter().try_for_each(|t| {
             let id = t.id;
             rq.attach_task(t.clone())
                 .map_err(|_| BalanceError::AttachFailed { task: id, dst })
         });
         refused.clear();
-        r
-    })
+        r.map(|()| before < 2 && rq.nr_running() >= 2)
+    })?;
+    if crossed {
+        acc.set_rd_overloaded(true);
+    }
+    Ok(())
 }
 
 /// `sysctl_sched_nr_migrate` as used: at most [`MAX_NR_MIGRATE`].
@@ -710,9 +750,7 @@ pub fn active_load_balance_cpu_stop<A: RqAccess + ?Sized>(
         tr.detached.clear();
         tr.arrived.clear();
         let _ = tr.detached.push(t);
-        acc.with_rq(req.dst, |rq| {
-            attach_tasks(rq, &mut tr.detached, &mut tr.arrived)
-        });
+        attach_counted(acc, req.dst, &mut tr.detached, &mut tr.arrived);
         put_back(acc, req.src, req.dst, &mut tr.detached)?;
         for &(task, load) in &tr.arrived {
             acc.moved(&Moved {
@@ -877,7 +915,12 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
         }
         rq.avg_idle()
     });
-    let overloaded = rd_overloaded(acc);
+    // get_rd_overloaded(this_rq->rd).
+    let overloaded = if ctx.features.enabled(Feature::STICKY_OVERLOADED) {
+        acc.rd_overloaded()
+    } else {
+        rd_overloaded(acc)
+    };
     let mut sd_list = core::mem::take(&mut sds.cpus[cpu.index()].sd);
     let skip = match sd_list.first() {
         Some(sd) => !overloaded || avg_idle < sd.max_newidle_lb_cost,

@@ -107,12 +107,29 @@ sched_features! {
     /// `min(transition_latency_us × LATENCY_MULTIPLIER (1000), 10 ms)` — 10 ms on Juno r2,
     /// HiKey960 and HiKey — instead of v6.12's 1.5 × the latency. Not a Linux feature.
     LEGACY_TRANSITION_DELAY = false,
+    /// On: newidle balance's gate reads the root domain's sticky `rd->overloaded` as v6.12
+    /// keeps it (set by `add_nr_running` when a CPU gets its second task, rewritten only by
+    /// the root level's load-balance statistics). Off: asym's earlier approximation, which
+    /// recomputes it from every CPU's snapshot at each newidle (so it clears as soon as no
+    /// CPU has two tasks or a misfit one). Not a Linux feature (Linux has only the former);
+    /// off until the seed-004 reproduction is re-derived under it (docs/experiments.md).
+    STICKY_OVERLOADED = false,
     /// asym's util_est improvement (not in Linux): when a task's util_avg at dequeue is
     /// below its runnable_avg (it waited behind other tasks), Linux keeps the ewma as it is;
     /// with this on the ewma still decays — towards the runnable_avg, never below it — so an
     /// estimate inflated earlier (a fork's initial util, a past heavy phase) cannot stay
     /// frozen above what the task would use even if it had run whenever it was runnable.
     UTIL_EST_DECAY_TO_RUNNABLE = false,
+    /// asym's schedutil improvement (not in Linux): the DVFS headroom is what the CPU's
+    /// utilisation can grow in one update horizon (`max(TICK_NSEC, rate_limit_us)`) while
+    /// running at the OPP being considered — the lowest OPP whose capacity covers that
+    /// grown utilisation — instead of a flat 25 %; never more than Linux's 25 %. A light
+    /// periodic load whose util_est sits just under an OPP's capacity then stays on it,
+    /// rather than being pushed one OPP up by the margin (`sugov_growth_perf`). Only while the
+    /// CPU runs within its estimate (`within_estimate`); otherwise Linux's 25 %. An
+    /// experiment: it saves energy but adds deadline misses on pipelines whose deadline is on
+    /// a chain of small stages (`docs/experiments.md`, "the 25 % DVFS margin").
+    SUGOV_GROWTH_HEADROOM = false,
 }
 
 /// A set of enabled [`Feature`]s. `Default` is Linux's defaults.

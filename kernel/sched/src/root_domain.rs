@@ -1,4 +1,4 @@
-//! The root domain's flags: overutilized, and whether EAS is active.
+//! The root domain's flags: overutilized, overloaded, and whether EAS is active.
 //!
 //! Re-derives the parts of Linux's `struct root_domain` the fair class reads and writes:
 //! `rd->overutilized` (`is_rd_overutilized`, `set_rd_overutilized`,
@@ -37,7 +37,13 @@ use crate::rq::RqSnapshot;
 pub struct RootDomain {
     /// `rd->overutilized`.
     pub overutilized: bool,
-    /// The flag is maintained: an energy model on asymmetric CPUs.
+    /// `rd->overloaded` (newidle balance's gate): set when an enqueue gives a CPU its second
+    /// task ([`crate::sched_core::WakeOutcome::overloaded`], the balancer's attaches), set
+    /// or cleared only by the root level's load-balance statistics
+    /// ([`crate::balance::RqAccess::set_rd_overloaded`]), as v6.12's `add_nr_running` and
+    /// `update_sd_lb_stats` keep it. Read only under `STICKY_OVERLOADED`.
+    pub overloaded: bool,
+    /// The overutilized flag is maintained: an energy model on asymmetric CPUs.
     pub tracked: bool,
     /// `sched_energy_enabled()` with `rd->pd`: EAS places wake-ups while not
     /// overutilized (`ENERGY_AWARE`, schedutil, a complete energy model, asymmetric CPUs).

@@ -101,6 +101,9 @@ pub struct WakeOutcome {
     pub resched: Resched,
     /// The root domain's overutilized flag changed to this value (the caller stores it).
     pub overutilized: Option<bool>,
+    /// The enqueue gave the target its second task: `add_nr_running` sets the root
+    /// domain's overloaded flag ([`RootDomain::overloaded`]; the caller stores `true`).
+    pub overloaded: bool,
 }
 
 /// The first half of `schedule()`'s pick.
@@ -223,7 +226,9 @@ pub fn ttwu_activate_from(
     if migrated {
         flags = flags | EnqueueFlags::MIGRATED;
     }
+    let nr_before = rq.nr_running();
     rq.enqueue_task_from(slot, flags)?;
+    let overloaded = nr_before < 2 && rq.nr_running() >= 2;
     // The task was just enqueued here, so the preemption check finds it.
     let resched = Resched::from_bool(rq.check_preempt_wakeup(id).unwrap_or(true));
     let overutilized = if ctx.overutilized_rule == OverutilizedRule::Linux {
@@ -245,6 +250,7 @@ pub fn ttwu_activate_from(
     Ok(WakeOutcome {
         resched,
         overutilized,
+        overloaded,
     })
 }
 

@@ -33,8 +33,9 @@ use alloc::vec::Vec;
 
 use crate::cpu_util::{cpu_util_cfs, cpu_util_cfs_boost, effective_cpu_util};
 use crate::cpufreq::{CpufreqPolicy, Governor};
-use crate::features::SchedFeatures;
+use crate::features::{Feature, SchedFeatures};
 use crate::flags::sched_flags;
+use crate::pelt::decay_load;
 use crate::rq::RqSnapshot;
 use crate::types::{
     Capacity, CpuId, CpuMask, Khz, Nanos, Util, SCHED_CAPACITY_SCALE, SCHED_CAPACITY_SHIFT,
@@ -121,6 +122,72 @@ pub const fn map_util_freq(util: u32, freq: Khz, cap: Capacity) -> Khz {
     } else {
         f as u32
     })
+}
+
+/// One PELT period (1024 µs) in ns, as a shift.
+const PELT_PERIOD_SHIFT: u32 = 20;
+
+/// The utilisation a CPU at `util` reaches after running without a break for `horizon_ns`
+/// at capacity `cap` (`capacity_orig × freq / max_freq`): with clock_pelt, PELT time
+/// advances at `cap / 1024` of wall time, and a running signal closes the gap to
+/// [`SCHED_CAPACITY_SCALE`] by `y^n` over `n` periods (`y^32 = 1/2`). The fractional period
+/// is interpolated linearly between `y^⌊n⌋` and `y^(⌊n⌋+1)` (an underestimate of the growth
+/// by less than 0.01 % of the gap). Part of [`sugov_growth_perf`]; not in Linux.
+pub fn util_after_running(util: u32, cap: Capacity, horizon_ns: u64) -> u32 {
+    let util = util.min(SCHED_CAPACITY_SCALE);
+    // The gap to the maximum, with 20 fraction bits for the decay's precision.
+    let gap = ((SCHED_CAPACITY_SCALE - util) as u64) << 20;
+    let pelt_ns = ((horizon_ns as u128 * cap.0 as u128) >> SCHED_CAPACITY_SHIFT) as u64;
+    let periods = pelt_ns >> PELT_PERIOD_SHIFT;
+    let frac = pelt_ns & ((1 << PELT_PERIOD_SHIFT) - 1);
+    // `decay_load(x, 0)` is a hair under `x` (`runnable_avg_yN_inv[0]` = 2^32 − 1).
+    let left = if periods == 0 {
+        gap
+    } else {
+        decay_load(gap, periods)
+    };
+    let next = decay_load(left, 1);
+    let left = left - (((left - next) * frac) >> PELT_PERIOD_SHIFT);
+    SCHED_CAPACITY_SCALE - (left >> 20) as u32
+}
+
+/// asym's `SUGOV_GROWTH_HEADROOM` (not in Linux): the performance request for `util` on a
+/// policy whose OPP capacities are `caps` (ascending; `capacity_orig × freq / max_freq`),
+/// when the governor next looks again within `horizon_ns`. Linux adds a flat 25 %
+/// ([`map_util_perf`]) so that the utilisation can grow before the next update; here the
+/// headroom is that growth itself, at the OPP it would run on: the request is
+/// [`util_after_running`] at the lowest OPP whose capacity covers it, so it resolves to that
+/// OPP. Never above `map_util_perf(util)` (so never a higher OPP than Linux's); when no
+/// OPP covers the grown utilisation, `map_util_perf(util)` (the top OPP, as in Linux).
+pub fn sugov_growth_perf<I>(util: u32, caps: I, horizon_ns: u64) -> u32
+where
+    I: IntoIterator<Item = Capacity>,
+{
+    let linux = map_util_perf(util);
+    for cap in caps {
+        let grown = util_after_running(util, cap, horizon_ns).max(util);
+        if grown <= cap.0 {
+            return grown.min(linux);
+        }
+    }
+    linux
+}
+
+/// Whether a CPU runs within its estimate, the condition of `SUGOV_GROWTH_HEADROOM`: the
+/// queued tasks' util_est covers the rq's util_avg (and, under `RUNNABLE_BOOST`, its
+/// runnable_avg), so the utilisation is what the tasks reached at the end of their last
+/// activations. Otherwise — a new task (util_est 0), one running longer than last time,
+/// tasks waiting behind each other — the load is growing past its estimate and the
+/// governor keeps Linux's 25 %. Not in Linux.
+pub fn within_estimate(cfs: &crate::cpu_util::CfsRqUtil, features: SchedFeatures) -> bool {
+    if !features.enabled(Feature::UTIL_EST) {
+        return false;
+    }
+    let mut util = cfs.util_avg.0;
+    if features.enabled(Feature::RUNNABLE_BOOST) {
+        util = util.max(cfs.runnable_avg.0);
+    }
+    cfs.util_est.0 >= util
 }
 
 /// `sugov_effective_cpu_perf`: headroom on `actual`, capped by `max`, floored by `min`.
@@ -239,7 +306,7 @@ impl SugovPolicy {
         let max_cap = this.util.capacity_orig;
         let next_f = if self.cpus.len() == 1 {
             let boost = self.iowait_apply(j, now, max_cap);
-            self.get_util(j, boost, &this, features, uclamp_used);
+            self.get_util(j, boost, &this, features, uclamp_used, policy);
             let cached_freq = self.cached_raw_freq;
             let mut next_f = self.get_next_freq(policy, self.cpus[j].util, max_cap);
             if self.hold_freq(j, &this, features, uclamp_used)
@@ -260,7 +327,7 @@ impl SugovPolicy {
                     input(self.cpus[k].cpu)
                 };
                 let boost = self.iowait_apply(k, now, max_cap);
-                self.get_util(k, boost, &inp, features, uclamp_used);
+                self.get_util(k, boost, &inp, features, uclamp_used, policy);
                 util = util.max(self.cpus[k].util);
             }
             self.get_next_freq(policy, util, max_cap)
@@ -332,7 +399,9 @@ impl SugovPolicy {
 
     /// `sugov_get_util`: `cpu_util_cfs_boost` (plain `cpu_util_cfs` when
     /// `RUNNABLE_BOOST` is off) through `effective_cpu_util`, the iowait boost, then
-    /// `sugov_effective_cpu_perf`.
+    /// `sugov_effective_cpu_perf` — with `SUGOV_GROWTH_HEADROOM` on, the headroom of
+    /// [`sugov_growth_perf`] over `policy`'s OPPs and [`SugovPolicy::growth_horizon_ns`]
+    /// instead of the flat 25 %.
     fn get_util(
         &mut self,
         k: usize,
@@ -340,6 +409,7 @@ impl SugovPolicy {
         inp: &RqSnapshot,
         features: SchedFeatures,
         uclamp_used: bool,
+        policy: &CpufreqPolicy,
     ) {
         let cfs = cpu_util_cfs_boost(&inp.util, features);
         let eff = effective_cpu_util(
@@ -350,9 +420,29 @@ impl SugovPolicy {
             uclamp_used,
         );
         let util = Util(eff.util.0.max(boost));
+        let perf = if features.enabled(Feature::SUGOV_GROWTH_HEADROOM)
+            && within_estimate(&inp.util.cfs, features)
+        {
+            let max_cap = inp.util.capacity_orig;
+            let fmax = policy.cpuinfo_max_freq.0.max(1) as u64;
+            let caps = policy
+                .table()
+                .iter()
+                .map(|e| Capacity((max_cap.0 as u64 * e.frequency.0 as u64 / fmax) as u32));
+            let actual = sugov_growth_perf(util.0, caps, self.growth_horizon_ns());
+            Util(actual.min(eff.max.0).max(eff.min.0))
+        } else {
+            sugov_effective_cpu_perf(util, eff.min, eff.max)
+        };
         let c = &mut self.cpus[k];
         c.bw_min = eff.min;
-        c.util = sugov_effective_cpu_perf(util, eff.min, eff.max);
+        c.util = perf;
+    }
+
+    /// The horizon of `SUGOV_GROWTH_HEADROOM`: how long a running CPU may go before the
+    /// governor looks again — the next tick (`TICK_NSEC`), or the rate limit if longer.
+    pub fn growth_horizon_ns(&self) -> u64 {
+        self.tick_ns.max(self.freq_update_delay_ns)
     }
 
     /// `get_next_freq`.

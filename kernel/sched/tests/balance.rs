@@ -8,11 +8,11 @@
 
 use asym_sched::balance::{
     active_load_balance_cpu_stop, detach_tasks, sched_balance_domains, sched_balance_newidle,
-    sched_balance_trigger, CpuIdleType, LbContext, MigrationType, SchedDomains, SdFlags, SdLevel,
-    TaskOnCpu,
+    sched_balance_rq, sched_balance_trigger, ActiveBalance, CpuIdleType, LbContext, MigrationType,
+    RqAccess, SchedDomains, SdFlags, SdLevel, Snapshots, TaskOnCpu,
 };
 use asym_sched::features::{Feature, SchedFeatures};
-use asym_sched::rq::{EnqueueFlags, Rq, RqConfig, Task};
+use asym_sched::rq::{EnqueueFlags, Rq, RqConfig, RqSnapshot, Task};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
 use asym_sched::types::{CpuId, CpuMask, Khz, MicroVolt, Nanos, TaskId};
 use asym_sched::uclamp::TaskUclamp;
@@ -1020,4 +1020,146 @@ fn newidle_updates_this_cpus_blocked_averages_first() {
         after * 10 < before * 6,
         "blocked util {before} → {after}: not decayed by half"
     );
+}
+
+/// Run queues with a root domain that keeps `rd->overloaded` as Linux does, recording
+/// every store to it.
+struct StickyRd {
+    rqs: Vec<Rq>,
+    overloaded: bool,
+    stores: Vec<bool>,
+}
+
+impl Snapshots for StickyRd {
+    fn nr_cpus(&self) -> usize {
+        self.rqs.len()
+    }
+
+    fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
+        self.rqs[cpu.index()].snapshot()
+    }
+}
+
+impl RqAccess for StickyRd {
+    fn with_rq<R>(&mut self, cpu: CpuId, f: impl FnOnce(&mut Rq) -> R) -> R {
+        f(&mut self.rqs[cpu.index()])
+    }
+
+    fn rd_overloaded(&self) -> bool {
+        self.overloaded
+    }
+
+    fn set_rd_overloaded(&mut self, v: bool) {
+        self.overloaded = v;
+        self.stores.push(v);
+    }
+}
+
+/// v6.12: `rd->overloaded` is set when a CPU gets its second task and rewritten only by
+/// `update_sd_lb_stats` at the root level (`!env->sd->parent`); newidle's gate reads the
+/// flag, stale or not. So under `STICKY_OVERLOADED` an idle system whose flag is still set
+/// runs newidle balance until a root-level balance clears it, while the recomputed flag
+/// (the switch off) skips it at once.
+#[test]
+fn sticky_overloaded_gates_newidle_and_only_the_root_statistics_clear_it() {
+    let t = topo(&JUNO);
+    let now = Nanos(50 * TICK);
+    let fresh = || {
+        let mut rqs = rqs_for(&t, Nanos(0));
+        for rq in rqs.iter_mut() {
+            rq.update_rq_clock(now).unwrap();
+        }
+        StickyRd {
+            rqs,
+            overloaded: true,
+            stores: Vec::new(),
+        }
+    };
+    let mut clock = || 0u64;
+    let sticky = LbContext::new(SchedFeatures::default().with(Feature::STICKY_OVERLOADED, true));
+
+    // The switch off: nothing is overloaded now, newidle is skipped whatever the flag says.
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut acc = fresh();
+    let r = sched_balance_newidle(&mut sds, CpuId(2), &mut acc, now, &ctx(), &mut clock).unwrap();
+    assert_eq!(r.lb_runs, 0);
+
+    // On: the stale flag lets newidle run both levels; the root level clears it.
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut acc = fresh();
+    let r = sched_balance_newidle(&mut sds, CpuId(2), &mut acc, now, &sticky, &mut clock).unwrap();
+    assert_eq!(r.lb_runs, 2, "{r:?}");
+    assert_eq!(acc.stores, vec![false]);
+    // Cleared, the next newidle is skipped.
+    let r = sched_balance_newidle(&mut sds, CpuId(2), &mut acc, now, &sticky, &mut clock).unwrap();
+    assert_eq!(r.lb_runs, 0);
+
+    // A balance of the MC level leaves the flag alone; the root level (PKG) writes it,
+    // set again when some CPU has two tasks.
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut acc = fresh();
+    spawn(&mut acc.rqs[0], 1, 0, CpuMask::of(CpuId(0)));
+    spawn(&mut acc.rqs[0], 2, 0, CpuMask::of(CpuId(0)));
+    acc.overloaded = false;
+    let mut list = std::mem::take(&mut sds.cpus[2].sd);
+    for (level, want) in [(0, vec![]), (1, vec![true])] {
+        let (lower, upper) = list.split_at_mut(level);
+        let child = lower.last().map(|c| c.flags);
+        let mut cont = true;
+        sched_balance_rq(
+            &sds,
+            CpuId(2),
+            &mut acc,
+            &mut upper[0],
+            child,
+            CpuIdleType::Idle,
+            &mut cont,
+            &sticky,
+        )
+        .unwrap();
+        assert_eq!(acc.stores, want, "level {level}");
+    }
+    sds.cpus[2].sd = list;
+    assert!(acc.overloaded);
+}
+
+/// `add_nr_running`: an attach that gives a CPU its second task sets the flag (here an
+/// active balance's push onto a CPU already running one).
+#[test]
+fn an_attach_that_makes_two_tasks_sets_overloaded() {
+    let t = topo(&JUNO);
+    let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+    let mut rqs = rqs_for(&t, Nanos(0));
+    let all = CpuMask::first_n(6);
+    spawn(&mut rqs[3], 1, 0, all);
+    spawn(&mut rqs[2], 2, 0, all);
+    spawn(&mut rqs[4], 3, 0, all);
+    let now = Nanos(10 * TICK);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+    }
+    for c in [2, 4] {
+        rqs[c].pick_next_task();
+    }
+    let mut acc = StickyRd {
+        rqs,
+        overloaded: false,
+        stores: Vec::new(),
+    };
+    let push = |src: u16, dst: u16| ActiveBalance {
+        src: CpuId(src),
+        dst: CpuId(dst),
+        level: SdLevel::Mc,
+        migration_type: MigrationType::Task,
+    };
+    // CPU 3 (not running its task) to idle CPU 5: one task there, no store.
+    let moved = active_load_balance_cpu_stop(&mut sds, &mut acc, &push(3, 5)).unwrap();
+    assert_eq!(moved, Some(TaskId(1)));
+    assert!(acc.stores.is_empty());
+    // CPU 4's preempted task to CPU 2, which runs one: two tasks, the flag is set.
+    acc.rqs[4].put_prev_task();
+    let moved = active_load_balance_cpu_stop(&mut sds, &mut acc, &push(4, 2)).unwrap();
+    assert_eq!(moved, Some(TaskId(3)));
+    assert_eq!(acc.rqs[2].nr_running(), 2);
+    assert_eq!(acc.stores, vec![true]);
 }

@@ -81,6 +81,38 @@ fn a_wake_up_on_an_idle_cpu_reschedules_it() {
     assert_eq!(rqs[2].nr_running(), 1);
 }
 
+/// `add_nr_running`: the enqueue that gives a CPU its second task sets the root domain's
+/// overloaded flag; the first and the third do not.
+#[test]
+fn the_enqueue_that_makes_two_tasks_sets_overloaded() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let mut rqs = rqs(&topo, 4);
+    let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
+    let rd = RootDomain::default();
+    let c = ctx(&topo, true);
+    let seen: Vec<bool> = (1..=3)
+        .map(|id| {
+            let kind = if id == 1 {
+                WakeKind::Fork
+            } else {
+                WakeKind::Wakeup
+            };
+            ttwu_activate(
+                &mut rqs[3],
+                task(id, 0b111111),
+                kind,
+                false,
+                &snaps,
+                &rd,
+                &c,
+            )
+            .unwrap()
+            .overloaded
+        })
+        .collect();
+    assert_eq!(seen, [false, true, false]);
+}
+
 #[test]
 fn a_full_target_hands_the_woken_task_back() {
     let topo = Topology::from_board(&JUNO_R2).unwrap();
@@ -129,6 +161,7 @@ fn overutilized_is_set_by_a_wake_up_but_not_by_a_new_task_under_eas() {
     let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
     let rd = RootDomain {
         overutilized: false,
+        overloaded: false,
         tracked: true,
         eas: true,
     };
@@ -204,6 +237,7 @@ fn the_interim_rule_places_while_overutilized() {
             em: Some(&em),
             rd: RootDomain {
                 overutilized,
+                overloaded: false,
                 tracked: true,
                 eas: true,
             },
@@ -240,6 +274,7 @@ fn juno_with_an_overutilized_little(topo: &Topology) -> (Vec<Rq>, u64) {
 
 const RD_EAS: RootDomain = RootDomain {
     overutilized: false,
+    overloaded: false,
     tracked: true,
     eas: true,
 };

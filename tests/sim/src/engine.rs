@@ -531,6 +531,8 @@ pub struct Engine<'a, W: Write> {
 struct SimRqs<'c> {
     cpus: &'c mut [SimCpu],
     moved: &'c mut MovedTasks,
+    /// The root domain's `rd->overloaded`.
+    overloaded: &'c mut bool,
 }
 
 /// Per task, the `(from, to)` of its moves by the balancer not yet synced, and how many
@@ -563,6 +565,14 @@ impl RqAccess for SimRqs<'_> {
             }
             e.get_or_insert((m.from.index(), m.to.index())).1 = m.to.index();
         }
+    }
+
+    fn rd_overloaded(&self) -> bool {
+        *self.overloaded
+    }
+
+    fn set_rd_overloaded(&mut self, v: bool) {
+        *self.overloaded = v;
     }
 }
 
@@ -776,6 +786,7 @@ impl<'a, W: Write> Engine<'a, W> {
             },
             rd: RootDomain {
                 overutilized: false,
+                overloaded: false,
                 tracked: overutilized_tracked(board),
                 eas: eas_em.is_some(),
             },
@@ -1351,6 +1362,9 @@ impl<'a, W: Write> Engine<'a, W> {
                 self.idle_enter(c)?;
             }
         }
+        if outcome.overloaded {
+            self.rd.overloaded = true;
+        }
         match outcome.overutilized {
             Some(v) => self.set_overutilized(v),
             None => Ok(()),
@@ -1913,6 +1927,7 @@ impl<'a, W: Write> Engine<'a, W> {
             &mut SimRqs {
                 cpus: &mut self.cpus,
                 moved: &mut self.moved,
+                overloaded: &mut self.rd.overloaded,
             },
             now,
             &ctx,
@@ -1964,6 +1979,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     &mut SimRqs {
                         cpus: &mut self.cpus,
                         moved: &mut self.moved,
+                        overloaded: &mut self.rd.overloaded,
                     },
                     CpuIdleType::Idle,
                     now,
@@ -2002,6 +2018,7 @@ impl<'a, W: Write> Engine<'a, W> {
             &mut SimRqs {
                 cpus: &mut self.cpus,
                 moved: &mut self.moved,
+                overloaded: &mut self.rd.overloaded,
             },
             now,
             &ctx,
@@ -2048,6 +2065,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 &mut SimRqs {
                     cpus: &mut self.cpus,
                     moved: &mut self.moved,
+                    overloaded: &mut self.rd.overloaded,
                 },
                 &req,
             )

@@ -46,6 +46,7 @@ pub fn detach_tasks(
         loop_max: nr_migrate(ctx).min(src.nr_running()),
         migration_type,
         rd_overutilized: None,
+        rd_overloaded: None,
     };
     let mut out = Detached::new();
     detach_tasks_env(&mut env, sd, src, ctx, &mut out);
@@ -281,6 +282,7 @@ pub fn detach_one_task(src: &mut Rq, dst: CpuId, sd: &SchedDomain) -> Option<Tas
         loop_max: 0,
         migration_type: MigrationType::Load,
         rd_overutilized: None,
+        rd_overloaded: None,
     };
     // The first one can_migrate_task accepts is detached; the walk ends there.
     let ctx = LbContext::new(crate::features::SchedFeatures::none());

@@ -34,6 +34,9 @@ pub(crate) struct SgLbStats {
     pub(crate) group_misfit_task_load: u64,
     /// Some CPU of the group is `cpu_overutilized` (Linux's `*sg_overutilized`).
     pub(crate) overutilized: bool,
+    /// Some CPU of the group has more than one task, or (outside the local group) a
+    /// misfit task that raised the group's misfit load (Linux's `*sg_overloaded`).
+    pub(crate) overloaded: bool,
 }
 
 impl SgLbStats {
@@ -55,6 +58,8 @@ struct SdLbStats {
     local_stat: SgLbStats,
     /// Some CPU of the domain is overutilized (`sg_overutilized` over all groups).
     overutilized: bool,
+    /// `sg_overloaded` over all groups.
+    overloaded: bool,
 }
 
 /// `should_we_balance`: newidle always may (if still idle); otherwise only the first
@@ -97,6 +102,9 @@ fn update_sg_lb_stats<S: Snapshots + ?Sized>(
         s.group_runnable += rq.runnable_avg;
         s.sum_h_nr_running += rq.nr_running;
         s.sum_nr_running += rq.nr_running;
+        if rq.nr_running > 1 {
+            s.overloaded = true;
+        }
         if cpu_overutilized(&rq, ctx.features, ctx.uclamp_used) {
             s.overutilized = true;
         }
@@ -111,6 +119,7 @@ fn update_sg_lb_stats<S: Snapshots + ?Sized>(
             && s.group_misfit_task_load < rq.misfit_task_load
         {
             s.group_misfit_task_load = rq.misfit_task_load;
+            s.overloaded = true;
         }
     }
     s.group_capacity = group.capacity;
@@ -230,6 +239,7 @@ fn update_sd_lb_stats<S: Snapshots + ?Sized>(
         sds.local = Some(li);
         sds.local_stat = s;
         sds.overutilized |= s.overutilized;
+        sds.overloaded |= s.overloaded;
         sds.total_load += s.group_load;
         sds.total_capacity += s.group_capacity;
     }
@@ -243,6 +253,7 @@ fn update_sd_lb_stats<S: Snapshots + ?Sized>(
         }
         let s = update_sg_lb_stats(env, sd, g, false, snaps, ctx);
         sds.overutilized |= s.overutilized;
+        sds.overloaded |= s.overloaded;
         if update_sd_pick_busiest(env, sd, &sds, g, &s, snaps) {
             sds.busiest = Some(gi);
             sds.busiest_stat = s;
@@ -327,7 +338,8 @@ fn calculate_imbalance(env: &mut LbEnv, sd: &SchedDomain, sds: &mut SdLbStats) {
 /// overutilized flag, left in `env.rd_overutilized`: at the root level (`!sd->parent`,
 /// `root`) the flag becomes whether any CPU of the domain is overutilized — the only
 /// place it is cleared; below the root it can only be set. The EAS gate that follows
-/// reads the updated flag.
+/// reads the updated flag. At the root level they also rewrite the overloaded flag
+/// (`set_rd_overloaded(rd, sg_overloaded)`), left in `env.rd_overloaded`.
 pub(crate) fn sched_balance_find_src_group<S: Snapshots + ?Sized>(
     env: &mut LbEnv,
     sd: &SchedDomain,
@@ -338,6 +350,7 @@ pub(crate) fn sched_balance_find_src_group<S: Snapshots + ?Sized>(
 ) -> Option<usize> {
     let mut sds = update_sd_lb_stats(env, sd, child_flags, snaps, ctx);
     if root {
+        env.rd_overloaded = Some(sds.overloaded);
         env.rd_overutilized = Some(sds.overutilized);
     } else if sds.overutilized {
         env.rd_overutilized = Some(true);
@@ -500,6 +513,7 @@ mod tests {
             loop_max: 0,
             migration_type: MigrationType::Task,
             rd_overutilized: None,
+            rd_overloaded: None,
         };
         let g = |w, n| SgLbStats {
             group_weight: w,
