@@ -16,7 +16,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use asym_sched::types::CpuId;
+use asym_sched::types::{CpuId, CpuMask};
 
 use crate::percpu::{PerCpu, MAX_CPUS};
 use crate::selftest::{TestError, TestResult};
@@ -51,11 +51,24 @@ fn tick_rate() -> TestResult {
     );
 
     let me = crate::percpu::current_cpu();
+    // This thread keeps `me` busy, so it must stay there: pinned for the test, or a wake-up
+    // or the load balancer could move it next to a busy thread and leave `me` idle with its
+    // tick stopped.
+    let this = crate::task::current().and_then(|id| Some((id, crate::task::get(id)?)));
+    let allowed = this.map(|(_, t)| t.affinity.load(Ordering::Relaxed));
+    if let Some((id, _)) = this {
+        crate::sched::set_affinity(id, CpuMask::of(me))
+            .map_err(|e| TestError::new(format_args!("pinning the test thread: {e}")))?;
+    }
     let mut busy: heapless::Vec<super::threads::Busy, 8> = heapless::Vec::new();
     for cpu in smp::online_cpus().filter(|&c| c != me) {
         let _ = busy.push(super::threads::Busy::start(cpu)?);
     }
     let r = measure(hz, freq);
+    if let (Some((id, _)), Some(mask)) = (this, allowed) {
+        crate::sched::set_affinity(id, CpuMask(mask))
+            .map_err(|e| TestError::new(format_args!("unpinning the test thread: {e}")))?;
+    }
     for b in busy {
         b.stop()?;
     }
