@@ -25,7 +25,7 @@ mod vslinux;
 mod workload;
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -249,8 +249,12 @@ struct CompareArgs {
     #[command(flatten)]
     machine: MachineArgs,
     /// The rt-app workload.
+    #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+    workload: Option<PathBuf>,
+    /// Every bundled workload (`tests/workloads/*.json`) in turn, each into `--out/<name>/`,
+    /// then one summary table (Markdown).
     #[arg(long)]
-    workload: PathBuf,
+    all: bool,
     /// Emulated board (and the simulator's model of it).
     #[arg(long, value_enum, default_value = "qemu-juno-r2")]
     board: dtb::Board,
@@ -574,9 +578,32 @@ impl MachineArgs {
 }
 
 fn run_compare(args: CompareArgs) -> Result<ExitCode> {
+    let desc = args
+        .board
+        .desc()
+        .with_context(|| format!("--board {}: no simulator model", args.board.name()))?;
+    let Some(workload) = args.workload.clone() else {
+        return run_compare_all(&args, desc);
+    };
+    let v = compare_one(&args, desc, &workload, &args.out)?;
+    Ok(if args.strict && !v.ok() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `compare` of one workload into `out` (the simulator's side in `out/sim`, QEMU's in
+/// `out/qemu`): runs both, prints them side by side, returns the verdict.
+fn compare_one(
+    args: &CompareArgs,
+    desc: &asym_sched::topology::BoardDesc,
+    workload: &Path,
+    out: &Path,
+) -> Result<workload::Verdict> {
     let r = workload::Run {
-        workload: args.workload.clone(),
-        out: args.out.join("qemu"),
+        workload: workload.to_path_buf(),
+        out: out.join("qemu"),
         duration_ns: args.duration,
         eas: args.eas,
         lb: args.lb,
@@ -586,12 +613,8 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout),
         echo: false,
     };
-    let desc = args
-        .board
-        .desc()
-        .with_context(|| format!("--board {}: no simulator model", args.board.name()))?;
     let sim_r = workload::Run {
-        out: args.out.clone(),
+        out: out.to_path_buf(),
         ..r.clone()
     };
     let sim = workload::run_sim(&sim_r, &args.set)?;
@@ -600,24 +623,83 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         Some(d) => d,
         None => {
             let rep: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(args.out.join("qemu/report.json"))?)?;
+                serde_json::from_str(&std::fs::read_to_string(out.join("qemu/report.json"))?)?;
             rep["duration_ns"].as_u64().unwrap_or(1)
         }
     };
     println!(
         "xtask: compare {} on {} ({} ms)",
-        args.workload.display(),
+        workload.display(),
         args.board.name(),
         duration / 1_000_000
     );
-    let v = workload::print_comparison(desc, &sim, &qemu, duration);
-    Ok(
-        if args.strict && !(v.energy_ok && v.placement_ok && v.residency_ok) {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    Ok(workload::print_comparison(desc, &sim, &qemu, duration))
+}
+
+/// `compare --all`: every bundled workload, then the summary table.
+fn run_compare_all(args: &CompareArgs, desc: &asym_sched::topology::BoardDesc) -> Result<ExitCode> {
+    let dir = cmd::workspace_root().join("tests/workloads");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut rows = Vec::new();
+    for f in &files {
+        let name = f
+            .file_stem()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        println!();
+        let v = compare_one(args, desc, f, &args.out.join(&name));
+        rows.push((name, v));
+    }
+    println!(
+        "\n`cargo xtask compare --all --board {}{}`:\n",
+        args.board.name(),
+        match args.lb {
+            Some(workload::OnOff::On) => " --lb on",
+            Some(workload::OnOff::Off) => " --lb off",
+            None => "",
+        }
+    );
+    println!(
+        "| workload | energy sim / QEMU (mJ) | Δ | placement | residency, largest Δ | switches sim / QEMU |"
+    );
+    println!("|---|---:|---:|---|---:|---:|");
+    let mut all_ok = true;
+    for (name, v) in &rows {
+        match v {
+            Ok(v) => {
+                all_ok &= v.ok();
+                println!(
+                    "| {name} | {:.1} / {:.1} | {:+.1} %{} | {} | {:.1} pt{} | {} / {} |",
+                    v.energy_uj.0 / 1000.0,
+                    v.energy_uj.1 / 1000.0,
+                    v.energy_pct,
+                    if v.energy_ok { "" } else { " **out**" },
+                    if v.placement_ok {
+                        "same".to_string()
+                    } else {
+                        format!("**differs**: {}", v.placement_diff.join(", "))
+                    },
+                    v.max_residency_pt,
+                    if v.residency_ok { "" } else { " **out**" },
+                    v.switches.0,
+                    v.switches.1
+                );
+            }
+            Err(e) => {
+                all_ok = false;
+                println!("| {name} | failed: {e:#} | | | | |");
+            }
+        }
+    }
+    Ok(if args.strict && !all_ok {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn run_qemu(args: QemuArgs) -> Result<ExitCode> {

@@ -324,12 +324,28 @@ fn pct(a: f64, b: f64) -> Option<f64> {
     }
 }
 
-/// One comparison's verdict on the tolerances.
+/// One comparison's verdict on the tolerances, and the numbers it rests on.
 #[derive(Debug, Default)]
 pub struct Verdict {
     pub energy_ok: bool,
     pub placement_ok: bool,
     pub residency_ok: bool,
+    /// Energy by the energy model, µJ: simulator, QEMU; and QEMU's difference in %.
+    pub energy_uj: (f64, f64),
+    pub energy_pct: f64,
+    /// The largest frequency-residency difference over every domain and OPP, points of the run.
+    pub max_residency_pt: f64,
+    /// Threads whose placement class differs (and not only within their rt-app task's set).
+    pub placement_diff: Vec<String>,
+    /// Context switches: simulator, QEMU.
+    pub switches: (u64, u64),
+}
+
+impl Verdict {
+    /// Every tolerance holds.
+    pub fn ok(&self) -> bool {
+        self.energy_ok && self.placement_ok && self.residency_ok
+    }
 }
 
 /// Prints the simulator's and the kernel's analyses side by side; the verdict on energy
@@ -345,6 +361,9 @@ pub fn print_comparison(
     let mut v = Verdict::default();
     let d = pct(sim.total_energy_uj, qemu.total_energy_uj).unwrap_or(0.0);
     v.energy_ok = d.abs() <= 15.0;
+    v.energy_uj = (sim.total_energy_uj, qemu.total_energy_uj);
+    v.energy_pct = d;
+    v.switches = (sim.context_switches, qemu.context_switches);
     println!(
         "{:<28} {:>14} {:>14} {:>9}",
         "", "simulator", "qemu", "delta"
@@ -380,6 +399,7 @@ pub fn print_comparison(
             );
             let ok = (qp - sp).abs() <= 15.0;
             v.residency_ok &= ok;
+            v.max_residency_pt = v.max_residency_pt.max((qp - sp).abs());
             println!(
                 "{:<28} {:>13.1}% {:>13.1}% {:>7.1}pt {}",
                 format!("  {} @ {} MHz", dm.name, o.0 / 1000),
@@ -421,6 +441,10 @@ pub fn print_comparison(
         let swapped = cs != cq && same_set(instance_of(&ts.name));
         let ok = cs == cq || swapped;
         v.placement_ok &= ok;
+        if !ok {
+            v.placement_diff
+                .push(format!("{} ({} → {})", ts.name, name(cs), name(cq)));
+        }
         println!(
             "{:<28} {:>14} {:>14} {:>9} {}",
             format!("  {} ({})", ts.name, ts.pid),
