@@ -39,9 +39,12 @@
 //! Runtime switch: `sched_balance=on|off` on the command line ([`set_enabled`]); off, the
 //! kernel behaves as before load balancing existed (no trigger, no newidle, no misfit status).
 //!
-//! Deliberate differences: an active balance (the crate's `ActiveBalance`, misfit or after
-//! repeated failures) is counted but not carried out (no stopper yet); the NOHZ kick's
-//! `NOHZ_STATS_KICK` part is not done (idle CPUs keep ticking while they have blocked load,
+//! Active balance: a balance whose report asks for one (the crate's `ActiveBalance`, misfit
+//! or after repeated failures) makes it the source's one in flight and wakes the source's
+//! stopper (`super::stop`), which runs [`active_load_balance_cpu_stop`] with the preempted
+//! task off the CPU.
+//!
+//! Deliberate differences: the NOHZ kick's `NOHZ_STATS_KICK` part is not done (idle CPUs keep ticking while they have blocked load,
 //! see `crate::sched`).
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -128,7 +131,7 @@ pub struct Stats {
     pub nohz: u64,
     /// `sched_balance_rq` calls.
     pub lb_runs: u64,
-    /// Tasks pulled to this CPU.
+    /// Tasks moved to this CPU by its balances (pulled, or pushed by an active balance).
     pub moved: u64,
     /// Active balances carried out: a stopper pushed a task to this CPU (`sd->alb_pushed`).
     pub active_pushed: u64,
