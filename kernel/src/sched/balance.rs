@@ -444,7 +444,9 @@ fn active_balance_start(req: &ActiveBalance) {
 /// lists) detaches one task that may run on the destination from this CPU's run queue, under
 /// this rq lock, and attaches it under the destination's, one rq lock at a time, through
 /// [`KernelRqs`] as every other move (`sched_migrate_task`, `attach_preempt`'s kick). Then the
-/// in-flight flag is cleared.
+/// in-flight flag is cleared. `detach_one_task` asks no `task_on_cpu`: the task the stopper
+/// preempted was saved by the switch to it, and no other task queued here can be live on a
+/// CPU (a wake-up enqueues after `p->on_cpu` cleared; the balancer moves no task on a CPU).
 pub(super) fn active_load_balance_cpu_stop(cpu: CpuId) {
     let (Some(st), Some(lbs)) = (STATE.get(), LB.get()) else {
         return;
