@@ -1021,7 +1021,7 @@ fn workload_stage(results: &mut Vec<StageResult>) {
                 lb,
                 set: Vec::new(),
                 board,
-                icount: true,
+                icount: Some(crate::qemu::WORKLOAD_ICOUNT_SHIFT),
                 timeout: Duration::from_secs(300),
                 echo: false,
             };
