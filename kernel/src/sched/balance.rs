@@ -44,8 +44,8 @@
 //! stopper (`super::stop`), which runs [`active_load_balance_cpu_stop`] with the preempted
 //! task off the CPU.
 //!
-//! Deliberate differences: the NOHZ kick's `NOHZ_STATS_KICK` part is not done (idle CPUs keep ticking while they have blocked load,
-//! see `crate::sched`).
+//! Deliberate differences: the NOHZ kick's `NOHZ_STATS_KICK` part is not done (idle CPUs
+//! keep ticking while they have blocked load, see `crate::sched`).
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
