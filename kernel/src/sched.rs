@@ -41,10 +41,12 @@
 pub mod balance;
 mod policy;
 pub mod snapshot;
+pub mod stop;
 
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use asym_sched::balance::ActiveBalance;
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::root_domain::RootDomain;
@@ -79,6 +81,14 @@ pub struct CpuSched {
     nr_switches: u64,
     /// A cpufreq request raised outside the tick, for the next tick.
     cpufreq_pending: Option<CpufreqUpdate>,
+    /// This CPU's stopper thread (`cpu_stopper.thread`, `migration/N`), once spawned.
+    stopper: Option<usize>,
+    /// The stopper has work: it runs at the next `schedule()` here, before any fair task
+    /// (the stop class is above every other; [`stop`]).
+    stop_pending: bool,
+    /// `rq->active_balance` with `rq->push_cpu`: the active balance in flight from this CPU
+    /// (at most one; the stopper clears it when done).
+    active_balance: Option<ActiveBalance>,
 }
 
 impl CpuSched {
@@ -95,6 +105,12 @@ impl CpuSched {
     /// Times the idle thread was switched in (`tick_nohz_get_idle_calls_cpu`).
     pub fn idle_calls(&self) -> u64 {
         self.rq.idle_calls()
+    }
+
+    /// Whether slot `s` is a fair task of this run queue's (neither the idle thread nor the
+    /// stopper, which the policy crate's run queue does not hold).
+    fn is_fair(&self, s: usize) -> bool {
+        s != self.idle && Some(s) != self.stopper
     }
 }
 
@@ -283,6 +299,9 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
                 idle: i,
                 nr_switches: 0,
                 cpufreq_pending: None,
+                stopper: None,
+                stop_pending: false,
+                active_balance: None,
             },
             LockRank::rq(i),
         ));
@@ -320,6 +339,10 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         let cpu = CpuId(i as u16);
         if let Err(e) = task::spawn_idle(cpu, idle_main) {
             crate::println!("sched: cpu {}: no idle thread: {}", i, e);
+        }
+        match stop::spawn(cpu) {
+            Ok(id) => lock.lock().stopper = Some(id.slot()),
+            Err(e) => crate::println!("sched: cpu {}: no stopper thread: {}", i, e),
         }
         publish(&lock.lock());
     }
@@ -689,7 +712,7 @@ fn schedule_mode(mode: Mode) {
     let prev = cs.curr;
     let pt = task::slot(prev);
     let mut dead = false;
-    if prev != cs.idle {
+    if cs.is_fair(prev) {
         let id = pt.id(prev);
         account_stop(pt, t.0);
         match (mode, pt.state()) {
@@ -720,24 +743,34 @@ fn schedule_mode(mode: Mode) {
             }
         }
     }
-    let pick = policy::pick_first(&st.topology, cs);
-    if pick == Pick::Newidle {
-        // sched_balance_newidle with this rq unlocked and IRQs still masked (Linux
-        // `raw_spin_rq_unlock` in `__schedule`'s IRQs-off section), then the repick.
-        publish(cs);
-        let irq = g.unlock_irqs_masked();
-        balance::sched_balance_newidle(cpu);
-        g = st.cpus[cpu.index() % st.cpus.len()].lock_irqs_masked(irq);
-        t = clock_update(&mut g);
-    }
-    let cs = &mut *g;
-    let next = match policy::pick_finish(&st.topology, cs, pick) {
-        Some(id) => ThreadId::from_task_id(id).slot(),
-        None => cs.idle,
+    let stopper = if cs.stop_pending { cs.stopper } else { None };
+    let next = if let Some(s) = stopper {
+        // The stop class first (`pick_next_task` → `pick_task_stop`): a fair task that was
+        // running stays queued, put back (`put_prev_task_fair`), and is off this CPU once
+        // the stopper runs.
+        policy::put_prev(cs);
+        s
+    } else {
+        let pick = policy::pick_first(&st.topology, cs);
+        if pick == Pick::Newidle {
+            // sched_balance_newidle with this rq unlocked and IRQs still masked (Linux
+            // `raw_spin_rq_unlock` in `__schedule`'s IRQs-off section), then the repick.
+            publish(cs);
+            let irq = g.unlock_irqs_masked();
+            balance::sched_balance_newidle(cpu);
+            g = st.cpus[cpu.index() % st.cpus.len()].lock_irqs_masked(irq);
+            t = clock_update(&mut g);
+        }
+        let cs = &mut *g;
+        match policy::pick_finish(&st.topology, cs, pick) {
+            Some(id) => ThreadId::from_task_id(id).slot(),
+            None => cs.idle,
+        }
     };
+    let cs = &mut *g;
     stash_cpufreq(cs);
     if next == prev && !dead {
-        if prev != cs.idle {
+        if cs.is_fair(prev) {
             account_start(cs, pt, t.0);
         }
         publish(cs);
@@ -757,7 +790,9 @@ fn schedule_mode(mode: Mode) {
             );
         }
         nt.cpu.store(cpu.0, Ordering::Relaxed);
-        account_start(cs, nt, t.0);
+        if cs.is_fair(next) {
+            account_start(cs, nt, t.0);
+        }
     } else {
         policy::idle_enter(cs);
     }
@@ -767,12 +802,13 @@ fn schedule_mode(mode: Mode) {
         // Leaving idle (Linux `tick_nohz_idle_exit`).
         crate::timer::nohz_restart_tick(cpu);
     }
-    let traced = tracing::switch(
-        prev,
-        prev_state(mode, pt.state(), prev == cs.idle),
-        next,
-        cs.idle,
-    );
+    let ps = if Some(prev) == cs.stopper {
+        // Done with its work, it waits for more (`cpu_stopper_thread` sleeps).
+        asym_trace::ftrace::PrevState::Sleeping
+    } else {
+        prev_state(mode, pt.state(), prev == cs.idle)
+    };
+    let traced = tracing::switch(prev, ps, next, cs.idle);
     // The meter's busy interval turns at the trace's `sched_switch` instant, the one the
     // trace analyser's energy uses (the clock update `t` came before the pick).
     if next == cs.idle {
@@ -962,7 +998,7 @@ pub fn tick(cpu: CpuId) {
         let mut g = lock.lock();
         let cs = &mut *g;
         let t = clock_only(cs);
-        let running = cs.curr != cs.idle;
+        let running = cs.is_fair(cs.curr);
         let curr = task::slot(cs.curr);
         if running {
             // The interval just accounted ran at the previous frequency scale.
@@ -1530,12 +1566,12 @@ pub fn overflow_killable(slot: usize, spsr: u64) -> bool {
         return false;
     };
     let curr = g.curr;
-    let idle = g.idle;
+    let fair = g.is_fair(slot);
     drop(g);
     irqs_were_on
         && slot < MAX_THREADS
         && curr == slot
-        && slot != idle
+        && fair
         && task::slot(slot).preempt_count.load(Ordering::Relaxed) == 0
         && !arch::in_irq()
 }

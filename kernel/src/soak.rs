@@ -289,14 +289,17 @@ pub fn run(secs: u32) -> bool {
         }
     }
     let (slots, live) = task::counts();
-    // An idle thread per CPU of the DT, online or not (as Linux's for each possible CPU), and
-    // this one.
-    let want = sched::nr_cpus() + 1;
+    // An idle thread and a stopper per CPU of the DT, online or not (as Linux's for each
+    // possible CPU), and this one.
+    let want = 2 * sched::nr_cpus() + 1;
     if live != want && ok {
         ok = false;
         let _ = core::fmt::Write::write_fmt(
             &mut failure,
-            format_args!("{} threads left alive, want {} (idle + init)", live, want),
+            format_args!(
+                "{} threads left alive, want {} (idle + stoppers + init)",
+                live, want
+            ),
         );
     }
     crate::println!(

@@ -459,6 +459,29 @@ pub fn spawn_idle(cpu: CpuId, f: fn(usize)) -> Result<ThreadId, SpawnError> {
     Ok(id)
 }
 
+/// Sets up the stopper thread of `cpu` (`migration/N`, Linux `cpu_stop_threads`) in a free
+/// slot (boot CPU, at init): on no run queue, the scheduler picks it itself when it has work
+/// (`crate::sched::stop`).
+pub fn spawn_stopper(cpu: CpuId, f: fn(usize)) -> Result<ThreadId, SpawnError> {
+    let mut name: heapless::String<NAME_LEN> = heapless::String::new();
+    let _ = fmt::Write::write_fmt(&mut name, format_args!("migration/{}", cpu.0));
+    let params = ThreadParams {
+        affinity: CpuMask::of(cpu),
+        detached: true,
+        ..ThreadParams::default()
+    };
+    let s = claim_slot().ok_or(SpawnError::TableFull)?;
+    let id = match prepare(s, &name, params, f, cpu.index()) {
+        Ok(id) => id,
+        Err(e) => {
+            release_slot(s);
+            return Err(e);
+        }
+    };
+    slot(s).cpu.store(cpu.0, Ordering::Relaxed);
+    Ok(id)
+}
+
 fn prepare(
     s: usize,
     name: &str,

@@ -39,18 +39,21 @@
 //! Runtime switch: `sched_balance=on|off` on the command line ([`set_enabled`]); off, the
 //! kernel behaves as before load balancing existed (no trigger, no newidle, no misfit status).
 //!
-//! Deliberate differences: an active balance (the crate's `ActiveBalance`, misfit or after
-//! repeated failures) is counted but not carried out (no stopper yet); the NOHZ kick's
-//! `NOHZ_STATS_KICK` part is not done (idle CPUs keep ticking while they have blocked load,
-//! see `crate::sched`).
+//! Active balance: a balance whose report asks for one (the crate's `ActiveBalance`, misfit
+//! or after repeated failures) makes it the source's one in flight and wakes the source's
+//! stopper (`super::stop`), which runs [`active_load_balance_cpu_stop`] with the preempted
+//! task off the CPU.
+//!
+//! Deliberate differences: the NOHZ kick's `NOHZ_STATS_KICK` part is not done (idle CPUs
+//! keep ticking while they have blocked load, see `crate::sched`).
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use asym_sched::balance::{
-    self as lb, BalanceReport, CpuIdleType, LbContext, Moved, RqAccess, SchedDomains, Snapshots,
-    TaskOnCpu, Transit,
+    self as lb, ActiveBalance, BalanceReport, CpuIdleType, LbContext, Moved, RqAccess,
+    SchedDomains, Snapshots, TaskOnCpu, Transit,
 };
 use asym_sched::nohz::{idle_tick_kept, ilb_order, nohz_balance_due, Nohz};
 use asym_sched::rq::{Rq, RqSnapshot};
@@ -93,7 +96,9 @@ struct Counters {
     nohz: AtomicU64,
     lb_runs: AtomicU64,
     moved: AtomicU64,
-    active_skipped: AtomicU64,
+    active_pushed: AtomicU64,
+    active_failed: AtomicU64,
+    active_refused: AtomicU64,
     kicks_sent: AtomicU64,
     errors: AtomicU64,
 }
@@ -106,7 +111,9 @@ static COUNTERS: PerCpu<Counters> = PerCpu::new(
             nohz: AtomicU64::new(0),
             lb_runs: AtomicU64::new(0),
             moved: AtomicU64::new(0),
-            active_skipped: AtomicU64::new(0),
+            active_pushed: AtomicU64::new(0),
+            active_failed: AtomicU64::new(0),
+            active_refused: AtomicU64::new(0),
             kicks_sent: AtomicU64::new(0),
             errors: AtomicU64::new(0),
         }
@@ -124,10 +131,16 @@ pub struct Stats {
     pub nohz: u64,
     /// `sched_balance_rq` calls.
     pub lb_runs: u64,
-    /// Tasks pulled to this CPU.
+    /// Tasks moved to this CPU by its balances (pulled, or pushed by an active balance).
     pub moved: u64,
-    /// Active-balance requests not carried out (no stopper).
-    pub active_skipped: u64,
+    /// Active balances carried out: a stopper pushed a task to this CPU (`sd->alb_pushed`).
+    pub active_pushed: u64,
+    /// Active balances whose stopper ran and found nothing to push here: the source went
+    /// idle, or no task there may run here (`sd->alb_failed`).
+    pub active_failed: u64,
+    /// Active-balance requests of this CPU's not started: one was already in flight from the
+    /// source (`busiest->active_balance`), or the source has no stopper.
+    pub active_refused: u64,
     /// NOHZ balance kicks this CPU sent.
     pub kicks_sent: u64,
     /// Balances the crate refused (a broken run queue; never expected).
@@ -146,7 +159,9 @@ pub fn stats(cpu: CpuId) -> Stats {
         nohz: l(&c.nohz),
         lb_runs: l(&c.lb_runs),
         moved: l(&c.moved),
-        active_skipped: l(&c.active_skipped),
+        active_pushed: l(&c.active_pushed),
+        active_failed: l(&c.active_failed),
+        active_refused: l(&c.active_refused),
         kicks_sent: l(&c.kicks_sent),
         errors: l(&c.errors),
     }
@@ -385,15 +400,92 @@ fn account(cpu: CpuId, r: &Result<BalanceReport, lb::BalanceError>, moved: u64) 
             c.lb_runs
                 .fetch_add(u64::from(rep.lb_runs), Ordering::Relaxed);
             c.moved.fetch_add(moved, Ordering::Relaxed);
-            if rep.active_balance.is_some() {
-                c.active_skipped.fetch_add(1, Ordering::Relaxed);
-            }
             let rd = super::root_domain();
             super::set_overutilized(rep.overutilized.and_then(|v| rd.set_rd_overutilized(v)));
+            if let Some(req) = rep.active_balance {
+                active_balance_start(&req);
+            }
         }
         Err(e) => {
             if c.errors.fetch_add(1, Ordering::Relaxed) == 0 {
                 crate::println!("sched: cpu {}: {}", cpu.0, e);
+            }
+        }
+    }
+}
+
+/// The end of `sched_balance_rq` asking for an active balance (no lock held): under the
+/// source's rq lock, unless one is in flight from there already (`busiest->active_balance`),
+/// it becomes the one, and the source's stopper is woken (`stop_one_cpu_nowait(cpu_of(busiest),
+/// active_load_balance_cpu_stop, ...)`). The crate checked that the source's running task may
+/// run on the destination.
+fn active_balance_start(req: &ActiveBalance) {
+    let Some(st) = STATE.get() else { return };
+    let Some(lock) = st.cpus.get(req.src.index()) else {
+        return;
+    };
+    let started = {
+        let mut g = lock.lock();
+        g.active_balance.is_none() && super::stop::stop_one_cpu_nowait(&mut g) && {
+            g.active_balance = Some(*req);
+            true
+        }
+    };
+    if started {
+        super::resched_cpu(req.src);
+    } else if let Some(c) = COUNTERS.get(req.dst) {
+        c.active_refused.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `active_load_balance_cpu_stop`, run by `cpu`'s stopper (`super::stop`) with the task it
+/// preempted off the CPU: the crate's `active_load_balance_cpu_stop` under the destination's
+/// balance lock (its sched domains, whose `nr_balance_failed` a push resets, and its transit
+/// lists) detaches one task that may run on the destination from this CPU's run queue, under
+/// this rq lock, and attaches it under the destination's, one rq lock at a time, through
+/// [`KernelRqs`] as every other move (`sched_migrate_task`, `attach_preempt`'s kick). Then the
+/// in-flight flag is cleared. `detach_one_task` asks no `task_on_cpu`: the task the stopper
+/// preempted was saved by the switch to it, and no other task queued here can be live on a
+/// CPU (a wake-up enqueues after `p->on_cpu` cleared; the balancer moves no task on a CPU).
+pub(super) fn active_load_balance_cpu_stop(cpu: CpuId) {
+    let (Some(st), Some(lbs)) = (STATE.get(), LB.get()) else {
+        return;
+    };
+    let Some(lock) = st.cpus.get(cpu.index()) else {
+        return;
+    };
+    let req = lock.lock().active_balance;
+    let Some(req) = req else { return };
+    // Linux checks `busiest_cpu != smp_processor_id()`; a balancer turned off meanwhile
+    // pushes nothing more.
+    let r = match lbs.get(req.dst.index()) {
+        Some(l) if req.src == cpu && enabled() => {
+            // May wait for the destination's own balance (a bounded wait: a balance holds
+            // no lock of this CPU's while it waits for nothing).
+            let mut g = l.lock();
+            let CpuLb { sds, transit } = &mut *g;
+            let mut acc = KernelRqs::new(st.cpus, transit);
+            let r = lb::active_load_balance_cpu_stop(sds, &mut acc, &req);
+            let (mask, _) = acc.done();
+            drop(g);
+            kick(mask, None);
+            r
+        }
+        _ => Ok(None),
+    };
+    lock.lock().active_balance = None;
+    let c = COUNTERS.of(req.dst);
+    match r {
+        Ok(Some(_)) => {
+            c.active_pushed.fetch_add(1, Ordering::Relaxed);
+            c.moved.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(None) => {
+            c.active_failed.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            if c.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                crate::println!("sched: cpu {}: active balance: {}", cpu.0, e);
             }
         }
     }

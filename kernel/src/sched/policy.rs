@@ -220,6 +220,12 @@ pub fn pick_finish(topology: &Topology, cs: &mut CpuSched, pick: Pick) -> Option
     next
 }
 
+/// The running task is put back in its run queue, still queued (`put_prev_task_fair`): the
+/// stopper takes the CPU, under the rq lock.
+pub fn put_prev(cs: &mut CpuSched) {
+    cs.rq.put_prev_task();
+}
+
 /// The CPU switched to its idle thread (`do_idle` → `tick_nohz_idle_enter`), under its rq
 /// lock.
 pub fn idle_enter(cs: &mut CpuSched) {

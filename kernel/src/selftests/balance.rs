@@ -8,6 +8,16 @@
 //! kick is once per jiffy, so a working balancer needs a few tens of ms; one that never runs
 //! (no `SCHED_SOFTIRQ`) never spreads them.
 
+//!
+//! Oracle for the active balance (Linux `need_active_balance` → `stop_one_cpu_nowait` of
+//! `active_load_balance_cpu_stop`): an always-running thread on a LITTLE CPU whose
+//! utilisation does not fit it is a misfit task once its affinity allows a big CPU; no
+//! wake-up ever places it (it never sleeps) and the passive balance cannot detach a running
+//! task, so only the stopper on the LITTLE CPU can push it. Linux moves it within a few
+//! balance intervals of an idle big CPU; the bound here is issue 12's (a task that grew runs
+//! on a big CPU within 100 ms), with the thread's utilisation already above the LITTLE CPU's
+//! fit margin when its affinity widens.
+
 #![allow(clippy::result_large_err)] // `TestError` carries its message by design.
 
 use core::sync::atomic::{AtomicBool, AtomicU16, Ordering};
@@ -24,6 +34,11 @@ use crate::{sched, test_assert};
 crate::selftest!(
     name = "sched_balance_spreads_busy_threads_within_200ms",
     spreads_busy_threads
+);
+
+crate::selftest!(
+    name = "sched_active_balance_moves_misfit_to_big_within_100ms",
+    moves_misfit_to_big
 );
 
 fn err(e: impl core::fmt::Display) -> TestError {
@@ -193,6 +208,144 @@ fn check(n: usize, online: CpuMask, home: CpuId, ids: &[task::ThreadId]) -> Test
         "the spread did not hold for {} ms (on {:?})",
         HOLD_NS / 1_000_000,
         placement(n).0
+    );
+    Ok(())
+}
+
+/// The deadline for the misfit thread to run on a big CPU after its affinity widened, guest ns
+/// (issue 12: within 100 ms of growing).
+const MISFIT_WITHIN_NS: u64 = 100_000_000;
+
+static MISFIT_STOP: AtomicBool = AtomicBool::new(false);
+/// The CPU the misfit thread last ran on.
+static MISFIT_CPU: AtomicU16 = AtomicU16::new(u16::MAX);
+
+fn misfit_busy(_: usize) {
+    while !MISFIT_STOP.load(Ordering::Relaxed) {
+        MISFIT_CPU.store(current_cpu().0, Ordering::Relaxed);
+        sched::spin_hint();
+    }
+}
+
+fn moves_misfit_to_big() -> TestResult {
+    let cap = |c: CpuId| sched::capacity_orig(c).0;
+    let max = crate::smp::online_cpus().map(cap).max().unwrap_or(0);
+    let (mut big, mut little) = (CpuMask::EMPTY, CpuMask::EMPTY);
+    for c in crate::smp::online_cpus() {
+        if cap(c) == max {
+            big.set(c);
+        } else {
+            little.set(c);
+        }
+    }
+    // A LITTLE CPU other than the runner's, which it keeps for watching.
+    let Some(home) = little.iter().find(|&c| c != current_cpu()) else {
+        crate::println!(
+            "selftest sched_active_balance_moves_misfit_to_big_within_100ms: skipped: no \
+             asymmetric CPUs"
+        );
+        return Ok(());
+    };
+    let was_on = sched::balance::enabled();
+    let r = run_misfit(home, big.or(little));
+    sched::balance::set_enabled(was_on);
+    r
+}
+
+fn run_misfit(home: CpuId, online: CpuMask) -> TestResult {
+    let quiet = super::sched::wait_until(2_000_000_000, || {
+        crate::smp::online_cpus().all(|c| sched::snapshot(c).is_none_or(|s| s.nr_running <= 1))
+    });
+    test_assert!(quiet, "system not quiet before the test");
+    // Its utilisation grows pinned, without balancing (which a pinned task only backs off).
+    sched::balance::set_enabled(false);
+    MISFIT_STOP.store(false, Ordering::Relaxed);
+    MISFIT_CPU.store(u16::MAX, Ordering::Relaxed);
+    let params = ThreadParams {
+        affinity: CpuMask::of(home),
+        ..ThreadParams::default()
+    };
+    let id = spawn_with("misfit", params, misfit_busy, 0)?;
+    let result = check_misfit(home, online, id);
+    MISFIT_STOP.store(true, Ordering::Relaxed);
+    task::join(id).map_err(err)?;
+    result
+}
+
+fn check_misfit(home: CpuId, online: CpuMask, id: task::ThreadId) -> TestResult {
+    let cap = u64::from(sched::capacity_orig(home).0);
+    // `util_fits_cpu`'s margin is 80 %: above 85 % of the LITTLE CPU's capacity the thread
+    // does not fit it.
+    let util = || sched::snapshot(home).map_or(0, |s| u64::from(s.util.cfs.util_avg.0));
+    let grown = super::sched::wait_until(1_000_000_000, || {
+        MISFIT_CPU.load(Ordering::Relaxed) == home.0 && util() * 100 >= cap * 85
+    });
+    test_assert!(
+        grown,
+        "the thread pinned to cpu {} did not reach 85 % of its capacity {} in 1 s (util {})",
+        home.0,
+        cap,
+        util()
+    );
+    test_assert!(
+        sched::balance::rebuild_sched_domains() && sched::balance::set_enabled(true),
+        "load balancing cannot be turned on (no sched domains)"
+    );
+    let before: u64 = online
+        .iter()
+        .map(|c| sched::balance::stats(c).active_pushed)
+        .sum();
+    let u0 = util();
+    let t0 = sched::now().0;
+    sched::set_affinity(id, online).map_err(err)?;
+    let on_big = |c: u16| {
+        usize::from(c) < MAX_CPUS && sched::capacity_orig(CpuId(c)).0 > sched::capacity_orig(home).0
+    };
+    let moved = super::sched::wait_until(MISFIT_WITHIN_NS, || {
+        on_big(MISFIT_CPU.load(Ordering::Relaxed))
+    });
+    let dt = sched::now().0 - t0;
+    let now_on = MISFIT_CPU.load(Ordering::Relaxed);
+    let pushed: u64 = online
+        .iter()
+        .map(|c| sched::balance::stats(c).active_pushed)
+        .sum::<u64>()
+        - before;
+    crate::println!(
+        "sched: misfit thread (util {} of cpu {}'s {}) on cpu {} {} us after its affinity \
+         widened ({} active balances pushed)",
+        u0,
+        home.0,
+        cap,
+        now_on,
+        dt / 1000,
+        pushed
+    );
+    if !moved {
+        for c in online.iter() {
+            crate::println!(
+                "sched: cpu {}: {:?}, domains {:?}, misfit load {:?}",
+                c.0,
+                sched::balance::stats(c),
+                sched::balance::domain_state(c),
+                sched::snapshot(c).map(|s| s.misfit_task_load),
+            );
+        }
+    }
+    test_assert!(
+        moved,
+        "the misfit thread still runs on cpu {} {} ms after its affinity allowed a big CPU",
+        now_on,
+        MISFIT_WITHIN_NS / 1_000_000
+    );
+    test_assert!(pushed > 0, "it moved without an active balance");
+    // And it stays on a big CPU.
+    let left = super::sched::wait_until(HOLD_NS, || !on_big(MISFIT_CPU.load(Ordering::Relaxed)));
+    test_assert!(
+        !left,
+        "the misfit thread left the big CPUs within {} ms (cpu {})",
+        HOLD_NS / 1_000_000,
+        MISFIT_CPU.load(Ordering::Relaxed)
     );
     Ok(())
 }
