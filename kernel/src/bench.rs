@@ -32,7 +32,9 @@
 //! (`sched::placement_timing`) and the balance softirq recording (`softirq::cost_recording`)
 //! on. A separate mode, not part of `bench=switch`: the hold timing costs instructions on every
 //! lock, so the switch numbers stay comparable with their history. Phases, in order:
-//! - `rt_*`: the round trips of `bench=switch` (fewer), for the lock hold times;
+//! - `rt_*`: the round trips of `bench=switch` (fewer), for the lock hold times (the hold
+//!   timing is on in these and in the `rate_cyclic_*` phases only: it costs each run-queue
+//!   lock ~50 instructions, which the other phases' numbers should not include);
 //! - `placement_*` and `wakeup_6cpu`: the 6-CPU wake-up of `bench=switch` (a thread pinned to
 //!   this CPU waking an unpinned one), every placement that chose among CPUs timed and sorted
 //!   by path (`sched::PlacementPath`);
@@ -45,7 +47,8 @@
 //!   `SCHED_SOFTIRQ` raises per second of the CPUs that ran a thread;
 //! - `rate_cyclic_aggr`, `rate_cyclic_noaggr`: [`CYCLIC_THREADS`] unpinned threads each busy
 //!   200 us then asleep 800 us for 1 s, with `AGGRESSIVE_NEXT_BALANCE` as booted and off;
-//! - `rq_hold`, `rq_hold_bucket`: the hold-time histogram over all of the above.
+//! - `rq_hold`, `rq_hold_bucket`: the hold-time histogram of the `rt_*` and `rate_cyclic_*`
+//!   phases.
 //!
 //! Guest time under `-icount shift=0` is the instructions of all vCPUs together: a sample
 //! whose CPU was switched out by QEMU's round-robin in the middle counts the others'
@@ -632,6 +635,10 @@ pub fn run_sched_costs() -> bool {
         }
     }
 
+    // The phases timed from here on run without the hold timing (it costs every run-queue
+    // lock ~50 instructions), until the wake/sleep phases.
+    crate::sync::rq_hold_timing(false);
+
     // The 6-CPU wake-up of `bench=switch`, its placements timed by path.
     sched::placement_cost_reset();
     sched::ttwu_cost_reset();
@@ -754,7 +761,9 @@ pub fn run_sched_costs() -> bool {
     );
     report_softirqs("busy");
 
-    // Wake/sleep threads, with AGGRESSIVE_NEXT_BALANCE as booted and off.
+    // Wake/sleep threads, with AGGRESSIVE_NEXT_BALANCE as booted and off: wake-ups, ticks,
+    // newidle and periodic balances for the hold times.
+    crate::sync::rq_hold_timing(true);
     for (name, aggressive) in [("rate_cyclic_aggr", true), ("rate_cyclic_noaggr", false)] {
         if sched::set_features(feats.with(Feature::AGGRESSIVE_NEXT_BALANCE, aggressive)).is_err() {
             ok = false;

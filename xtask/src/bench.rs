@@ -683,7 +683,7 @@ fn print_costs(run: &CostsRun, board: Board, smp: u32, gic: u8) -> Result<()> {
     }
     let n = run.need("rq_hold", "n")?;
     println!(
-        "run-queue lock hold times over all phases: {} holds, mean {} ns, max {} ns",
+        "run-queue lock hold times (round trips, wake/sleep phases): {} holds, mean {} ns, max {} ns",
         n,
         run.need("rq_hold", "sum_ns")? / n.max(1),
         run.need("rq_hold", "max_ns")?
