@@ -590,9 +590,9 @@ mod tests {
         assert_eq!(c.sched_args.as_str(), "sched_balance=off");
         let c = Cmdline::parse("bench=switch soak=600 lockdep").cmdline;
         assert!(c.bench_switch && !c.bench && c.lockdep);
-        let c = Cmdline::parse("bench=sched-costs").cmdline;
-        assert!(c.bench_sched_costs && !c.bench_switch && c.use_semihosting());
         assert_eq!(c.soak_s, Some(600));
+        let costs = Cmdline::parse("bench=sched-costs").cmdline;
+        assert!(costs.bench_sched_costs && !costs.bench_switch && costs.use_semihosting());
         assert_eq!(
             Cmdline::parse("el0_fuzz=100000").cmdline.el0_fuzz_calls,
             Some(100_000)
