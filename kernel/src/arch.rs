@@ -36,6 +36,11 @@ mod host {
     pub fn cpu_index() -> usize {
         0
     }
+
+    /// No generic counter on the host (the lock hold timing is target-only).
+    pub fn counter() -> u64 {
+        0
+    }
 }
 #[cfg(not(target_os = "none"))]
 pub use host::*;

@@ -13,7 +13,8 @@
 //! - `tick`: the scheduler tick's work (`sched::tick`, cpufreq included) on a CPU running a
 //!   thread, per tick (the vector entry and exit around it are not counted);
 //! - `wakeup_6cpu`: one `try_to_wake_up` of an unpinned thread (placement over every CPU's
-//!   view, remote enqueue), measured in the waker;
+//!   view, remote enqueue), measured in the waker; on juno-r2 every such placement goes
+//!   through `find_energy_efficient_cpu` (`bench=sched-costs` counts them by path);
 //! - `el0_null_syscall`: an EL0 task's `gettid` round trip (SVC, the kernel's entry and exit,
 //!   `eret`), from the task's spawn to its join over all its calls;
 //! - `el0_wait_wake_same_cpu`: two EL0 tasks in their own address spaces on one CPU waking
@@ -24,10 +25,41 @@
 //!   wake; load, wait while unchanged): a round trip is two stores and wakes, two waits (plus
 //!   any that find the word changed already), two wake-ups and two switches with no TTBR1
 //!   change (one space).
+//!
+//! `bench=sched-costs` ([`run_sched_costs`], `cargo xtask bench sched-costs`): the scheduler's
+//! costs the asym issue 12 asks for, as `bench costs <name> key=value ...` lines, with the
+//! run-queue lock hold timing (`sync::rq_hold_timing`), the wake-up placement timing
+//! (`sched::placement_timing`) and the balance softirq recording (`softirq::cost_recording`)
+//! on. A separate mode, not part of `bench=switch`: the hold timing costs instructions on every
+//! lock, so the switch numbers stay comparable with their history. Phases, in order:
+//! - `rt_*`: the round trips of `bench=switch` (fewer), for the lock hold times (the hold
+//!   timing is on in these and in the `rate_cyclic_*` phases only: it costs each run-queue
+//!   lock ~50 instructions, which the other phases' numbers should not include);
+//! - `placement_*` and `wakeup_6cpu`: the 6-CPU wake-up of `bench=switch` (a thread pinned to
+//!   this CPU waking an unpinned one), every placement that chose among CPUs timed and sorted
+//!   by path (`sched::PlacementPath`);
+//! - `tick`, `softirq_tick_*`, `irq_share`: one thread spinning on a CPU for about 1 s, the
+//!   others idle: the scheduler tick there (as `bench=switch` measures it), its balance
+//!   softirqs, and what all interrupts took from the thread end to end (`share_thread`);
+//! - `softirq_busy_*`, `rate_busy`: [`BUSY_THREADS`] unpinned threads busy for 2 s (each
+//!   waits in `wfi` while it stands for running work, `sched::busy_until`, so no vCPU's
+//!   instructions slow another's down in guest time): every balance softirq recorded, and the
+//!   `SCHED_SOFTIRQ` raises per second of the CPUs that ran a thread;
+//! - `rate_cyclic_aggr`, `rate_cyclic_noaggr`: [`CYCLIC_THREADS`] unpinned threads each busy
+//!   200 us then asleep 800 us for 1 s, with `AGGRESSIVE_NEXT_BALANCE` as booted and off;
+//! - `rq_hold`, `rq_hold_bucket`: the hold-time histogram of the `rt_*` and `rate_cyclic_*`
+//!   phases.
+//!
+//! Guest time under `-icount shift=0` is the instructions of all vCPUs together: a sample
+//! whose CPU was switched out by QEMU's round-robin in the middle counts the others'
+//! instructions meanwhile (the spinning thread's, in the tick phase); medians are robust to
+//! that, maxima are not.
 
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use asym_sched::types::{CpuId, CpuMask};
+use asym_sched::features::Feature;
+use asym_sched::types::{CpuId, CpuMask, Nanos};
 
 use crate::task::{self, ExitStatus, ThreadId, ThreadParams};
 use crate::user::{self, el0_program};
@@ -382,5 +414,394 @@ pub fn run_switch() -> bool {
         }
         None => ok = false,
     }
+    ok
+}
+
+// ---- bench=sched-costs ---------------------------------------------------------------------
+
+/// Busy threads of the balancing phase (juno-r2: 6 CPUs, so some CPUs idle, some busy).
+const BUSY_THREADS: usize = 4;
+/// Threads of the wake/sleep phases.
+const CYCLIC_THREADS: usize = 6;
+const COST_ROUND_TRIPS: u64 = 5_000;
+
+/// `[calibration iterations, their guest ns, iterations, their guest ns]` of [`share_thread`].
+static SHARE: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+const CAL_ITERATIONS: u64 = 100_000;
+const CAL_RUNS: u32 = 32;
+
+/// `n` iterations of a loop whose instructions do not depend on anything but `n`.
+#[inline(never)]
+fn spin_iterations(n: u64) {
+    let mut i = 0u64;
+    while i < n {
+        i = core::hint::black_box(i) + 1;
+    }
+}
+
+/// What the interrupts take from a thread spinning alone on its CPU: calibration runs of the
+/// loop with IRQs masked, the fastest kept (its guest ns are the loop's own instructions: the
+/// other vCPUs' ticks, which count in guest time too, miss some of the short runs), then
+/// about 1 s of the same loop with IRQs on; the difference is everything else the vCPUs
+/// executed meanwhile: vector entry and exit, the GIC, the timer, the tick, its softirqs, and
+/// whatever ran on the idle CPUs (the NOHZ kicks the tick sends, their own ticks).
+fn share_thread(_: usize) {
+    let mut cal_ns = u64::MAX;
+    for _ in 0..CAL_RUNS {
+        let irq = crate::arch::irq_save_disable();
+        let t0 = sched::now().0;
+        spin_iterations(CAL_ITERATIONS);
+        cal_ns = cal_ns.min(sched::now().0 - t0);
+        crate::arch::irq_restore(irq);
+    }
+    let n = (u128::from(CAL_ITERATIONS) * 1_000_000_000 / u128::from(cal_ns.max(1))) as u64;
+    let t1 = sched::now().0;
+    spin_iterations(n);
+    let run_ns = sched::now().0 - t1;
+    for (a, v) in SHARE.iter().zip([CAL_ITERATIONS, cal_ns, n, run_ns]) {
+        a.store(v, Ordering::Relaxed);
+    }
+}
+
+fn busy_thread(deadline: usize) {
+    sched::busy_until(Nanos(deadline as u64));
+}
+
+fn cyclic_thread(deadline: usize) {
+    while sched::now().0 < deadline as u64 {
+        let t = sched::now().0;
+        sched::busy_until(Nanos(t + 200_000));
+        sched::sleep_ns(800_000);
+    }
+}
+
+/// Spawns `n` unpinned threads running `f(deadline)`, waits until then and joins them; `mid`
+/// runs halfway. False if one could not be spawned.
+fn run_threads(name: &str, n: usize, f: fn(usize), ns: u64, mid: &mut dyn FnMut()) -> bool {
+    let deadline = sched::now().0 + ns;
+    let mut ids: heapless::Vec<ThreadId, 8> = heapless::Vec::new();
+    let mut ok = true;
+    for _ in 0..n {
+        match task::spawn(name, ThreadParams::default(), f, deadline as usize) {
+            Ok(id) => {
+                let _ = ids.push(id);
+            }
+            Err(e) => {
+                crate::println!("bench costs: {}", e);
+                ok = false;
+            }
+        }
+    }
+    sched::sleep_ns(ns / 2);
+    mid();
+    sched::sleep_until(Nanos(deadline));
+    for id in ids {
+        ok &= task::join(id).is_ok();
+    }
+    ok
+}
+
+fn raised_all() -> heapless::Vec<(CpuId, u64), { crate::dt::MAX_CPUS }> {
+    smp::online_cpus()
+        .map(|c| (c, crate::softirq::counts(c).0))
+        .collect()
+}
+
+/// `SCHED_SOFTIRQ` raises per second between `before` and now over `ms`: `(mean over
+/// the CPUs in `cpus`, max over them, how many)`.
+fn raise_rate(before: &[(CpuId, u64)], cpus: CpuMask, ms: u64) -> (u64, u64, u64) {
+    let mut sum = 0;
+    let mut max = 0;
+    let mut n = 0;
+    for &(c, b) in before {
+        if !cpus.contains(c) {
+            continue;
+        }
+        let a = crate::softirq::counts(c).0;
+        let per_s = (a - b) * 1000 / ms.max(1);
+        sum += per_s;
+        max = max.max(per_s);
+        n += 1;
+    }
+    (sum / n.max(1), max, n)
+}
+
+fn percentile(sorted: &[u32], per_mille: usize) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) * per_mille).div_ceil(1000)]
+}
+
+/// Prints the recorded balance softirqs of every CPU since the last reset, by class:
+/// `<phase>_busy` (its own periodic balance, a thread running), `<phase>_idle` (its own
+/// periodic balance, idle) and `<phase>_other` (a NOHZ kick's balance of other CPUs, or none).
+fn report_softirqs(phase: &str) {
+    let mut all = Vec::new();
+    let mut dropped = 0;
+    for c in smp::online_cpus() {
+        let before = all.len() as u64;
+        let n = crate::softirq::cost_samples(c, &mut all);
+        dropped += n - (all.len() as u64 - before);
+    }
+    type Class = fn(&crate::softirq::CostSample) -> bool;
+    let classes: [(&str, Class); 3] = [
+        ("busy", |s| s.periodic && s.busy),
+        ("idle", |s| s.periodic && !s.busy),
+        ("other", |s| !s.periodic),
+    ];
+    for (class, f) in classes {
+        let picked: Vec<_> = all.iter().filter(|s| f(s)).collect();
+        let mut ns: Vec<u32> = picked.iter().map(|s| s.ns).collect();
+        ns.sort_unstable();
+        let sum: u64 = ns.iter().map(|&v| u64::from(v)).sum();
+        let mut lb = [0u64; 4];
+        for s in &picked {
+            lb[usize::from(s.lb_runs).min(3)] += 1;
+        }
+        crate::println!(
+            "bench costs softirq_{}_{} n={} mean_ns={} median_ns={} p99_ns={} max_ns={} \
+             lb_runs_0={} lb_runs_1={} lb_runs_2={} lb_runs_3plus={} dropped={}",
+            phase,
+            class,
+            ns.len(),
+            sum / (ns.len() as u64).max(1),
+            percentile(&ns, 500),
+            percentile(&ns, 990),
+            ns.last().copied().unwrap_or(0),
+            lb[0],
+            lb[1],
+            lb[2],
+            lb[3],
+            dropped
+        );
+    }
+}
+
+fn costs_line(name: &str, n: u64, total_ns: u64) {
+    crate::println!(
+        "bench costs {} n={} total_ns={} per_op_ns={}",
+        name,
+        n,
+        total_ns,
+        total_ns / n.max(1)
+    );
+}
+
+/// Runs the `bench=sched-costs` phases (module docs) and prints their lines; false if one could
+/// not run.
+pub fn run_sched_costs() -> bool {
+    use crate::sched::PlacementPath;
+    let me = crate::percpu::current_cpu();
+    let others: heapless::Vec<CpuId, 8> = smp::online_cpus().filter(|&c| c != me).collect();
+    let (Some(&x), Some(&y)) = (others.last(), others.get(others.len().wrapping_sub(2))) else {
+        crate::println!("bench costs: needs 3 online CPUs");
+        return false;
+    };
+    let feats = sched::features();
+    let domains = sched::balance::domain_state(x).map_or(0, |d| d.len());
+    crate::println!(
+        "bench costs header cpus={} hz={} lockdep={} sched_balance={} eas={} \
+         aggressive_next_balance={} domains={}",
+        smp::online_count(),
+        crate::timer::hz(),
+        u8::from(crate::sync::lockdep_enabled()),
+        u8::from(sched::balance::enabled()),
+        u8::from(sched::eas_active()),
+        u8::from(feats.enabled(Feature::AGGRESSIVE_NEXT_BALANCE)),
+        domains
+    );
+    sched::sleep_ns(500_000_000);
+    let mut ok = true;
+    crate::sync::rq_hold_reset();
+    crate::sync::rq_hold_timing(true);
+
+    // Round trips: the lock traffic of switches and wake-ups.
+    N.store(COST_ROUND_TRIPS, Ordering::Relaxed);
+    for (name, fa, ca, fb, cb) in [
+        (
+            "rt_yield_same_cpu",
+            yielder as fn(usize),
+            x,
+            yielder as fn(usize),
+            x,
+        ),
+        ("rt_wait_wake_same_cpu", pinger, x, ponger, x),
+        ("rt_wait_wake_cross_cpu", pinger, x, ponger, y),
+    ] {
+        match pair(fa, Some(ca), fb, Some(cb)) {
+            Some(t) => costs_line(name, COST_ROUND_TRIPS, t),
+            None => ok = false,
+        }
+    }
+
+    // The phases timed from here on run without the hold timing (it costs every run-queue
+    // lock ~50 instructions), until the wake/sleep phases.
+    crate::sync::rq_hold_timing(false);
+
+    // The 6-CPU wake-up of `bench=switch`, its placements timed by path.
+    sched::placement_cost_reset();
+    sched::ttwu_cost_reset();
+    sched::placement_timing(true);
+    match pair(pinger, Some(me), ponger, None) {
+        Some(_) => {
+            let (n, ns) = sched::ttwu_cost(me);
+            costs_line("wakeup_6cpu", n, ns);
+        }
+        None => ok = false,
+    }
+    sched::placement_timing(false);
+    for (name, path) in [
+        ("placement_eas", PlacementPath::Eas),
+        ("placement_eas_no_util", PlacementPath::EasNoUtil),
+        ("placement_capacity", PlacementPath::Capacity),
+    ] {
+        let (n, place, whole) = sched::placement_cost(path);
+        crate::println!(
+            "bench costs {} n={} place_ns={} wakeup_ns={} per_place_ns={} per_wakeup_ns={}",
+            name,
+            n,
+            place,
+            whole,
+            place / n.max(1),
+            whole / n.max(1)
+        );
+    }
+    crate::println!(
+        "bench costs rd overutilized={}",
+        u8::from(sched::overutilized())
+    );
+
+    // The tick of a CPU running one thread (the others idle) and its softirqs; the thread
+    // counts what the interrupts took from it.
+    crate::softirq::cost_reset();
+    crate::softirq::cost_recording(true);
+    let (n0, ns0) = sched::tick_cost(x);
+    let t0 = crate::timer::ticks(x);
+    let r0 = raised_all();
+    match spawn_pinned("bench-spin", Some(x), share_thread) {
+        Some(id) => {
+            let _ = task::join(id);
+            let (n1, ns1) = sched::tick_cost(x);
+            costs_line("tick", n1 - n0, ns1 - ns0);
+            let (cal, cal_ns, run, run_ns) = (
+                SHARE[0].load(Ordering::Relaxed),
+                SHARE[1].load(Ordering::Relaxed),
+                SHARE[2].load(Ordering::Relaxed),
+                SHARE[3].load(Ordering::Relaxed),
+            );
+            let own_ns = (u128::from(cal_ns) * u128::from(run) / u128::from(cal.max(1))) as u64;
+            let stolen = run_ns.saturating_sub(own_ns);
+            let ticks = crate::timer::ticks(x) - t0;
+            crate::println!(
+                "bench costs irq_share cal_iterations={} cal_ns={} iterations={} run_ns={} \
+                 stolen_ns={} ticks={} stolen_per_tick_ns={} share_ppm={}",
+                cal,
+                cal_ns,
+                run,
+                run_ns,
+                stolen,
+                ticks,
+                stolen / ticks.max(1),
+                (u128::from(stolen) * 1_000_000 / u128::from(run_ns.max(1))) as u64
+            );
+            let (mean, max, n) = raise_rate(&r0, CpuMask::of(x), 1000);
+            crate::println!(
+                "bench costs rate_tick raised_per_s_mean={} raised_per_s_max={} cpus={}",
+                mean,
+                max,
+                n
+            );
+        }
+        None => ok = false,
+    }
+    crate::softirq::cost_recording(false);
+    report_softirqs("tick");
+
+    // Balancing with busy threads on some CPUs.
+    crate::softirq::cost_reset();
+    crate::softirq::cost_recording(true);
+    let lb0: heapless::Vec<_, 8> = smp::online_cpus().map(sched::balance::stats).collect();
+    let r0 = raised_all();
+    let mut busy = CpuMask::EMPTY;
+    ok &= run_threads(
+        "bench-busy",
+        BUSY_THREADS,
+        busy_thread,
+        2_000_000_000,
+        &mut || {
+            for c in smp::online_cpus() {
+                if sched::snapshot(c).is_some_and(|s| s.nr_running > 0 && c != me) {
+                    busy.set(c);
+                }
+            }
+        },
+    );
+    crate::softirq::cost_recording(false);
+    let (mean, max, n) = raise_rate(&r0, busy, 2000);
+    crate::println!(
+        "bench costs rate_busy raised_per_s_mean={} raised_per_s_max={} cpus={}",
+        mean,
+        max,
+        n
+    );
+    let (mut runs, mut moved, mut kicks) = (0, 0, 0);
+    for (c, b) in smp::online_cpus().zip(lb0.iter()) {
+        let a = sched::balance::stats(c);
+        runs += a.lb_runs - b.lb_runs;
+        moved += a.moved - b.moved;
+        kicks += a.kicks_sent - b.kicks_sent;
+    }
+    crate::println!(
+        "bench costs balance_busy lb_runs={} moved={} nohz_kicks={} overutilized={}",
+        runs,
+        moved,
+        kicks,
+        u8::from(sched::overutilized())
+    );
+    report_softirqs("busy");
+
+    // Wake/sleep threads, with AGGRESSIVE_NEXT_BALANCE as booted and off: wake-ups, ticks,
+    // newidle and periodic balances for the hold times.
+    crate::sync::rq_hold_timing(true);
+    for (name, aggressive) in [("rate_cyclic_aggr", true), ("rate_cyclic_noaggr", false)] {
+        if sched::set_features(feats.with(Feature::AGGRESSIVE_NEXT_BALANCE, aggressive)).is_err() {
+            ok = false;
+        }
+        let r0 = raised_all();
+        ok &= run_threads(
+            "bench-cyclic",
+            CYCLIC_THREADS,
+            cyclic_thread,
+            1_000_000_000,
+            &mut || {},
+        );
+        let all = CpuMask(crate::smp::online_mask());
+        let (mean, max, n) = raise_rate(&r0, all, 1000);
+        crate::println!(
+            "bench costs {} raised_per_s_mean={} raised_per_s_max={} cpus={}",
+            name,
+            mean,
+            max,
+            n
+        );
+    }
+    let _ = sched::set_features(feats);
+
+    crate::sync::rq_hold_timing(false);
+    let h = crate::sync::rq_hold_histogram();
+    crate::println!(
+        "bench costs rq_hold n={} sum_ns={} max_ns={}",
+        h.n,
+        h.sum_ns,
+        h.max_ns
+    );
+    for (b, &n) in h.buckets.iter().enumerate() {
+        if n != 0 {
+            let (lo, hi) = crate::sync::hold_bucket_bounds(b);
+            crate::println!("bench costs rq_hold_bucket lo={} hi={} n={}", lo, hi, n);
+        }
+    }
+    crate::println!("bench costs done ok={}", u8::from(ok));
     ok
 }

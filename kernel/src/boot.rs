@@ -294,6 +294,10 @@ fn init_main(_: usize) {
         let ok = crate::bench::run_switch();
         crate::panic::end_run(if ok { 0 } else { 1 });
     }
+    if cmd.bench_sched_costs {
+        let ok = crate::bench::run_sched_costs();
+        crate::panic::end_run(if ok { 0 } else { 1 });
+    }
     if let Some(secs) = cmd.soak_s {
         let ok = crate::soak::run(secs);
         crate::panic::end_run(if ok { 0 } else { 1 });

@@ -88,6 +88,9 @@ pub struct Cmdline {
     pub bench: bool,
     /// `bench=switch`: run the context-switch benchmarks instead of the self tests.
     pub bench_switch: bool,
+    /// `bench=sched-costs`: run the scheduler cost benchmarks (placement, balance softirq,
+    /// tick, run-queue lock hold times) instead of the self tests.
+    pub bench_sched_costs: bool,
     /// `soak=<seconds>`: run the long stress run for this much guest time, then end.
     pub soak_s: Option<u32>,
     /// `el0_fuzz=<calls>`: system calls the EL0 fuzz self test makes (default: its short
@@ -133,6 +136,7 @@ impl Default for Cmdline {
             semihosting: false,
             bench: false,
             bench_switch: false,
+            bench_sched_costs: false,
             soak_s: None,
             el0_fuzz_calls: None,
             lockdep: false,
@@ -240,6 +244,7 @@ impl Cmdline {
         self.semihosting
             || self.selftest != SelfTestMode::Off
             || self.bench_switch
+            || self.bench_sched_costs
             || self.soak_s.is_some()
             || self.rtapp.is_some()
     }
@@ -424,11 +429,12 @@ impl Cmdline {
             "bench" => match value {
                 None => self.bench = true,
                 Some("switch") => self.bench_switch = true,
+                Some("sched-costs") => self.bench_sched_costs = true,
                 Some(v) => {
                     return Err(CmdlineError::BadValue {
                         option: "bench",
                         value: v,
-                        expected: "no value (boot timing) or `switch`",
+                        expected: "no value (boot timing), `switch` or `sched-costs`",
                     })
                 }
             },
@@ -585,6 +591,8 @@ mod tests {
         let c = Cmdline::parse("bench=switch soak=600 lockdep").cmdline;
         assert!(c.bench_switch && !c.bench && c.lockdep);
         assert_eq!(c.soak_s, Some(600));
+        let costs = Cmdline::parse("bench=sched-costs").cmdline;
+        assert!(costs.bench_sched_costs && !costs.bench_switch && costs.use_semihosting());
         assert_eq!(
             Cmdline::parse("el0_fuzz=100000").cmdline.el0_fuzz_calls,
             Some(100_000)

@@ -165,6 +165,12 @@ static TICK_COUNT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) };
 /// numbers).
 static TTWU_CYC: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
 static TTWU_COUNT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+/// `bench=sched-costs`: wake-ups that chose among CPUs are timed by placement path
+/// ([`placement_cost`]).
+static PLACE_ON: AtomicBool = AtomicBool::new(false);
+/// Per CPU and [`PlacementPath`]: `[placements, cycles placing, cycles in the whole wake-up]`.
+static PLACE: PerCpu<[[AtomicU64; 3]; 3]> =
+    PerCpu::new([const { [const { [const { AtomicU64::new(0) }; 3] }; 3] }; MAX_CPUS]);
 
 /// The token passed across a switch for "no previous thread" (a CPU's first switch).
 const NO_PREV: usize = usize::MAX;
@@ -1156,7 +1162,11 @@ pub(crate) fn wake_slot(s: usize) -> bool {
 
 fn ttwu(s: usize, t: &'static Thread) -> bool {
     let t0 = arch::counter();
-    let woke = ttwu_inner(s, t);
+    let mut path = None;
+    let woke = ttwu_inner(s, t, &mut path);
+    if let Some(p) = path {
+        placement_wakeup_done(p, t0);
+    }
     if woke {
         // IRQs may be on: the CPU read now is where most of the work ran, good enough for a
         // benchmark's average.
@@ -1184,7 +1194,82 @@ pub fn ttwu_cost_reset() {
     }
 }
 
-fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
+/// How `select_task_rq_fair` placed a wake-up that chose among CPUs (`bench=sched-costs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacementPath {
+    /// `find_energy_efficient_cpu` over the energy model: EAS active, the root domain not
+    /// overutilized, and the task's `task_util_est` (or its `uclamp_min`) not zero, so it
+    /// computed energies rather than returning `prev_cpu` at once. (The test reads the task's
+    /// signals before `select_task_rq_fair` syncs them to `prev_cpu`'s clock, which can only
+    /// lower `util_avg`, never its `util_est`; with uclamp in use a task of zero utilisation
+    /// counts here too.)
+    Eas = 0,
+    /// `find_energy_efficient_cpu` entered but returned `prev_cpu` at once (the task's
+    /// utilisation is zero).
+    EasNoUtil = 1,
+    /// Not EAS (overutilized, or EAS off): `wake_affine` and `select_idle_sibling`.
+    Capacity = 2,
+}
+
+/// Starts (`on`) or stops timing the placement of wake-ups that choose among CPUs.
+pub fn placement_timing(on: bool) {
+    PLACE_ON.store(on, Ordering::Relaxed);
+}
+
+/// Zeroes every CPU's placement timing.
+pub fn placement_cost_reset() {
+    for (_, per) in PLACE.iter() {
+        for a in per.iter().flatten() {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// `(placements, guest ns placing, guest ns in the whole wake-ups)` by `path`, every CPU
+/// together, since [`placement_cost_reset`]: placing is reading every CPU's snapshot and
+/// `select_task_rq`; the whole wake-up is [`try_to_wake_up`]'s.
+pub fn placement_cost(path: PlacementPath) -> (u64, u64, u64) {
+    let mut out = [0u64; 3];
+    for (_, per) in PLACE.iter() {
+        for (o, a) in out.iter_mut().zip(&per[path as usize]) {
+            *o += a.load(Ordering::Relaxed);
+        }
+    }
+    (
+        out[0],
+        crate::time::cyc_to_ns(out[1]),
+        crate::time::cyc_to_ns(out[2]),
+    )
+}
+
+#[inline(never)]
+fn placement_done(t0: u64, rd: &RootDomain, task: &asym_sched::rq::Task) -> PlacementPath {
+    let t1 = arch::counter();
+    let path = if !rd.eas || rd.overutilized {
+        PlacementPath::Capacity
+    } else if asym_sched::util_est::task_util_est(&task.avg).0 == 0 && !uclamp_used() {
+        PlacementPath::EasNoUtil
+    } else {
+        PlacementPath::Eas
+    };
+    let irq = arch::irq_save_disable();
+    let p = &PLACE.of(current_cpu())[path as usize];
+    p[0].fetch_add(1, Ordering::Relaxed);
+    p[1].fetch_add(t1 - t0, Ordering::Relaxed);
+    arch::irq_restore(irq);
+    path
+}
+
+#[inline(never)]
+fn placement_wakeup_done(path: PlacementPath, t0: u64) {
+    let irq = arch::irq_save_disable();
+    PLACE.of(current_cpu())[path as usize][2].fetch_add(arch::counter() - t0, Ordering::Relaxed);
+    arch::irq_restore(irq);
+}
+
+/// `path`: set to how the wake-up was placed when it chose among CPUs with
+/// [`PLACE_ON`] set.
+fn ttwu_inner(s: usize, t: &'static Thread, path: &mut Option<PlacementPath>) -> bool {
     let Some(st) = STATE.get() else { return false };
     let pi = t.sched.lock();
     if t.state() != ThreadState::Sleeping {
@@ -1233,7 +1318,9 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
     let online = online_mask();
     let rd = root_domain();
     let mut snaps = snapshot::Snapshots::new();
-    if policy::needs_snapshots(pi.params.affinity, online) {
+    let choice = policy::needs_snapshots(pi.params.affinity, online);
+    let timed = (choice && PLACE_ON.load(Ordering::Relaxed)).then(arch::counter);
+    if choice {
         snapshot::read_all(&mut snaps, st.cpus.len());
     }
     let target = policy::select_cpu(
@@ -1246,6 +1333,9 @@ fn ttwu_inner(s: usize, t: &'static Thread) -> bool {
         &snaps,
         rd,
     );
+    if let Some(t0) = timed {
+        *path = Some(placement_done(t0, &rd, task));
+    }
     let migrated = target != prev;
     if migrated {
         // set_task_cpu → migrate_task_rq_fair, without prev's run-queue lock: its signals

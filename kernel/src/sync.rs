@@ -22,7 +22,7 @@
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::arch::{self, IrqState};
 
@@ -132,8 +132,9 @@ impl<T: ?Sized> IrqSpinLock<T> {
     #[track_caller]
     pub fn lock(&self) -> IrqSpinLockGuard<'_, T> {
         let irq = arch::irq_save_disable();
-        lockdep::acquire(self.addr(), self.rank);
+        lockdep::acquire(diag(), self.addr(), self.rank);
         self.acquire();
+        hold::acquired(self.rank);
         IrqSpinLockGuard { lock: self, irq }
     }
 
@@ -142,8 +143,9 @@ impl<T: ?Sized> IrqSpinLock<T> {
     #[track_caller]
     pub fn lock_irqs_masked(&self, irq: IrqState) -> IrqSpinLockGuard<'_, T> {
         let _ = arch::irq_save_disable();
-        lockdep::acquire(self.addr(), self.rank);
+        lockdep::acquire(diag(), self.addr(), self.rank);
         self.acquire();
+        hold::acquired(self.rank);
         IrqSpinLockGuard { lock: self, irq }
     }
 
@@ -156,7 +158,8 @@ impl<T: ?Sized> IrqSpinLock<T> {
             arch::irq_restore(irq);
             return None;
         }
-        lockdep::acquire(self.addr(), self.rank);
+        lockdep::acquire(diag(), self.addr(), self.rank);
+        hold::acquired(self.rank);
         Some(IrqSpinLockGuard { lock: self, irq })
     }
 
@@ -172,6 +175,7 @@ impl<T: ?Sized> IrqSpinLock<T> {
         let irq = arch::irq_save_disable();
         for _ in 0..spins {
             if self.try_acquire() {
+                hold::acquired(self.rank);
                 return Some(IrqSpinLockGuard { lock: self, irq });
             }
             arch::cpu_relax();
@@ -184,8 +188,9 @@ impl<T: ?Sized> IrqSpinLock<T> {
     #[track_caller]
     pub fn raw_lock(&self) -> RawLockToken {
         let irq = arch::irq_save_disable();
-        lockdep::acquire(self.addr(), self.rank);
+        lockdep::acquire(diag(), self.addr(), self.rank);
         self.acquire();
+        hold::acquired(self.rank);
         RawLockToken { irq }
     }
 
@@ -258,7 +263,10 @@ impl<T: ?Sized> IrqSpinLock<T> {
     }
 
     fn release(&self) {
-        lockdep::release(self.addr());
+        let diag = diag();
+        if diag != 0 {
+            diag_release(diag, self.addr(), self.rank);
+        }
         self.locked.store(UNLOCKED, Ordering::Release);
     }
 
@@ -343,12 +351,12 @@ impl<T: ?Sized> fmt::Debug for IrqSpinLock<T> {
 /// Turns the lock-order checker on (it starts off; the boot CPU turns it on for `selftest` and
 /// `lockdep` before any other CPU runs).
 pub fn lockdep_enable() {
-    LOCKDEP.store(true, Ordering::Relaxed);
+    DIAG.fetch_or(DIAG_LOCKDEP, Ordering::Relaxed);
 }
 
 /// Whether the lock-order checker is on.
 pub fn lockdep_enabled() -> bool {
-    LOCKDEP.load(Ordering::Relaxed)
+    DIAG.load(Ordering::Relaxed) & DIAG_LOCKDEP != 0
 }
 
 /// How many checked locks the calling CPU holds (0 with the checker off). Call with IRQs
@@ -367,7 +375,35 @@ pub fn held_ranks() -> heapless::Vec<u16, 8> {
     lockdep::held_ranks()
 }
 
-static LOCKDEP: AtomicBool = AtomicBool::new(false);
+/// The lock diagnostics that are on, read by a lock before and after it takes the lock word,
+/// and once by an unlock: with all off, a load and a predictable branch each (one more of
+/// each per lock than the lock-order checker alone costs). [`DIAG_LOCKDEP`], [`DIAG_HOLD`].
+static DIAG: AtomicU8 = AtomicU8::new(0);
+/// The lock-order checker ([`lockdep_enable`]).
+const DIAG_LOCKDEP: u8 = 1;
+/// The run-queue lock hold timing ([`rq_hold_timing`]).
+const DIAG_HOLD: u8 = 2;
+
+#[inline(always)]
+fn diag() -> u8 {
+    if cfg!(target_os = "none") {
+        DIAG.load(Ordering::Relaxed)
+    } else {
+        // Host builds (unit tests on threads that all look like CPU 0) check nothing.
+        0
+    }
+}
+
+/// An unlock with some diagnostic on.
+#[inline(never)]
+fn diag_release(diag: u8, addr: usize, rank: LockRank) {
+    if diag & DIAG_LOCKDEP != 0 {
+        lockdep::pop(addr);
+    }
+    if diag & DIAG_HOLD != 0 {
+        hold::record(rank);
+    }
+}
 
 /// The per-CPU held-lock stacks of the lock-order checker. Each CPU touches only its own stack,
 /// with IRQs masked (every lock masks them before it is taken and unmasks them after it is
@@ -376,7 +412,7 @@ static LOCKDEP: AtomicBool = AtomicBool::new(false);
 mod lockdep {
     use core::sync::atomic::{AtomicU16, AtomicU8, AtomicUsize, Ordering};
 
-    use super::{LockRank, LOCKDEP};
+    use super::{diag, LockRank, DIAG, DIAG_LOCKDEP};
     use crate::dt::MAX_CPUS;
 
     /// Deepest nesting the checker follows (deeper is a bug in itself).
@@ -398,17 +434,23 @@ mod lockdep {
 
     #[inline(always)]
     fn on() -> bool {
-        cfg!(target_os = "none") && LOCKDEP.load(Ordering::Relaxed)
+        diag() & DIAG_LOCKDEP != 0
+    }
+
+    /// Turns the checker off (before a panic that prints: the console lock is checked too).
+    fn off() {
+        DIAG.fetch_and(!DIAG_LOCKDEP, Ordering::Relaxed);
     }
 
     fn mine() -> &'static Held {
         &HELD[crate::arch::cpu_index() % MAX_CPUS]
     }
 
+    /// `diag`: [`super::diag`] read by the caller.
     #[inline(always)]
     #[track_caller]
-    pub(super) fn acquire(addr: usize, rank: LockRank) {
-        if on() {
+    pub(super) fn acquire(diag: u8, addr: usize, rank: LockRank) {
+        if diag & DIAG_LOCKDEP != 0 {
             check_and_push(addr, rank);
         }
     }
@@ -425,7 +467,7 @@ mod lockdep {
             if top >= rank.0 {
                 let held_addr = h.addr[(d - 1).min(DEPTH - 1)].load(Ordering::Relaxed);
                 // Off first: the panic path prints, and the console lock is checked too.
-                LOCKDEP.store(false, Ordering::Relaxed);
+                off();
                 panic!(
                     "lock order: cpu {} takes lock {:#x} (rank {}) while holding lock {:#x} \
                      (rank {}); see docs/kernel.md \"Lock order\"",
@@ -438,7 +480,7 @@ mod lockdep {
             }
         }
         if d >= DEPTH {
-            LOCKDEP.store(false, Ordering::Relaxed);
+            off();
             panic!(
                 "lock order: cpu {} holds more than {} locks",
                 crate::arch::cpu_index(),
@@ -450,15 +492,7 @@ mod lockdep {
         h.depth.store(d as u8 + 1, Ordering::Relaxed);
     }
 
-    #[inline(always)]
-    pub(super) fn release(addr: usize) {
-        if on() {
-            pop(addr);
-        }
-    }
-
-    #[inline(never)]
-    fn pop(addr: usize) {
+    pub(super) fn pop(addr: usize) {
         let h = mine();
         let d = usize::from(h.depth.load(Ordering::Relaxed)).min(DEPTH);
         if d > 0 && h.addr[d - 1].load(Ordering::Relaxed) == addr {
@@ -501,6 +535,180 @@ mod lockdep {
         let h = mine();
         let d = usize::from(h.depth.load(Ordering::Relaxed)).min(DEPTH);
         (0..d).any(|i| (lo.0..hi.0).contains(&h.rank[i].load(Ordering::Relaxed)))
+    }
+}
+
+/// Turns the run-queue lock hold timing on or off (`bench=sched-costs`; off at boot). Off, it
+/// costs a lock one load and one predictable branch ([`DIAG`]).
+pub fn rq_hold_timing(on: bool) {
+    if on {
+        DIAG.fetch_or(DIAG_HOLD, Ordering::Relaxed);
+    } else {
+        DIAG.fetch_and(!DIAG_HOLD, Ordering::Relaxed);
+    }
+}
+
+/// Zeroes every CPU's run-queue lock hold histogram.
+pub fn rq_hold_reset() {
+    hold::reset();
+}
+
+/// Buckets of the hold-time histogram: four per power of two ([`hold_bucket`]).
+pub const HOLD_BUCKETS: usize = 4 * 40;
+
+/// The run-queue locks' hold times since [`rq_hold_reset`], every CPU together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RqHoldHistogram {
+    /// Holds per bucket ([`hold_bucket_bounds`]).
+    pub buckets: [u64; HOLD_BUCKETS],
+    pub n: u64,
+    pub sum_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Sums every CPU's hold-time histogram (racy against CPUs still recording: for reports).
+pub fn rq_hold_histogram() -> RqHoldHistogram {
+    hold::snapshot()
+}
+
+/// The histogram bucket of a hold of `ns`: exact below 8 ns, then four equal buckets per power
+/// of two (each at most 25 % wide), the last one open.
+pub const fn hold_bucket(ns: u64) -> usize {
+    if ns < 4 {
+        return ns as usize;
+    }
+    let msb = 63 - ns.leading_zeros() as usize;
+    let sub = ((ns >> (msb - 2)) & 3) as usize;
+    let b = 4 * (msb - 1) + sub;
+    if b < HOLD_BUCKETS {
+        b
+    } else {
+        HOLD_BUCKETS - 1
+    }
+}
+
+/// `[lo, hi)` of bucket `b` in ns (`hi` = `u64::MAX` for the last).
+pub const fn hold_bucket_bounds(b: usize) -> (u64, u64) {
+    if b < 4 {
+        return (b as u64, b as u64 + 1);
+    }
+    let msb = b / 4 + 1;
+    let sub = (b % 4) as u64;
+    let step = 1u64 << (msb - 2);
+    let lo = (1u64 << msb) + sub * step;
+    if b == HOLD_BUCKETS - 1 {
+        (lo, u64::MAX)
+    } else {
+        (lo, lo + step)
+    }
+}
+
+/// Run-queue lock hold times (`bench=sched-costs`): the holder stamps the counter when it
+/// takes a run-queue lock (ranks `RQ..RQ + MAX_CPUS`) and, when it releases it, adds the hold
+/// to its own CPU's histogram. A lock handed over by a context switch is one hold, from the
+/// `schedule()` that took it to the `finish_task_switch` that drops it (same CPU). Each
+/// CPU's stamp slot is its own run queue's lock, written only by its holder, so plain
+/// atomics suffice; a lock taken while the timing was off has no stamp and is not counted.
+mod hold {
+    use core::sync::atomic::{AtomicU64, Ordering};
+
+    use super::{hold_bucket, LockRank, RqHoldHistogram, DIAG_HOLD, HOLD_BUCKETS};
+    use crate::dt::MAX_CPUS;
+
+    /// Per run-queue lock: the counter when its holder took it (0: not stamped).
+    static SINCE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+    struct Hist {
+        buckets: [AtomicU64; HOLD_BUCKETS],
+        n: AtomicU64,
+        sum_ns: AtomicU64,
+        max_ns: AtomicU64,
+    }
+
+    static HIST: [Hist; MAX_CPUS] = [const {
+        Hist {
+            buckets: [const { AtomicU64::new(0) }; HOLD_BUCKETS],
+            n: AtomicU64::new(0),
+            sum_ns: AtomicU64::new(0),
+            max_ns: AtomicU64::new(0),
+        }
+    }; MAX_CPUS];
+
+    /// The run-queue lock index of `rank`, if it is one.
+    fn rq_index(rank: LockRank) -> Option<usize> {
+        let i = rank.0.wrapping_sub(LockRank::RQ.0) as usize;
+        (i < MAX_CPUS).then_some(i)
+    }
+
+    /// After a lock was taken (the diagnostics word read again: keeping it from before the
+    /// acquire costs a saved register on every lock).
+    #[inline(always)]
+    pub(super) fn acquired(rank: LockRank) {
+        if super::diag() & DIAG_HOLD != 0 {
+            stamp(rank);
+        }
+    }
+
+    #[inline(never)]
+    fn stamp(rank: LockRank) {
+        if let Some(i) = rq_index(rank) {
+            SINCE[i].store(crate::arch::counter().max(1), Ordering::Relaxed);
+        }
+    }
+
+    /// Before a lock is released, with the timing on.
+    pub(super) fn record(rank: LockRank) {
+        let Some(i) = rq_index(rank) else { return };
+        let since = SINCE[i].swap(0, Ordering::Relaxed);
+        if since == 0 {
+            return;
+        }
+        let ns = cyc_to_ns(crate::arch::counter().saturating_sub(since));
+        let h = &HIST[crate::arch::cpu_index() % MAX_CPUS];
+        h.buckets[hold_bucket(ns)].fetch_add(1, Ordering::Relaxed);
+        h.n.fetch_add(1, Ordering::Relaxed);
+        h.sum_ns.fetch_add(ns, Ordering::Relaxed);
+        h.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    #[cfg(target_os = "none")]
+    fn cyc_to_ns(cyc: u64) -> u64 {
+        crate::time::cyc_to_ns(cyc)
+    }
+
+    /// Host builds never record (see [`on`]).
+    #[cfg(not(target_os = "none"))]
+    fn cyc_to_ns(cyc: u64) -> u64 {
+        cyc
+    }
+
+    pub(super) fn reset() {
+        for h in &HIST {
+            for b in &h.buckets {
+                b.store(0, Ordering::Relaxed);
+            }
+            h.n.store(0, Ordering::Relaxed);
+            h.sum_ns.store(0, Ordering::Relaxed);
+            h.max_ns.store(0, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn snapshot() -> RqHoldHistogram {
+        let mut out = RqHoldHistogram {
+            buckets: [0; HOLD_BUCKETS],
+            n: 0,
+            sum_ns: 0,
+            max_ns: 0,
+        };
+        for h in &HIST {
+            for (o, b) in out.buckets.iter_mut().zip(&h.buckets) {
+                *o += b.load(Ordering::Relaxed);
+            }
+            out.n += h.n.load(Ordering::Relaxed);
+            out.sum_ns += h.sum_ns.load(Ordering::Relaxed);
+            out.max_ns = out.max_ns.max(h.max_ns.load(Ordering::Relaxed));
+        }
+        out
     }
 }
 
@@ -617,6 +825,34 @@ mod tests {
         assert!(lock.lock_timeout(100).is_none());
         drop(g);
         assert!(lock.lock_timeout(100).is_some());
+    }
+
+    #[test]
+    fn hold_buckets_cover_every_value_once_and_are_at_most_a_quarter_wide() {
+        let mut prev_hi = 0;
+        for b in 0..HOLD_BUCKETS {
+            let (lo, hi) = hold_bucket_bounds(b);
+            assert_eq!(
+                lo,
+                prev_hi,
+                "bucket {b} starts where {} ended",
+                b.max(1) - 1
+            );
+            assert!(hi > lo);
+            assert_eq!(hold_bucket(lo), b);
+            if hi != u64::MAX {
+                assert_eq!(hold_bucket(hi - 1), b);
+                assert!(
+                    (hi - lo) * 4 <= lo.max(4),
+                    "bucket {b} [{lo}, {hi}) too wide"
+                );
+            }
+            prev_hi = hi;
+        }
+        assert_eq!(prev_hi, u64::MAX);
+        assert_eq!(hold_bucket(u64::MAX), HOLD_BUCKETS - 1);
+        assert_eq!(hold_bucket(1000), hold_bucket(1023));
+        assert_ne!(hold_bucket(1023), hold_bucket(1024));
     }
 
     #[test]

@@ -416,6 +416,19 @@ enum BenchCmd {
         #[arg(long, value_enum, default_value = "qemu-juno-r2")]
         board: dtb::Board,
     },
+    /// The scheduler's costs (asym issue 12): EAS wake-up placement, balance softirq, busy
+    /// tick and run-queue lock hold times in guest instructions under `-icount shift=0`, and
+    /// the tick-plus-softirq share of a CPU.
+    SchedCosts {
+        #[command(flatten)]
+        machine: MachineArgs,
+        /// Timeout in seconds.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+        /// Emulated board whose device tree the kernel gets (see `qemu`).
+        #[arg(long, value_enum, default_value = "qemu-juno-r2")]
+        board: dtb::Board,
+    },
     /// The policy crate's micro-benchmarks (`cargo bench -p asym-sched --benches`).
     #[command(disable_help_flag = true)]
     Sched {
@@ -497,7 +510,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             }),
             None => bail!(
                 "`cargo xtask bench` needs a benchmark: --vs-linux, or one of boot, switch, \
-                 sched, sim (see --help)"
+                 sched-costs, sched, sim (see --help)"
             ),
             Some(BenchCmd::Boot {
                 machine,
@@ -510,6 +523,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 timeout,
                 board,
             }) => bench::switch(&machine, board, Duration::from_secs(timeout)),
+            Some(BenchCmd::SchedCosts {
+                machine,
+                timeout,
+                board,
+            }) => bench::sched_costs(&machine, board, Duration::from_secs(timeout)),
             Some(BenchCmd::Sched { args }) => bench::sched(&args),
             Some(BenchCmd::Sim { args }) => bench::sim(&args),
         },
