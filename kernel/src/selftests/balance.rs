@@ -203,6 +203,17 @@ fn check(n: usize, online: CpuMask, home: CpuId, ids: &[task::ThreadId]) -> Test
     );
     // And they stay so.
     let moved_away = super::sched::wait_until(HOLD_NS, || !placement(n).1);
+    if moved_away {
+        for c in online.iter() {
+            crate::println!(
+                "sched: cpu {}: {:?}, nr_running {:?}, misfit {:?}",
+                c.0,
+                sched::balance::stats(c),
+                sched::snapshot(c).map(|s| s.nr_running),
+                sched::snapshot(c).map(|s| s.misfit_task_load)
+            );
+        }
+    }
     test_assert!(
         !moved_away,
         "the spread did not hold for {} ms (on {:?})",

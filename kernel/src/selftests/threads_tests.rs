@@ -115,6 +115,11 @@ static IN_TICK_LATE_MAX: AtomicU64 = AtomicU64::new(0);
 /// scheduler and cpufreq work is ~2,500 instructions (`cargo xtask bench switch`), 40 us at
 /// the self tests' 16 ns per instruction.
 const TICK_WINDOW_NS: u64 = 100_000;
+/// A tick that raised `SCHED_SOFTIRQ` runs its periodic balance at the end of the same
+/// interrupt, before the woken sleeper: ~115 us of guest time (median, docs/kernel.md), so
+/// such a tick may still run this much longer. (The in-tick wake-ups of the self-test runs
+/// were up to 167 us late, more than a 40 us tick handler explains.)
+const SOFTIRQ_WINDOW_NS: u64 = 150_000;
 
 /// Sleeps to 40 deadlines 0.3 ms to 60 ms ahead and records how late each wake-up was.
 fn sleeper(cpu: usize) {
@@ -128,6 +133,7 @@ fn sleeper(cpu: usize) {
         };
         let deadline = sched::now().0 + ahead;
         let ticks = timer::ticks(cpu);
+        let balanced = crate::softirq::counts(cpu).1;
         sched::sleep_until(Nanos(deadline));
         let late = sched::now().0 - deadline;
         SLEEPS.fetch_add(1, Ordering::Relaxed);
@@ -136,7 +142,12 @@ fn sleeper(cpu: usize) {
             SLEEPS_NO_TICK.fetch_add(1, Ordering::Relaxed);
         }
         let tick_ns = crate::time::cyc_to_ns(timer::last_tick_at(cpu));
-        if timer::ticks(cpu) != ticks && tick_ns + TICK_WINDOW_NS >= deadline {
+        let window = if crate::softirq::counts(cpu).1 != balanced {
+            TICK_WINDOW_NS + SOFTIRQ_WINDOW_NS
+        } else {
+            TICK_WINDOW_NS
+        };
+        if timer::ticks(cpu) != ticks && tick_ns + window >= deadline {
             IN_TICK.fetch_add(1, Ordering::Relaxed);
             IN_TICK_LATE_MAX.fetch_max(late, Ordering::Relaxed);
         } else {
@@ -148,8 +159,9 @@ fn sleeper(cpu: usize) {
 /// A thread sleeping on an otherwise idle CPU runs within 100 µs of guest time of each of its
 /// deadlines — unless the deadline falls in that CPU's own tick handler (its blocked
 /// averages keep it ticking between short sleeps): such a wake-up waits for the tick's work,
-/// and is bounded by 100 µs plus [`TICK_WINDOW_NS`]. At HZ=250 a deadline falls in a tick
-/// window with probability ~2.5 %: more than 8 of 40 means the classification is wrong.
+/// and is bounded by 100 µs plus [`TICK_WINDOW_NS`] (plus [`SOFTIRQ_WINDOW_NS`] when the tick
+/// ran a periodic balance). At HZ=250 a deadline falls in a tick window with probability
+/// 2.5–6 %: more than 8 of 40 means the classification is wrong.
 fn sleep_latency() -> TestResult {
     let cpu = others()
         .first()
@@ -219,14 +231,14 @@ fn sleep_latency_measured(cpu: CpuId) -> TestResult {
     );
     test_assert!(
         in_tick <= 8,
-        "{} of 40 deadlines fell in a tick handler (expected ~1)",
+        "{} of 40 deadlines fell in a tick handler (expected ~1-2)",
         in_tick
     );
     test_assert!(
-        in_tick_max <= 100_000 + TICK_WINDOW_NS,
+        in_tick_max <= 100_000 + TICK_WINDOW_NS + SOFTIRQ_WINDOW_NS,
         "a sleeper whose deadline fell in a tick woke {} ns late (limit {} us)",
         in_tick_max,
-        (100_000 + TICK_WINDOW_NS) / 1000
+        (100_000 + TICK_WINDOW_NS + SOFTIRQ_WINDOW_NS) / 1000
     );
     Ok(())
 }
