@@ -229,7 +229,13 @@ pub fn run(secs: u32) -> bool {
                     ok = false;
                     let _ = core::fmt::Write::write_fmt(
                         &mut failure,
-                        format_args!("cpu {} ticked at {} mHz in second {}", c.0, rate, second),
+                        format_args!(
+                            "cpu {} ticked at {} mHz in second {} ({} tick periods missed so far)",
+                            c.0,
+                            rate,
+                            second,
+                            timer::missed(c)
+                        ),
                     );
                 }
             }
