@@ -227,7 +227,7 @@ struct QemuArgs {
     #[arg(long, value_enum, requires = "workload")]
     eas: Option<workload::OnOff>,
     /// With --workload: load balancing (the kernel's `sched_balance=`, the simulator's `--lb`;
-    /// default off).
+    /// default on, as Linux).
     #[arg(long, value_enum, requires = "workload")]
     lb: Option<workload::OnOff>,
     /// With --workload: a scheduler feature, FEATURE=on|off (repeatable).
@@ -268,7 +268,7 @@ struct CompareArgs {
     #[arg(long, value_enum)]
     eas: Option<workload::OnOff>,
     /// Load balancing on or off on both sides (the kernel's `sched_balance=`, the simulator's
-    /// `--lb`; default off).
+    /// `--lb`; default on, as Linux).
     #[arg(long, value_enum)]
     lb: Option<workload::OnOff>,
     /// A scheduler feature, FEATURE=on|off, on both sides (repeatable).

@@ -46,7 +46,8 @@ pub struct Run {
 }
 
 /// `sched_features=` for the kernel from `--eas` and `--set`, and `sched_balance=` from `--lb`
-/// (off unless `--lb on`, as the simulator compared with it runs).
+/// (on unless `--lb off`: Linux always balances, and so do the kernel and the simulator by
+/// default).
 pub fn features_arg(eas: Option<OnOff>, lb: Option<OnOff>, set: &[String]) -> Result<String> {
     let mut words = Vec::new();
     if let Some(e) = eas {
@@ -59,10 +60,10 @@ pub fn features_arg(eas: Option<OnOff>, lb: Option<OnOff>, set: &[String]) -> Re
             .to_string(),
         );
     }
-    // The kernel's `sched_balance=`, as the simulator gets `--lb` (off unless asked for).
+    // The kernel's `sched_balance=`, as the simulator gets `--lb`.
     let lb_word = format!(
         "sched_balance={}",
-        if lb == Some(OnOff::On) { "on" } else { "off" }
+        if lb == Some(OnOff::Off) { "off" } else { "on" }
     );
     for s in set {
         let (name, v) = s
@@ -520,7 +521,14 @@ pub fn run_sim(r: &Run, features: &[String]) -> Result<Analysis> {
         args.push(if e == OnOff::On { "on" } else { "off" }.into());
     }
     args.push("--lb".into());
-    args.push(if r.lb == Some(OnOff::On) { "on" } else { "off" }.into());
+    args.push(
+        if r.lb == Some(OnOff::Off) {
+            "off"
+        } else {
+            "on"
+        }
+        .into(),
+    );
     for s in features {
         args.push("--set".into());
         args.push(s.clone());
