@@ -158,6 +158,7 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
     // The meter's reading after the run is the energy over [t0, end] however late this
     // thread wakes for it.
     crate::energy::stop_at(end);
+    let raised_at_t0 = softirq_raised(exec.nr_cpus);
     let mut order: Vec<usize> = (0..exec.wl.tasks.len()).collect();
     order.sort_by_key(|&i| exec.wl.tasks[i].delay_ns);
     let mut next_status = t0 + 1_000_000_000;
@@ -172,6 +173,14 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
     }
     wait_until(end, &mut next_status, status);
     tracing::disable();
+    // SCHED_SOFTIRQ raises per CPU over the run, for runs without a trace (`cargo xtask bench
+    // --vs-linux` counts them under a cyclictest-like load this way).
+    let raised = softirq_raised(exec.nr_cpus);
+    let mut line = String::from("rtapp: SCHED_SOFTIRQ raised per CPU:");
+    for (a, b) in raised.iter().zip(&raised_at_t0) {
+        let _ = core::fmt::Write::write_fmt(&mut line, format_args!(" {}", a - b));
+    }
+    crate::println!("{} over {} ms", line, duration_ns / 1_000_000);
     if crate::cpufreq::available() {
         // The energy model's energy over [t0, end], which xtask checks the trace analyser's
         // total against.
@@ -184,6 +193,13 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         write_trace(exec, path)?;
     }
     Ok(())
+}
+
+/// Every CPU's count of SCHED_SOFTIRQ raises so far.
+fn softirq_raised(nr_cpus: usize) -> Vec<u64> {
+    (0..nr_cpus)
+        .map(|c| crate::softirq::counts(CpuId(c as u16)).0)
+        .collect()
 }
 
 /// Sleeps until `at` (guest ns), printing the status line every guest second if `status`.

@@ -337,7 +337,58 @@ pub struct AsymRuns {
     pub boot: Result<BootRun, String>,
     /// `cargo xtask bench switch`'s run (`bench=switch` under the same `-icount shift=0`).
     pub switch: Result<bench::SwitchRun, String>,
+    /// SCHED_SOFTIRQ raises per CPU per guest second, idle (one rt-app thread asleep) and
+    /// under `tests/workloads/cyclictest.json` (six threads, a 100 µs timer each).
+    pub softirq_idle: Result<f64, String>,
+    pub softirq_load: Result<f64, String>,
 }
+
+/// The mean over CPUs of the kernel's `rtapp: SCHED_SOFTIRQ raised per CPU: N ... over M ms`
+/// line, per CPU per second.
+pub fn parse_softirq_line(lines: &[String]) -> Result<f64, String> {
+    let l = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("rtapp: SCHED_SOFTIRQ raised per CPU:"))
+        .ok_or("no `rtapp: SCHED_SOFTIRQ raised per CPU` line")?;
+    let (counts, ms) = l
+        .rsplit_once(" over ")
+        .and_then(|(c, m)| Some((c, m.strip_suffix(" ms")?.trim().parse::<f64>().ok()?)))
+        .ok_or_else(|| format!("`{l}`: no `over N ms`"))?;
+    let n: Vec<f64> = counts
+        .split_whitespace()
+        .map(|w| w.parse::<f64>().map_err(|_| format!("`{w}` in `{l}`")))
+        .collect::<Result<_, _>>()?;
+    if n.is_empty() || ms <= 0.0 {
+        return Err(format!("`{l}`: no CPUs or no time"));
+    }
+    Ok(n.iter().sum::<f64>() / n.len() as f64 / (ms / 1000.0))
+}
+
+/// Runs `workload` for `secs` guest seconds under the in-kernel rt-app executor, untraced, with
+/// load balancing on (the default), and reads its SCHED_SOFTIRQ line.
+fn asym_softirq_run(o: &VsLinuxOpts, workload: &Path, secs: u32) -> Result<f64, String> {
+    let r = crate::workload::Run {
+        workload: workload.to_path_buf(),
+        out: cmd::target_dir().join("vs-linux"),
+        duration_ns: Some(u64::from(secs) * 1_000_000_000),
+        eas: None,
+        lb: None,
+        set: Vec::new(),
+        board: o.board,
+        icount: Some(0),
+        timeout: Duration::from_secs(600),
+        echo: false,
+    };
+    let lines = crate::workload::run_untraced(&o.machine, &r).map_err(|e| format!("{e:#}"))?;
+    parse_softirq_line(&lines)
+}
+
+/// An rt-app workload of one thread that sleeps through the run: asym's idle system.
+const IDLE_WORKLOAD: &str = r#"{
+  "global": { "duration": -1, "calibration": "CPU0", "default_policy": "SCHED_OTHER" },
+  "tasks": { "sleeper": { "loop": 1, "phases": { "p0": { "sleep": 3600000000 } } } }
+}
+"#;
 
 // One function per measurement: when asym gains the benchmark, its number plugs in here.
 // The two round-trip rows take `bench switch`'s `wait_wake_same_cpu` and
@@ -365,16 +416,21 @@ fn asym_cross_cpu_round_trip(a: &AsymRuns) -> Asym {
     asym_round_trip(a, "wait_wake_cross_cpu")
 }
 
-fn asym_sched_softirq_idle(_: &AsymRuns) -> Asym {
-    Asym::NotMeasured(
-        "the kernel does not run load balancing (SCHED_SOFTIRQ) on QEMU yet: the policy \
-         crate's balancer runs only in the simulator"
-            .into(),
-    )
+fn asym_rate(r: &Result<f64, String>) -> Asym {
+    match r {
+        Ok(v) => Asym::Value(*v),
+        Err(e) => Asym::Failed(e.clone()),
+    }
 }
 
+fn asym_sched_softirq_idle(a: &AsymRuns) -> Asym {
+    asym_rate(&a.softirq_idle)
+}
+
+/// asym's load is `tests/workloads/cyclictest.json` (six threads pinned one per CPU, a 100 µs
+/// timer and 5 µs of work each), Linux's `cyclictest -t6 -i100` (unpinned, nothing to do).
 fn asym_sched_softirq_load(a: &AsymRuns) -> Asym {
-    asym_sched_softirq_idle(a)
+    asym_rate(&a.softirq_load)
 }
 
 /// asym has no user tasks yet: its nearest point is its first thread, `init`, running with
@@ -895,8 +951,26 @@ pub fn run(o: &VsLinuxOpts) -> Result<ExitCode> {
     );
     let switch = bench::switch_measure(&o.machine, o.board, Duration::from_secs(300), false)
         .map_err(|e| format!("{e:#}"));
+    let idle_json = cache.join("asym-idle.json");
+    std::fs::write(&idle_json, IDLE_WORKLOAD)
+        .with_context(|| format!("writing {}", idle_json.display()))?;
+    println!(
+        "== asym: SCHED_SOFTIRQ idle {} s and under tests/workloads/cyclictest.json {} s (-icount {ICOUNT})",
+        p.idle_s, p.load_s
+    );
+    let softirq_idle = asym_softirq_run(o, &idle_json, p.idle_s);
+    let softirq_load = asym_softirq_run(
+        o,
+        &cmd::workspace_root().join("tests/workloads/cyclictest.json"),
+        p.load_s,
+    );
     let asym_wall = asym_started.elapsed();
-    let asym = AsymRuns { boot, switch };
+    let asym = AsymRuns {
+        boot,
+        switch,
+        softirq_idle,
+        softirq_load,
+    };
 
     let rows = rows(&results, &p, &asym);
     println!();
@@ -1122,12 +1196,16 @@ mod tests {
                 timed_out: false,
                 stopped: true,
             }),
+            softirq_idle: Err("not run".into()),
+            softirq_load: Err("not run".into()),
         };
         assert_eq!(asym_boot(&run(true)), Asym::Value(7_000.0));
         assert!(matches!(asym_boot(&run(false)), Asym::Failed(e) if e.contains("1 of 1 CPUs")));
         let failed = AsymRuns {
             boot: Err("no `bench boot` lines".into()),
             switch: Err("not run".into()),
+            softirq_idle: Err("not run".into()),
+            softirq_load: Err("not run".into()),
         };
         assert!(matches!(asym_boot(&failed), Asym::Failed(_)));
     }
@@ -1152,6 +1230,8 @@ mod tests {
                 ok,
                 timed_out: false,
             }),
+            softirq_idle: Ok(1.5),
+            softirq_load: Err("QEMU killed".into()),
         };
         assert_eq!(asym_same_cpu_round_trip(&run(true)), Asym::Value(9_000.0));
         assert_eq!(asym_cross_cpu_round_trip(&run(true)), Asym::Value(11_000.0));
@@ -1168,7 +1248,29 @@ mod tests {
         assert!(matches!(asym_same_cpu_round_trip(&AsymRuns {
             boot: Err("not run".into()),
             switch: Err("QEMU failed".into()),
+            softirq_idle: Err("not run".into()),
+            softirq_load: Err("not run".into()),
         }), Asym::Failed(e) if e == "QEMU failed"));
+        assert_eq!(asym_sched_softirq_idle(&run(true)), Asym::Value(1.5));
+        assert!(
+            matches!(asym_sched_softirq_load(&run(true)), Asym::Failed(e) if e == "QEMU killed")
+        );
+    }
+
+    #[test]
+    fn softirq_line_is_the_mean_per_cpu_per_second() {
+        let l = |s: &str| vec!["boot".to_string(), s.to_string()];
+        let v = parse_softirq_line(&l(
+            "rtapp: SCHED_SOFTIRQ raised per CPU: 10 20 30 40 over 2000 ms",
+        ))
+        .unwrap();
+        assert!((v - 12.5).abs() < 1e-9, "{v}");
+        assert!(parse_softirq_line(&l("rtapp: energy 5 uJ")).is_err());
+        assert!(
+            parse_softirq_line(&l("rtapp: SCHED_SOFTIRQ raised per CPU: 1 x over 1 ms")).is_err()
+        );
+        assert!(parse_softirq_line(&l("rtapp: SCHED_SOFTIRQ raised per CPU: 1 2")).is_err());
+        assert!(parse_softirq_line(&l("rtapp: SCHED_SOFTIRQ raised per CPU: over 10 ms")).is_err());
     }
 
     /// The archive read back by the rules of the newc format.

@@ -92,19 +92,55 @@ pub fn run_on_qemu(machine: &MachineArgs, r: &Run) -> Result<Analysis> {
             r.board.name()
         )
     })?;
-    let features = features_arg(r.eas, r.lb, &r.set)?;
-    let workload =
-        std::fs::canonicalize(&r.workload).with_context(|| format!("{}", r.workload.display()))?;
     std::fs::create_dir_all(&r.out).with_context(|| format!("{}", r.out.display()))?;
     let out = std::fs::canonicalize(&r.out)?;
     let trace_path = out.join("trace.txt");
     let _ = std::fs::remove_file(&trace_path);
-    let mut append = format!(
-        "rtapp={} rtapp_trace={}",
-        workload.display(),
-        trace_path.display()
+    let workload =
+        std::fs::canonicalize(&r.workload).with_context(|| format!("{}", r.workload.display()))?;
+    let outcome = launch(machine, r, Some(&trace_path))?;
+    let trace = std::fs::read_to_string(&trace_path)
+        .with_context(|| format!("{}: the kernel wrote no trace", trace_path.display()))?;
+    let duration_ns = match r.duration_ns {
+        Some(d) => d,
+        None => workload_duration(&workload, desc.cpus.len())?,
+    };
+    let an = analyse(
+        &trace,
+        desc.cpus.len(),
+        &DomainModel::of_board(desc),
+        duration_ns,
     );
-    for p in [&workload, &trace_path] {
+    let report = report_json(desc, &file_label(&r.workload), duration_ns, &an, "qemu");
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_string_pretty(&report)? + "\n",
+    )?;
+    asym_trace::validate::check_trace(&trace)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", trace_path.display()))?;
+    check_meter(&outcome.lines, an.total_energy_uj)?;
+    Ok(an)
+}
+
+/// Runs workload `r` without a trace (no `rtapp_trace=`: nothing to write back, so any length
+/// of run is cheap) and returns the kernel's console lines.
+pub fn run_untraced(machine: &MachineArgs, r: &Run) -> Result<Vec<String>> {
+    Ok(launch(machine, r, None)?.lines)
+}
+
+/// Boots the kernel on `r`'s workload (and, with `trace`, `rtapp_trace=` that host file);
+/// fails unless it ends with status 0.
+fn launch(machine: &MachineArgs, r: &Run, trace: Option<&Path>) -> Result<qemu::Outcome> {
+    let features = features_arg(r.eas, r.lb, &r.set)?;
+    let workload =
+        std::fs::canonicalize(&r.workload).with_context(|| format!("{}", r.workload.display()))?;
+    let mut append = format!("rtapp={}", workload.display());
+    let mut paths = vec![workload.clone()];
+    if let Some(t) = trace {
+        append.push_str(&format!(" rtapp_trace={}", t.display()));
+        paths.push(t.to_path_buf());
+    }
+    for p in &paths {
         let s = p.display().to_string();
         if s.len() > 200 || s.contains(char::is_whitespace) {
             bail!("{s}: the kernel takes paths of at most 200 bytes without spaces");
@@ -162,27 +198,7 @@ pub fn run_on_qemu(machine: &MachineArgs, r: &Run) -> Result<Analysis> {
             .collect();
         bail!("the kernel ended with status {code:?}: {why:?}");
     }
-    let trace = std::fs::read_to_string(&trace_path)
-        .with_context(|| format!("{}: the kernel wrote no trace", trace_path.display()))?;
-    let duration_ns = match r.duration_ns {
-        Some(d) => d,
-        None => workload_duration(&workload, desc.cpus.len())?,
-    };
-    let an = analyse(
-        &trace,
-        desc.cpus.len(),
-        &DomainModel::of_board(desc),
-        duration_ns,
-    );
-    let report = report_json(desc, &file_label(&r.workload), duration_ns, &an, "qemu");
-    std::fs::write(
-        out.join("report.json"),
-        serde_json::to_string_pretty(&report)? + "\n",
-    )?;
-    asym_trace::validate::check_trace(&trace)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", trace_path.display()))?;
-    check_meter(&outcome.lines, an.total_energy_uj)?;
-    Ok(an)
+    Ok(outcome)
 }
 
 /// Largest difference allowed between the kernel's energy meter and the analyser's energy
