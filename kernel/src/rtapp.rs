@@ -8,9 +8,13 @@
 //!   made exact, as in the simulator); `runtime` → spin for wall time;
 //! - `sleep`/`timer` → [`sched::sleep_until`]; `suspend`/`resume` → a [`Completion`] per
 //!   thread plus the interpreter's one remembered wake-up; `yield` → [`sched::yield_now`];
-//! - a phase's `nice` → [`sched::set_nice`], its `cpus` → [`sched::set_affinity`] and a move
-//!   if the thread runs outside them. A phase's uclamp applies from the thread's creation
-//!   only: the kernel has no run-time uclamp change yet.
+//! - a phase's `nice` → [`sched::set_nice`], its `util_min`/`util_max` → [`sched::set_uclamp`]
+//!   when they change, its `cpus` → [`sched::set_affinity`] and a move if the thread runs
+//!   outside them.
+//!
+//! With `rtapp_el0=` the same workload runs through the EL0 executor instead
+//! ([`crate::rtapp_el0`], `user/rtapp`: the same reader and interpreter, driven through system
+//! calls); the run's set-up, time zero, end, energy line and trace are this file's for both.
 //!
 //! Where the workload comes from (`rtapp=` on the command line): a host file read over
 //! semihosting (QEMU, `-semihosting-config enable=on,target=native`), or `demo`, the bundled
@@ -66,7 +70,6 @@ struct Exec {
     wl: Workload,
     timers: IrqSpinLock<Vec<Timer>>,
     slots: Vec<Slot>,
-    nr_cpus: usize,
 }
 
 static EXEC: InitOnce<&'static Exec> = InitOnce::new();
@@ -99,6 +102,7 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         (src, text)
     };
     let wl = workload::parse(&text, name, nr_cpus).map_err(|e| alloc::format!("{e}"))?;
+    let _ = NAMES.set(wl.tasks.iter().map(|t| t.name.clone()).collect());
     if wl.tasks.len() + nr_cpus + 4 > task::MAX_THREADS {
         return Err(alloc::format!(
             "{name}: {} threads; the kernel has room for {}",
@@ -111,6 +115,83 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         .map(|ms| ms * 1_000_000)
         .or(wl.duration_ns)
         .unwrap_or(DEFAULT_DURATION_NS);
+    // The EL0 executor's space is built before the trace takes half the free heap.
+    let el0 = match cmd.rtapp_el0.as_deref() {
+        Some(path) => Some(crate::rtapp_el0::prepare(
+            path,
+            &text,
+            name,
+            wl.tasks.len(),
+            nr_cpus,
+            crate::smp::online_mask(),
+            duration_ns,
+        )?),
+        None => None,
+    };
+    drop(text);
+    let records = (crate::heap::stats().free / 2 / (40 * nr_cpus.max(1))).min(MAX_RECORDS_PER_CPU);
+    if cmd.rtapp_trace.is_some() && !tracing::init(nr_cpus, records) {
+        return Err(alloc::format!(
+            "no memory for {records} trace records per CPU"
+        ));
+    }
+    crate::println!(
+        "rtapp: {}: {} threads, {} ms{}{}",
+        name,
+        wl.tasks.len(),
+        duration_ns / 1_000_000,
+        if el0.is_some() { ", EL0 executor" } else { "" },
+        if cmd.rtapp_trace.is_some() {
+            alloc::format!(", tracing ({records} records per CPU)")
+        } else {
+            String::new()
+        }
+    );
+    let status = cmd.rtapp_trace.is_none();
+    let ids: Vec<Option<u32>> = if let Some(prog) = el0 {
+        // The program reads the workload before time zero, as this executor does.
+        let run = crate::rtapp_el0::start(prog)?;
+        run.wait_ready()?;
+        tracing::enable();
+        let t0 = tracing::t0();
+        ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
+        let end = t0.saturating_add(duration_ns);
+        run.go(t0)?;
+        // The main thread ends once it has started every thread (at their delays, before
+        // `end`); the threads run on until the run ends, as the in-kernel executor's do.
+        run.join()?;
+        let mut next_status = t0 + 1_000_000_000;
+        wait_until(end, &mut next_status, status);
+        tracing::disable();
+        print_energy(end);
+        run.tids(wl.tasks.len())
+    } else {
+        let exec = run_in_kernel(wl, nr_cpus, duration_ns, status)?;
+        exec.slots
+            .iter()
+            .map(|s| {
+                let id = s.id.load(Ordering::Relaxed);
+                (id != u32::MAX).then_some(id)
+            })
+            .collect()
+    };
+    if let Some(path) = cmd.rtapp_trace.as_deref() {
+        let wl_names = NAMES.get().map_or(&[][..], |v| v.as_slice());
+        write_trace(nr_cpus, wl_names, &ids, path)?;
+    }
+    Ok(())
+}
+
+/// The workload's thread names, for the trace (set once per run).
+static NAMES: InitOnce<Vec<String>> = InitOnce::new();
+
+/// Runs `wl` with the in-kernel executor until its end (the trace on, from time zero).
+fn run_in_kernel(
+    wl: Workload,
+    nr_cpus: usize,
+    duration_ns: u64,
+    status: bool,
+) -> Result<&'static Exec, String> {
     let slots = (0..wl.tasks.len())
         .map(|i| Slot {
             prog: IrqSpinLock::with_rank(
@@ -128,28 +209,10 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         timers: IrqSpinLock::new(alloc::vec![Timer::new(); wl.nr_timers]),
         wl,
         slots,
-        nr_cpus,
     }));
     if EXEC.set(exec).is_err() {
         return Err("the executor already ran".into());
     }
-    let records = (crate::heap::stats().free / 2 / (40 * nr_cpus.max(1))).min(MAX_RECORDS_PER_CPU);
-    if cmd.rtapp_trace.is_some() && !tracing::init(nr_cpus, records) {
-        return Err(alloc::format!(
-            "no memory for {records} trace records per CPU"
-        ));
-    }
-    crate::println!(
-        "rtapp: {}: {} threads, {} ms{}",
-        name,
-        exec.wl.tasks.len(),
-        duration_ns / 1_000_000,
-        if cmd.rtapp_trace.is_some() {
-            alloc::format!(", tracing ({records} records per CPU)")
-        } else {
-            String::new()
-        }
-    );
     tracing::enable();
     let t0 = tracing::t0();
     ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
@@ -157,7 +220,6 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
     let mut order: Vec<usize> = (0..exec.wl.tasks.len()).collect();
     order.sort_by_key(|&i| exec.wl.tasks[i].delay_ns);
     let mut next_status = t0 + 1_000_000_000;
-    let status = cmd.rtapp_trace.is_none();
     for i in order {
         let at = t0.saturating_add(exec.wl.tasks[i].delay_ns);
         if at >= end {
@@ -168,18 +230,19 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
     }
     wait_until(end, &mut next_status, status);
     tracing::disable();
+    print_energy(end);
+    Ok(exec)
+}
+
+/// The energy model's energy over [t0, end], which xtask checks the trace analyser's total
+/// against.
+fn print_energy(end: u64) {
     if crate::cpufreq::available() {
-        // The energy model's energy over [t0, end], which xtask checks the trace analyser's
-        // total against.
         crate::println!(
             "rtapp: energy {} uJ (energy model)",
             energy_since_t0(end) / 1_000_000
         );
     }
-    if let Some(path) = cmd.rtapp_trace.as_deref() {
-        write_trace(exec, path)?;
-    }
-    Ok(())
 }
 
 /// Sleeps until `at` (guest ns), printing the status line every guest second if `status`.
@@ -281,6 +344,8 @@ fn thread_main(i: usize) {
     let me = task::current().map(ThreadId::task_id);
     let slot = &exec.slots[i];
     let t0 = tracing::t0();
+    // The clamps in force (the thread was spawned with its first phase's).
+    let mut uclamp = slot.prog.lock().thread.params().uclamp.unwrap_or((0, 1024));
     loop {
         let now = rel_now();
         let action = {
@@ -293,7 +358,7 @@ fn thread_main(i: usize) {
             Action::Marker(m) => tracing::marker(m),
             Action::Phase(p) => {
                 if let Some(id) = me.map(ThreadId::from_task_id) {
-                    apply_phase(id, p);
+                    apply_phase(id, p, &mut uclamp);
                 }
             }
             Action::Run { work_ns } => {
@@ -342,8 +407,17 @@ fn thread_main(i: usize) {
     }
 }
 
-fn apply_phase(id: ThreadId, p: Params) {
+/// A phase's nice, its clamps when they differ from those in force (`uclamp`), and its CPUs
+/// (with a move if the thread runs outside them). The EL0 executor does the same through
+/// `sched_setattr` and `sched_setaffinity`.
+fn apply_phase(id: ThreadId, p: Params, uclamp: &mut (u32, u32)) {
     let _ = sched::set_nice(id, p.nice);
+    if let Some(c) = p.uclamp.filter(|&c| c != *uclamp) {
+        let mut req = asym_sched::uclamp::TaskUclamp::new();
+        if req.set_request(c.0, c.1).is_ok() && sched::set_uclamp(id, req).is_ok() {
+            *uclamp = c;
+        }
+    }
     let online = CpuMask(crate::smp::online_mask());
     let mask = CpuMask(p.allowed).and(online);
     if !mask.is_empty() && sched::set_affinity(id, mask).is_ok() {
@@ -351,26 +425,28 @@ fn apply_phase(id: ThreadId, p: Params) {
     }
 }
 
-fn write_trace(exec: &Exec, path: &str) -> Result<(), String> {
-    let names: Vec<tracing::Named<'_>> = exec
-        .wl
-        .tasks
+fn write_trace(
+    nr_cpus: usize,
+    names: &[String],
+    ids: &[Option<u32>],
+    path: &str,
+) -> Result<(), String> {
+    let names: Vec<tracing::Named<'_>> = names
         .iter()
-        .zip(&exec.slots)
+        .zip(ids)
         .enumerate()
-        .filter_map(|(i, (t, s))| {
-            let id = s.id.load(Ordering::Relaxed);
-            (id != u32::MAX).then(|| tracing::Named {
+        .filter_map(|(i, (n, id))| {
+            id.map(|id| tracing::Named {
                 id,
                 pid: FIRST_PID + i as u32,
-                name: truncate(&t.name),
+                name: truncate(n),
             })
         })
         .collect();
     let lost = tracing::lost();
     let mut f = crate::semihosting::File::open(path, true)
         .map_err(|e| alloc::format!("{path}: cannot write the trace: {e}"))?;
-    let lines = tracing::drain(exec.nr_cpus, &names, |b| f.write_all(b))
+    let lines = tracing::drain(nr_cpus, &names, |b| f.write_all(b))
         .map_err(|e| alloc::format!("{path}: {e}"))?;
     crate::println!("rtapp: trace: {} lines, {} records lost", lines, lost);
     Ok(())

@@ -236,6 +236,10 @@ struct QemuArgs {
     /// With --workload: real-time guest clock instead of -icount.
     #[arg(long, requires = "workload")]
     no_icount: bool,
+    /// With --workload: run it with the EL0 rt-app executor (`user/rtapp`, loaded by the
+    /// kernel over semihosting) instead of the in-kernel one; same trace.txt and report.json.
+    #[arg(long, requires = "workload")]
+    el0: bool,
     /// Extra QEMU arguments, after `--`.
     #[arg(last = true)]
     qemu_args: Vec<String>,
@@ -579,6 +583,7 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         icount: true,
         timeout: Duration::from_secs(args.timeout),
         echo: false,
+        el0: false,
     };
     let desc = args
         .board
@@ -631,6 +636,7 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
                 args.timeout
             }),
             echo: true,
+            el0: args.el0,
         };
         let a = workload::run_on_qemu(&args.machine, &r)?;
         println!(

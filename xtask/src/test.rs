@@ -1024,6 +1024,7 @@ fn workload_stage(results: &mut Vec<StageResult>) {
                 icount: true,
                 timeout: Duration::from_secs(300),
                 echo: false,
+                el0: false,
             };
             ran += 1;
             let res = crate::workload::run_on_qemu(&machine, &r).and_then(|a| {

@@ -2,7 +2,8 @@
 //! `cargo xtask compare --workload W.json`.
 //!
 //! The kernel reads the workload over semihosting (`rtapp=`), runs it with its in-kernel
-//! executor under `-icount` (repeatable guest time) and writes `DIR/trace.txt` over
+//! executor (or, with `--el0`, the EL0 executor `user/rtapp`, read over semihosting too:
+//! `rtapp_el0=`) under `-icount` (repeatable guest time) and writes `DIR/trace.txt` over
 //! semihosting (`rtapp_trace=`). xtask then checks the trace with the validators the
 //! simulator's tests use (`asym_trace::validate`) and writes `DIR/report.json` from the trace
 //! with the one analyser (`asym_trace::analyse`). `compare` runs the simulator on the same
@@ -42,6 +43,8 @@ pub struct Run {
     pub icount: bool,
     pub timeout: Duration,
     pub echo: bool,
+    /// Run it with the EL0 executor (`user/rtapp`, `rtapp_el0=`) instead of the in-kernel one.
+    pub el0: bool,
 }
 
 /// `sched_features=` for the kernel from `--eas` and `--set`, and `sched_balance=` from `--lb`
@@ -108,6 +111,14 @@ pub fn run_on_qemu(machine: &MachineArgs, r: &Run) -> Result<Analysis> {
             bail!("{s}: the kernel takes paths of at most 200 bytes without spaces");
         }
     }
+    if r.el0 {
+        let prog = crate::kernel::build_el0_rtapp()?;
+        let s = prog.display().to_string();
+        if s.len() > 200 || s.contains(char::is_whitespace) {
+            bail!("{s}: the kernel takes paths of at most 200 bytes without spaces");
+        }
+        append.push_str(&format!(" rtapp_el0={s}"));
+    }
     if let Some(ns) = r.duration_ns {
         append.push_str(&format!(" rtapp_duration_ms={}", ns.div_ceil(1_000_000)));
     }
@@ -155,7 +166,12 @@ pub fn run_on_qemu(machine: &MachineArgs, r: &Run) -> Result<Analysis> {
         let why: Vec<&String> = outcome
             .lines
             .iter()
-            .filter(|l| l.starts_with("rtapp:") || l.contains("panic"))
+            .filter(|l| {
+                l.starts_with("rtapp:")
+                    || l.starts_with("rtapp-el0:")
+                    || l.starts_with("el0:")
+                    || l.contains("panic")
+            })
             .collect();
         bail!("the kernel ended with status {code:?}: {why:?}");
     }
