@@ -91,18 +91,21 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         return Err("no workload (rtapp=)".into());
     };
     let nr_cpus = sched::nr_cpus();
-    let (name, text): (&str, String) = if src == "demo" {
-        ("periodic-big.json (built in)", DEMO.into())
+    let (name, bytes): (&str, Vec<u8>) = if src == "demo" {
+        ("periodic-big.json (built in)", DEMO.as_bytes().to_vec())
     } else {
         let bytes = crate::semihosting::read_file(src, MAX_JSON)
             .map_err(|e| alloc::format!("{src}: cannot read the workload: {e}"))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            alloc::format!("{src}: not UTF-8 at byte {}", e.utf8_error().valid_up_to())
-        })?;
-        (src, text)
+        (src, bytes)
     };
+    if let Some(path) = cmd.rtapp_el0.as_deref() {
+        // The EL0 program reads the workload itself, with the same reader.
+        return run_el0(cmd, path, name, bytes, nr_cpus);
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        alloc::format!("{name}: not UTF-8 at byte {}", e.utf8_error().valid_up_to())
+    })?;
     let wl = workload::parse(&text, name, nr_cpus).map_err(|e| alloc::format!("{e}"))?;
-    let _ = NAMES.set(wl.tasks.iter().map(|t| t.name.clone()).collect());
     if wl.tasks.len() + nr_cpus + 4 > task::MAX_THREADS {
         return Err(alloc::format!(
             "{name}: {} threads; the kernel has room for {}",
@@ -115,82 +118,105 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         .map(|ms| ms * 1_000_000)
         .or(wl.duration_ns)
         .unwrap_or(DEFAULT_DURATION_NS);
-    // The EL0 executor's space is built before the trace takes half the free heap.
-    let el0 = match cmd.rtapp_el0.as_deref() {
-        Some(path) => Some(crate::rtapp_el0::prepare(
-            path,
-            &text,
-            name,
-            wl.tasks.len(),
-            nr_cpus,
-            crate::smp::online_mask(),
-            duration_ns,
-        )?),
-        None => None,
-    };
-    drop(text);
-    let records = (crate::heap::stats().free / 2 / (40 * nr_cpus.max(1))).min(MAX_RECORDS_PER_CPU);
-    if cmd.rtapp_trace.is_some() && !tracing::init(nr_cpus, records) {
-        return Err(alloc::format!(
-            "no memory for {records} trace records per CPU"
-        ));
+    let exec = run_in_kernel(cmd, name, wl, nr_cpus, duration_ns)?;
+    let ids: Vec<Option<u32>> = exec
+        .slots
+        .iter()
+        .map(|s| {
+            let id = s.id.load(Ordering::Relaxed);
+            (id != u32::MAX).then_some(id)
+        })
+        .collect();
+    if let Some(path) = cmd.rtapp_trace.as_deref() {
+        let names: Vec<String> = exec.wl.tasks.iter().map(|t| t.name.clone()).collect();
+        write_trace(nr_cpus, &names, &ids, path)?;
     }
+    Ok(())
+}
+
+/// Trace records per CPU: half the free heap, at most [`MAX_RECORDS_PER_CPU`].
+fn trace_records(nr_cpus: usize) -> usize {
+    (crate::heap::stats().free / 2 / (40 * nr_cpus.max(1))).min(MAX_RECORDS_PER_CPU)
+}
+
+fn banner(cmd: &Cmdline, name: &str, threads: usize, duration_ns: u64, how: &str, records: usize) {
     crate::println!(
         "rtapp: {}: {} threads, {} ms{}{}",
         name,
-        wl.tasks.len(),
+        threads,
         duration_ns / 1_000_000,
-        if el0.is_some() { ", EL0 executor" } else { "" },
+        how,
         if cmd.rtapp_trace.is_some() {
             alloc::format!(", tracing ({records} records per CPU)")
         } else {
             String::new()
         }
     );
-    let status = cmd.rtapp_trace.is_none();
-    let ids: Vec<Option<u32>> = if let Some(prog) = el0 {
-        // The program reads the workload before time zero, as this executor does.
-        let run = crate::rtapp_el0::start(prog)?;
-        run.wait_ready()?;
-        tracing::enable();
-        let t0 = tracing::t0();
-        ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
-        let end = t0.saturating_add(duration_ns);
-        run.go(t0)?;
-        // The main thread ends once it has started every thread (at their delays, before
-        // `end`); the threads run on until the run ends, as the in-kernel executor's do.
-        run.join()?;
-        let mut next_status = t0 + 1_000_000_000;
-        wait_until(end, &mut next_status, status);
-        tracing::disable();
-        print_energy(end);
-        run.tids(wl.tasks.len())
-    } else {
-        let exec = run_in_kernel(wl, nr_cpus, duration_ns, status)?;
-        exec.slots
-            .iter()
-            .map(|s| {
-                let id = s.id.load(Ordering::Relaxed);
-                (id != u32::MAX).then_some(id)
-            })
-            .collect()
-    };
-    if let Some(path) = cmd.rtapp_trace.as_deref() {
-        let wl_names = NAMES.get().map_or(&[][..], |v| v.as_slice());
-        write_trace(nr_cpus, wl_names, &ids, path)?;
+}
+
+/// Runs the workload `bytes` with the EL0 executor at host path `path`
+/// ([`crate::rtapp_el0`]): the program reads it before time zero and reports what the run
+/// needs (its length, the threads' names); from time zero on, the run is this file's, as for
+/// the in-kernel executor.
+fn run_el0(
+    cmd: &Cmdline,
+    path: &str,
+    name: &str,
+    bytes: Vec<u8>,
+    nr_cpus: usize,
+) -> Result<(), String> {
+    // The space is built before the trace takes half the free heap.
+    let prog = crate::rtapp_el0::prepare(
+        path,
+        &bytes,
+        name,
+        nr_cpus,
+        crate::smp::online_mask(),
+        cmd.rtapp_duration_ms.map_or(0, |ms| ms * 1_000_000),
+        DEFAULT_DURATION_NS,
+    )?;
+    drop(bytes);
+    let records = trace_records(nr_cpus);
+    if cmd.rtapp_trace.is_some() && !tracing::init(nr_cpus, records) {
+        return Err(alloc::format!(
+            "no memory for {records} trace records per CPU"
+        ));
+    }
+    let run = crate::rtapp_el0::start(prog)?;
+    let ready = run.wait_ready()?;
+    banner(
+        cmd,
+        name,
+        ready.names.len(),
+        ready.duration_ns,
+        ", EL0 executor",
+        records,
+    );
+    tracing::enable();
+    let t0 = tracing::t0();
+    ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
+    let end = t0.saturating_add(ready.duration_ns);
+    run.go(t0)?;
+    // The main thread ends once it has started every thread (at their delays, before `end`);
+    // the threads run on until the run ends, as the in-kernel executor's do.
+    run.join()?;
+    let mut next_status = t0 + 1_000_000_000;
+    wait_until(end, &mut next_status, cmd.rtapp_trace.is_none());
+    tracing::disable();
+    print_energy(end);
+    if let Some(trace) = cmd.rtapp_trace.as_deref() {
+        write_trace(nr_cpus, &ready.names, &run.tids(ready.names.len()), trace)?;
     }
     Ok(())
 }
 
-/// The workload's thread names, for the trace (set once per run).
-static NAMES: InitOnce<Vec<String>> = InitOnce::new();
-
 /// Runs `wl` with the in-kernel executor until its end (the trace on, from time zero).
 fn run_in_kernel(
+    cmd: &Cmdline,
+    name: &str,
     wl: Workload,
     nr_cpus: usize,
     duration_ns: u64,
-    status: bool,
 ) -> Result<&'static Exec, String> {
     let slots = (0..wl.tasks.len())
         .map(|i| Slot {
@@ -213,6 +239,14 @@ fn run_in_kernel(
     if EXEC.set(exec).is_err() {
         return Err("the executor already ran".into());
     }
+    let records = trace_records(nr_cpus);
+    if cmd.rtapp_trace.is_some() && !tracing::init(nr_cpus, records) {
+        return Err(alloc::format!(
+            "no memory for {records} trace records per CPU"
+        ));
+    }
+    banner(cmd, name, exec.wl.tasks.len(), duration_ns, "", records);
+    let status = cmd.rtapp_trace.is_none();
     tracing::enable();
     let t0 = tracing::t0();
     ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);

@@ -10,8 +10,9 @@
 //! ("EL0 programs"), which the program's `BootInfo` mirrors:
 //! - `1 MiB..16 MiB`: the program's `PT_LOAD` segments, W^X;
 //! - `16 MiB`: the boot info page (read-only; its address is the main thread's `x0`), then
-//!   one data page of thread ids the program fills and the kernel reads after the run to name
-//!   the threads in the trace;
+//!   one data page of results the program fills once it has read the workload (the run's
+//!   length, the threads' names) and as it starts the threads (their ids), which the kernel
+//!   reads to time the run and to name the threads in the trace;
 //! - `17 MiB..`: the JSON (read-only);
 //! - `48 MiB..`: [`NR_STACKS`] stacks of [`STACK_PAGES`] pages, each above an unmapped guard
 //!   page (the next stack's guard is the one above); the main thread runs on stack 0;
@@ -36,7 +37,14 @@ const PAGE: usize = 4096;
 pub const ELF_LO: usize = USER_BASE + 0x10_0000;
 pub const ELF_HI: usize = USER_BASE + 0x100_0000;
 const INFO_VA: usize = USER_BASE + 0x100_0000;
-const TIDS_VA: usize = INFO_VA + PAGE;
+/// The page the program writes what the kernel needs from the workload: the run's length
+/// (u64 at 0), the thread count (u32 at 8), the threads' ids (u32 each from [`R_TIDS`]) and
+/// names ([`NAME_BYTES`] each from [`R_NAMES`], NUL-padded).
+const RESULT_VA: usize = INFO_VA + PAGE;
+const R_THREADS: usize = 8;
+const R_TIDS: usize = 64;
+const R_NAMES: usize = 128;
+const NAME_BYTES: usize = 16;
 /// The workload's name in the boot info page.
 const NAME_OFFSET: usize = 1024;
 const JSON_VA: usize = USER_BASE + 0x110_0000;
@@ -68,6 +76,14 @@ pub struct Prepared {
     entry: u64,
 }
 
+/// What the program reported once it had read the workload.
+pub struct Ready {
+    /// The run's length from time zero.
+    pub duration_ns: u64,
+    /// The workload's threads' names (`TASK_COMM_LEN - 1` bytes at most).
+    pub names: Vec<String>,
+}
+
 /// The running program's main thread and its space.
 pub struct Running {
     main: ThreadId,
@@ -75,24 +91,18 @@ pub struct Running {
 }
 
 /// Reads the program at host path `path` and builds its address space for the workload
-/// `json` (named `name`, `nr_threads` threads) on `nr_cpus` CPUs (`online`), ending
-/// `duration_ns` after time zero. Every problem is an error naming it.
+/// `json` (named `name`) on `nr_cpus` CPUs (`online`); the run lasts `duration_ns` from time
+/// zero (0: the workload's `duration`, else `default_ns`). Every problem is an error naming
+/// it.
 pub fn prepare(
     path: &str,
-    json: &str,
+    json: &[u8],
     name: &str,
-    nr_threads: usize,
     nr_cpus: usize,
     online: u64,
     duration_ns: u64,
+    default_ns: u64,
 ) -> Result<Prepared, String> {
-    if nr_threads >= NR_STACKS {
-        return Err(format!(
-            "{name}: {nr_threads} threads; the EL0 executor runs at most {} (one address \
-             space, {MAX_SPACE_THREADS} threads with its main thread)",
-            NR_STACKS - 1
-        ));
-    }
     let bytes = crate::semihosting::read_file(path, MAX_ELF)
         .map_err(|e| format!("{path}: cannot read the EL0 program: {e}"))?;
     let plan = elf::plan(&bytes, ELF_LO as u64, ELF_HI as u64, MAX_PROGRAM_PAGES)
@@ -133,7 +143,7 @@ pub fn prepare(
     drop(bytes);
     let mut info = vec![0u8; PAGE];
     let name = truncate_bytes(name, PAGE - NAME_OFFSET);
-    let words: [u64; 17] = [
+    let words: [u64; 18] = [
         MAGIC,
         VERSION,
         JSON_VA as u64,
@@ -149,8 +159,9 @@ pub fn prepare(
         online,
         0, // t0, stored by `start`
         duration_ns,
-        TIDS_VA as u64,
+        RESULT_VA as u64,
         0, // go, stored by `Running::go`
+        default_ns,
     ];
     for (i, w) in words.iter().enumerate() {
         info[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
@@ -158,8 +169,8 @@ pub fn prepare(
     info[NAME_OFFSET..NAME_OFFSET + name.len()].copy_from_slice(name.as_bytes());
     // The boot info stays read-only until `start` writes t0 through the kernel's alias.
     a.map_page(INFO_VA, Perm::ReadOnly, &info).map_err(err)?;
-    a.map_page(TIDS_VA, Perm::Data, &[]).map_err(err)?;
-    for (k, chunk) in json.as_bytes().chunks(PAGE).enumerate() {
+    a.map_page(RESULT_VA, Perm::Data, &[]).map_err(err)?;
+    for (k, chunk) in json.chunks(PAGE).enumerate() {
         a.map_page(JSON_VA + k * PAGE, Perm::ReadOnly, chunk)
             .map_err(err)?;
     }
@@ -208,10 +219,10 @@ impl Running {
     /// Waits (before time zero, so untraced) until the main thread has read the workload and
     /// waits for [`Running::go`]; an error if it ended instead (a bad workload: it printed
     /// the reader's message).
-    pub fn wait_ready(&self) -> Result<(), String> {
+    pub fn wait_ready(&self) -> Result<Ready, String> {
         loop {
             if user::futex_waiters(self.main, INFO_VA + 8 * W_GO) > 0 {
-                return Ok(());
+                return self.ready();
             }
             let gone = task::get(self.main).is_none_or(|t| t.state() == task::ThreadState::Zombie);
             if gone {
@@ -220,6 +231,29 @@ impl Running {
             }
             crate::sched::sleep_ns(100_000);
         }
+    }
+
+    /// What the program wrote before it waited for `go`.
+    fn ready(&self) -> Result<Ready, String> {
+        let word = |off: usize| user::read_u32(&self.space, RESULT_VA + off).unwrap_or(0);
+        let duration_ns = u64::from(word(0)) | (u64::from(word(4)) << 32);
+        let threads = word(R_THREADS) as usize;
+        if threads >= NR_STACKS || duration_ns == 0 {
+            return Err(format!(
+                "the EL0 executor reported {threads} threads and a run of {duration_ns} ns"
+            ));
+        }
+        let names = (0..threads)
+            .map(|i| {
+                let mut b = [0u8; NAME_BYTES];
+                for (k, chunk) in b.chunks_mut(4).enumerate() {
+                    chunk.copy_from_slice(&word(R_NAMES + NAME_BYTES * i + 4 * k).to_le_bytes());
+                }
+                let n = b.iter().position(|&c| c == 0).unwrap_or(NAME_BYTES);
+                String::from_utf8_lossy(&b[..n]).into_owned()
+            })
+            .collect();
+        Ok(Ready { duration_ns, names })
     }
 
     /// Time zero is `t0_ns`: the main thread starts the workload's threads.
@@ -249,7 +283,7 @@ impl Running {
     /// The ids the program recorded for its first `n` workload threads (`None`: not started).
     pub fn tids(&self, n: usize) -> Vec<Option<u32>> {
         (0..n)
-            .map(|i| user::read_u32(&self.space, TIDS_VA + 4 * i).filter(|&t| t != 0))
+            .map(|i| user::read_u32(&self.space, RESULT_VA + R_TIDS + 4 * i).filter(|&t| t != 0))
             .collect()
     }
 }

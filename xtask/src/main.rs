@@ -584,6 +584,7 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout),
         echo: false,
         el0: false,
+        el0_program: None,
     };
     let desc = args
         .board
@@ -637,6 +638,7 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
             }),
             echo: true,
             el0: args.el0,
+            el0_program: None,
         };
         let a = workload::run_on_qemu(&args.machine, &r)?;
         println!(

@@ -62,13 +62,26 @@ struct BootInfo {
     online: u64,
     /// The workload's time zero (the trace's), `clock` time: stored by the kernel before `go`.
     t0_ns: AtomicU64,
-    /// The run's length from `t0_ns`.
+    /// The run's length from `t0_ns` (0: the workload's `duration`, else
+    /// `default_duration_ns`).
     duration_ns: u64,
-    /// `nr_stacks - 1` u32 words: workload thread `i`'s id goes at `i`.
-    tids: u64,
+    /// The results page: what the kernel needs from the workload, written before waiting for
+    /// `go` (the run's length as a u64 at 0, the thread count as a u32 at 8, the threads'
+    /// names, 16 NUL-padded bytes each from 128) and as the threads start (their ids, a u32
+    /// each from 64).
+    results: u64,
     /// 0 until the kernel has stored `t0_ns`, then 1 (a futex word).
     go: AtomicU32,
+    _pad: u32,
+    default_duration_ns: u64,
 }
+
+/// Offsets in the results page (`kernel/src/rtapp_el0.rs`, `docs/syscalls.md`).
+const R_DURATION: usize = 0;
+const R_THREADS: usize = 8;
+const R_TIDS: usize = 64;
+const R_NAMES: usize = 128;
+const NAME_BYTES: usize = 16;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"asymrtap");
 const VERSION: u64 = 1;
@@ -186,10 +199,16 @@ extern "C" fn main_el0(info: *const BootInfo) -> ! {
     let room = info.nr_stacks.saturating_sub(1) as usize;
     if wl.tasks.len() > room {
         fail(format_args!(
-            "{name}: {} threads; an EL0 address space runs {room} beside its main thread",
+            "{name}: {} threads; the EL0 executor runs at most {room} (one address space: its \
+             main thread and {room} more)",
             wl.tasks.len()
         ));
     }
+    let duration_ns = match info.duration_ns {
+        0 => wl.duration_ns.unwrap_or(info.default_duration_ns),
+        d => d,
+    };
+    report(info, duration_ns, &wl);
     let slots = (0..wl.tasks.len())
         .map(|i| Slot {
             prog: SpinLock::new(Prog {
@@ -213,7 +232,7 @@ extern "C" fn main_el0(info: *const BootInfo) -> ! {
     }
     let t0 = info.t0_ns.load(Ordering::Acquire);
     exec.t0.store(t0, Ordering::Release);
-    let end = t0.saturating_add(info.duration_ns);
+    let end = t0.saturating_add(duration_ns);
     let mut order: Vec<usize> = (0..exec.wl.tasks.len()).collect();
     order.sort_by_key(|&i| exec.wl.tasks[i].delay_ns);
     for i in order {
@@ -243,10 +262,36 @@ fn spawn(exec: &Exec, info: &BootInfo, i: usize) {
             exec.wl.tasks[i].name, -tid
         ));
     }
-    let word = info.tids as usize + 4 * i;
-    // SAFETY: the kernel mapped `nr_stacks - 1` writable u32 words at `tids` and reads them
-    // only after the run; `i < nr_stacks - 1` (checked against the thread count).
-    unsafe { core::ptr::write_volatile(word as *mut u32, tid as u32) };
+    put_u32(info, R_TIDS + 4 * i, tid as u32);
+}
+
+/// Stores `v` at `offset` of the results page (a data page the kernel mapped for this and
+/// reads through its own alias; `offset` + 4 within the page, 4-aligned: callers below).
+fn put_u32(info: &BootInfo, offset: usize, v: u32) {
+    let word = info.results as usize + offset;
+    // SAFETY: a 4-aligned word of the results page, mapped writable for this program for the
+    // life of the space; the kernel reads it only through atomics.
+    unsafe { AtomicU32::from_ptr(word as *mut u32) }.store(v, Ordering::Release);
+}
+
+/// What the kernel needs from the workload before time zero: the run's length, the thread
+/// count and the threads' names (for the trace).
+fn report(info: &BootInfo, duration_ns: u64, wl: &Workload) {
+    put_u32(info, R_DURATION, duration_ns as u32);
+    put_u32(info, R_DURATION + 4, (duration_ns >> 32) as u32);
+    put_u32(info, R_THREADS, wl.tasks.len() as u32);
+    for (i, t) in wl.tasks.iter().enumerate() {
+        let mut b = [0u8; NAME_BYTES];
+        let n = comm(&t.name);
+        b[..n.len()].copy_from_slice(n.as_bytes());
+        for (k, w) in b.chunks(4).enumerate() {
+            put_u32(
+                info,
+                R_NAMES + NAME_BYTES * i + 4 * k,
+                u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
+            );
+        }
+    }
 }
 
 fn exec() -> &'static Exec {
