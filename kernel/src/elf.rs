@@ -201,7 +201,7 @@ pub fn plan(elf: &[u8], lo: u64, hi: u64, max_pages: usize) -> Result<Program, E
         if memsz == 0 {
             continue;
         }
-        let end = vaddr.checked_add(memsz).unwrap_or(u64::MAX);
+        let end = vaddr.saturating_add(memsz);
         if vaddr < lo || end > hi {
             return Err(ElfError::OutOfRange {
                 index,
