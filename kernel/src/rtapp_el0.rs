@@ -74,6 +74,8 @@ const W_GO: usize = 16;
 pub struct Prepared {
     space: AddressSpace,
     entry: u64,
+    /// The CPU the main thread is pinned to (the boot info says so too).
+    main_cpu: asym_sched::types::CpuId,
 }
 
 /// What the program reported once it had read the workload.
@@ -141,9 +143,10 @@ pub fn prepare(
         }
     }
     drop(bytes);
+    let main_cpu = crate::percpu::current_cpu();
     let mut info = vec![0u8; PAGE];
     let name = truncate_bytes(name, PAGE - NAME_OFFSET);
-    let words: [u64; 18] = [
+    let words: [u64; 19] = [
         MAGIC,
         VERSION,
         JSON_VA as u64,
@@ -162,6 +165,8 @@ pub fn prepare(
         RESULT_VA as u64,
         0, // go, stored by `Running::go`
         default_ns,
+        // The main thread's CPUs: the one `start` pins it to.
+        1u64 << main_cpu.0,
     ];
     for (i, w) in words.iter().enumerate() {
         info[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
@@ -197,15 +202,16 @@ pub fn prepare(
     Ok(Prepared {
         space: a,
         entry: plan.entry,
+        main_cpu,
     })
 }
 
-/// Starts the program's main thread, pinned to the calling CPU as the in-kernel executor's
+/// Starts the program's main thread, pinned to the CPU [`prepare`] ran on, as the in-kernel executor's
 /// threads are all started from the init thread's: it reads the workload, then waits for
 /// [`Running::go`].
 pub fn start(p: Prepared) -> Result<Running, String> {
     let sp = (STACKS_VA + (STACK_PAGES + 1) * PAGE) as u64;
-    let here = asym_sched::types::CpuMask::of(crate::percpu::current_cpu());
+    let here = asym_sched::types::CpuMask::of(p.main_cpu);
     let params = ThreadParams {
         affinity: here,
         ..ThreadParams::default()

@@ -74,6 +74,8 @@ struct BootInfo {
     go: AtomicU32,
     _pad: u32,
     default_duration_ns: u64,
+    /// The main thread's CPUs (the kernel pins it to the CPU its init thread runs on).
+    main_cpus: u64,
 }
 
 /// Offsets in the results page (`kernel/src/rtapp_el0.rs`, `docs/syscalls.md`).
@@ -256,6 +258,10 @@ fn spawn(exec: &Exec, info: &BootInfo, i: usize) {
     sys::set_affinity(if mask == 0 { exec.online } else { mask });
     let sp = info.stacks + (i as u64 + 2) * info.stack_stride;
     let tid = sys::thread_create(thread_main, sp, i as u64);
+    // Back to the main thread's own CPU (the thread's CPUs may have moved it), so every
+    // thread is forked from there, as the in-kernel executor forks all of them from its init
+    // thread's CPU.
+    sys::set_affinity(info.main_cpus);
     if tid < 0 {
         fail(format_args!(
             "cannot start thread {}: errno {}",
