@@ -500,8 +500,9 @@ fn apply_completions(core: &mut Core, now: Nanos) {
                 let id = CpuId(c as u16);
                 if p.cpus.contains(id) {
                     ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
-                    crate::energy::set_power(id, uw, now.0);
-                    crate::tracing::cpu_frequency(id, p.cur().0);
+                    // The meter changes power at the trace event's instant, so both agree.
+                    let at = crate::tracing::cpu_frequency(id, p.cur().0);
+                    crate::energy::set_power(id, uw, at.unwrap_or(now.0));
                 }
             }
         }

@@ -28,6 +28,16 @@ static POWER_UW: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; M
 static BUSY_SINCE: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
 /// Energy of the CPU's closed busy intervals, pJ.
 static ENERGY_PJ: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+/// The meter stops at this instant ([`stop_at`]); `u64::MAX`: runs on.
+static STOP_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Stops the meter at guest time `at_ns` (ns of `sched::now`'s clock): busy time after it is
+/// not charged, so [`total_pj`] read at any time later is the energy up to `at_ns` — the end
+/// of a workload run, which the trace analyser cuts its intervals at too, whenever the thread
+/// reading the meter gets to run after it.
+pub fn stop_at(at_ns: u64) {
+    STOP_AT.store(at_ns, Ordering::Relaxed);
+}
 
 /// The busy power of performance domain `pd` of `board` at `khz`, µW, as the analyser's
 /// `DomainModel::of_board` gives it: the DT formula with the domain's first CPU's
@@ -50,7 +60,8 @@ pub fn opp_power_uw(board: &BoardDesc, pd: usize, khz: Khz) -> u64 {
 }
 
 fn charge(cpu: CpuId, from: u64, to: u64) {
-    let pj = u128::from(to.saturating_sub(from))
+    let stop = STOP_AT.load(Ordering::Relaxed);
+    let pj = u128::from(to.min(stop).saturating_sub(from.min(stop)))
         * u128::from(POWER_UW.of(cpu).load(Ordering::Relaxed))
         / 1000;
     ENERGY_PJ
@@ -76,8 +87,11 @@ pub fn busy_end(cpu: CpuId, now_ns: u64) {
 pub fn set_power(cpu: CpuId, uw: u64, now_ns: u64) {
     let b = BUSY_SINCE.of(cpu);
     let since = b.load(Ordering::Relaxed);
+    // An interval `cpu` opened after `now_ns` (it switched between this change's trace record
+    // and this call) runs at the new power from its start: nothing to charge at the old one.
     if since != 0
-        && b.compare_exchange(since, now_ns.max(1), Ordering::Relaxed, Ordering::Relaxed)
+        && since < now_ns
+        && b.compare_exchange(since, now_ns, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
     {
         charge(cpu, since, now_ns);
@@ -91,8 +105,9 @@ pub fn total_pj(now_ns: u64) -> u64 {
     for c in 0..MAX_CPUS {
         let cpu = CpuId(c as u16);
         let since = BUSY_SINCE.of(cpu).load(Ordering::Relaxed);
+        let stop = STOP_AT.load(Ordering::Relaxed);
         let open = if since != 0 {
-            u128::from(now_ns.saturating_sub(since))
+            u128::from(now_ns.min(stop).saturating_sub(since.min(stop)))
                 * u128::from(POWER_UW.of(cpu).load(Ordering::Relaxed))
                 / 1000
         } else {

@@ -12,7 +12,7 @@ use linked_list_allocator::Heap;
 use crate::sync::{IrqSpinLock, LockRank};
 
 /// Most RAM the heap takes, whatever the DT says.
-pub const HEAP_MAX: usize = 32 * 1024 * 1024;
+pub const HEAP_MAX: usize = 128 * 1024 * 1024;
 
 struct KernelHeap(IrqSpinLock<Heap>);
 

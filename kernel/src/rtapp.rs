@@ -2,10 +2,11 @@
 //! interpreter the simulator uses (`asym_rtapp::interp`), so both run the same program —
 //! phases, loops, markers, timers and rt-app's statistics come from the same code. This file
 //! only carries the interpreter's actions out against guest time:
-//! - `run` → [`sched::work`]: the thread spins until its own running time, charged
+//! - `run` → [`sched::work`]: the thread stays running (in `wfi` between interrupts, so that
+//!   under `-icount` it costs no guest instructions) until its own running time, charged
 //!   `capacity_orig × freq_scale` per ns at every switch and tick, covers the work — exactly
 //!   `work × 1024 / (capacity_orig × f / fmax)` ns of running (rt-app's calibration convention
-//!   made exact, as in the simulator); `runtime` → spin for wall time;
+//!   made exact, as in the simulator); `runtime` → [`sched::busy_until`], wall time;
 //! - `sleep`/`timer` → [`sched::sleep_until`]; `suspend`/`resume` → a [`Completion`] per
 //!   thread plus the interpreter's one remembered wake-up; `yield` → [`sched::yield_now`];
 //! - a phase's `nice` → [`sched::set_nice`], its `util_min`/`util_max` → [`sched::set_uclamp`]
@@ -51,7 +52,7 @@ const DEFAULT_DURATION_NS: u64 = 10_000_000_000;
 /// First pid of the workload's threads, as the simulator numbers them.
 const FIRST_PID: u32 = 1001;
 /// Trace records per CPU at most (40 bytes each).
-const MAX_RECORDS_PER_CPU: usize = 256 * 1024;
+const MAX_RECORDS_PER_CPU: usize = 1024 * 1024;
 
 /// One workload thread's state shared with the others (for `resume`).
 struct Slot {
@@ -196,6 +197,9 @@ fn run_el0(
     let t0 = tracing::t0();
     ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
     let end = t0.saturating_add(ready.duration_ns);
+    // The meter's reading after the run is the energy over [t0, end] however late this
+    // thread wakes for it.
+    crate::energy::stop_at(end);
     run.go(t0)?;
     // The main thread ends once it has started every thread (at their delays, before `end`);
     // the threads run on until the run ends, as the in-kernel executor's do.
@@ -251,6 +255,9 @@ fn run_in_kernel(
     let t0 = tracing::t0();
     ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
     let end = t0.saturating_add(duration_ns);
+    // The meter's reading after the run is the energy over [t0, end] however late this
+    // thread wakes for it.
+    crate::energy::stop_at(end);
     let mut order: Vec<usize> = (0..exec.wl.tasks.len()).collect();
     order.sort_by_key(|&i| exec.wl.tasks[i].delay_ns);
     let mut next_status = t0 + 1_000_000_000;
@@ -401,10 +408,7 @@ fn thread_main(i: usize) {
                 }
             }
             Action::Runtime { ns } => {
-                let until = sched::now().0.saturating_add(ns);
-                while sched::now().0 < until {
-                    sched::spin_hint();
-                }
+                sched::busy_until(Nanos(sched::now().0.saturating_add(ns)));
             }
             Action::Sleep { ns } => {
                 if ns > 0 {

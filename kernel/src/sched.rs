@@ -760,21 +760,26 @@ fn schedule_mode(mode: Mode) {
         account_start(cs, nt, t.0);
     } else {
         policy::idle_enter(cs);
-        crate::energy::busy_end(cpu, t.0);
     }
     nt.stats.cpus_seen.fetch_or(1 << cpu.0, Ordering::Relaxed);
     nt.stats.nr_switches.fetch_add(1, Ordering::Relaxed);
     if prev == cs.idle {
         // Leaving idle (Linux `tick_nohz_idle_exit`).
         crate::timer::nohz_restart_tick(cpu);
-        crate::energy::busy_start(cpu, t.0);
     }
-    tracing::switch(
+    let traced = tracing::switch(
         prev,
         prev_state(mode, pt.state(), prev == cs.idle),
         next,
         cs.idle,
     );
+    // The meter's busy interval turns at the trace's `sched_switch` instant, the one the
+    // trace analyser's energy uses (the clock update `t` came before the pick).
+    if next == cs.idle {
+        crate::energy::busy_end(cpu, traced.unwrap_or(t.0));
+    } else if prev == cs.idle {
+        crate::energy::busy_start(cpu, traced.unwrap_or(t.0));
+    }
     cs.curr = next;
     cs.nr_switches += 1;
     publish(cs);
@@ -1296,8 +1301,10 @@ pub struct WorkSpan {
     pub completed: Nanos,
 }
 
-/// Runs `w_ns` of emulated work (ns of a biggest CPU at its top OPP) by spinning; returns when
-/// it started and the instant it completed, exactly (see the module docs). From a thread.
+/// Runs `w_ns` of emulated work (ns of a biggest CPU at its top OPP): the thread stays running
+/// (waiting in `wfi` between interrupts) until its running time, at its CPU's capacity and
+/// frequency, covers the work; returns when it started and the instant it completed, exactly
+/// (see the module docs). From a thread.
 pub fn work(w_ns: u64) -> WorkSpan {
     let Some(s) = task::current_slot() else {
         return WorkSpan {
@@ -1327,9 +1334,10 @@ pub fn work(w_ns: u64) -> WorkSpan {
         let rate = t.work.rate.load(Ordering::Relaxed);
         let at = t.work.completed_at.load(Ordering::Relaxed);
         let now_ns = now().0;
-        arch::irq_restore(irq);
         let started = Nanos(start_ns);
         if at != 0 {
+            crate::timer::cancel_wakeup();
+            arch::irq_restore(irq);
             t.work.target.store(u64::MAX, Ordering::Relaxed);
             return WorkSpan {
                 started,
@@ -1338,13 +1346,47 @@ pub fn work(w_ns: u64) -> WorkSpan {
         }
         let total = done.saturating_add(now_ns.saturating_sub(since).saturating_mul(rate));
         if total >= target && rate > 0 {
+            crate::timer::cancel_wakeup();
+            arch::irq_restore(irq);
             t.work.target.store(u64::MAX, Ordering::Relaxed);
             return WorkSpan {
                 started,
                 completed: Nanos(since + (target - done).div_ceil(rate)),
             };
         }
-        spin_hint();
+        if rate == 0 {
+            arch::irq_restore(irq);
+            spin_hint();
+            continue;
+        }
+        // Wait in `wfi` for the instant the work completes at this rate, or for any interrupt
+        // before it (the tick and a switch are what change the rate). Only guest time makes
+        // the work, so the CPU need not execute anything meanwhile, and under QEMU's `-icount`
+        // it must not: guest time there is the sum of every vCPU's instructions, so a spinning
+        // vCPU slows every other CPU's kernel code down in guest time (with n CPUs spinning,
+        // a wake-up on the others costs about n times its instructions). IRQs stay masked from
+        // the check to the `wfi`, which a pending interrupt ends even while masked, so an
+        // interrupt between them cannot be slept through.
+        let due = now_ns.saturating_add((target - total).div_ceil(rate));
+        crate::timer::arm_wakeup(crate::time::ns_to_cyc(due));
+        arch::wfi();
+        arch::irq_restore(irq);
+    }
+}
+
+/// Keeps the calling thread running until guest time `deadline` (rt-app's `runtime`: wall
+/// time, whatever the CPU's capacity and frequency), waiting in `wfi` as [`work`] does.
+pub fn busy_until(deadline: Nanos) {
+    loop {
+        let irq = arch::irq_save_disable();
+        if now() >= deadline {
+            crate::timer::cancel_wakeup();
+            arch::irq_restore(irq);
+            return;
+        }
+        crate::timer::arm_wakeup(crate::time::ns_to_cyc(deadline.0));
+        arch::wfi();
+        arch::irq_restore(irq);
     }
 }
 

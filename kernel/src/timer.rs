@@ -15,8 +15,8 @@
 //! `CNTVOFF_EL2` is 0 (QEMU's reset value; the EL2→EL1 drop writes 0), so tick times and the
 //! counter timestamps of the console agree.
 //!
-//! Each CPU's queue ([`TimerQueue`]) holds one sleep timer per thread (key = thread slot) and the
-//! tick (key [`TICK_KEY`]); `CNTV_CVAL` always holds the earliest. Tick deadlines are
+//! Each CPU's queue ([`TimerQueue`]) holds one sleep timer per thread (key = thread slot), the
+//! tick (key [`TICK_KEY`]) and one wake-up timer (key [`WAKE_KEY`], [`arm_wakeup`]); `CNTV_CVAL` always holds the earliest. Tick deadlines are
 //! `base + n × freq / HZ` exactly (integer, no accumulated rounding); when interrupts were held
 //! off past whole periods those periods are skipped and counted in [`missed`] rather than
 //! replayed, so [`ticks`] counts tick interrupts actually taken. An idle CPU with nothing due
@@ -104,10 +104,13 @@ static NOHZ_STOPS: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) };
 
 /// The tick's key in a CPU's timer queue (thread sleep timers use their slot).
 pub const TICK_KEY: usize = MAX_THREADS;
+/// The key of a CPU's wake-up timer ([`arm_wakeup`]): an interrupt at an instant and nothing
+/// else, for a thread that waits in `wfi` while it stands for a running workload.
+pub const WAKE_KEY: usize = MAX_THREADS + 1;
 
 /// One CPU's timers.
 struct CpuTimers {
-    queue: TimerQueue<{ MAX_THREADS + 1 }>,
+    queue: TimerQueue<{ MAX_THREADS + 2 }>,
     /// The tick is out of the queue (NOHZ idle).
     tick_stopped: bool,
 }
@@ -216,6 +219,23 @@ pub fn cancel_sleep(slot: usize) {
     let c = th.timer_cpu.swap(0, Ordering::AcqRel);
     if c != 0 {
         timers(CpuId(c - 1)).lock().queue.remove(slot);
+    }
+}
+
+/// Arms the calling CPU's wake-up timer at counter value `at_cyc` (re-arms it if armed): its
+/// interrupt does nothing but end a `wfi` (`sched::work` waits in one for the instant its
+/// emulated work completes). IRQs masked by the caller, so the CPU cannot change under it.
+pub fn arm_wakeup(at_cyc: u64) {
+    let mut t = timers(current_cpu()).lock();
+    t.queue.insert(WAKE_KEY, at_cyc);
+    program(&t);
+}
+
+/// Cancels the calling CPU's wake-up timer, if armed.
+pub fn cancel_wakeup() {
+    let mut t = timers(current_cpu()).lock();
+    if t.queue.remove(WAKE_KEY).is_some() {
+        program(&t);
     }
 }
 
@@ -408,6 +428,9 @@ fn handle_timer(_intid: IntId) {
                 }
                 NEXT.of(cpu).store(n, Ordering::Relaxed);
                 t.queue.insert(TICK_KEY, deadline(base, n));
+            } else if key == WAKE_KEY {
+                // Its interrupt was the point: the `wfi` waiting for it has ended.
+                t.queue.remove(key);
             } else if woken.push(key as u16).is_ok() {
                 t.queue.remove(key);
                 let _ = crate::task::slot(key).timer_cpu.compare_exchange(

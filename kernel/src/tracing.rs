@@ -166,9 +166,12 @@ pub fn set_nice(slot: usize, nice: i32) {
 // ---- record points ---------------------------------------------------------------------------
 
 /// `sched_switch` on this CPU from slot `prev` to slot `next` (`idle` is this CPU's idle slot).
-pub fn switch(prev: usize, state: PrevState, next: usize, idle: usize) {
+///
+/// Returns the guest time the record is stamped with (`None` while the trace is off), which
+/// the energy meter then uses for the same switch, so that meter and trace agree.
+pub fn switch(prev: usize, state: PrevState, next: usize, idle: usize) -> Option<u64> {
     if !on() {
-        return;
+        return None;
     }
     let st = match state {
         PrevState::Preempted => 0,
@@ -177,7 +180,7 @@ pub fn switch(prev: usize, state: PrevState, next: usize, idle: usize) {
         PrevState::Dead => 3,
     };
     let (p, n) = (thread(prev, idle), thread(next, idle));
-    record(
+    let at = record(
         Kind::Switch,
         0,
         [
@@ -188,6 +191,7 @@ pub fn switch(prev: usize, state: PrevState, next: usize, idle: usize) {
     );
 
     CURR[current_cpu().index() % MAX_CPUS].store(n, Ordering::Relaxed);
+    at
 }
 
 /// `sched_waking` of slot `s` (on the waker's CPU), its CPU then `cpu`.
@@ -245,12 +249,13 @@ pub fn rename_self() {
     }
 }
 
-/// `cpu_frequency`: `cpu` now runs at `khz`.
-pub fn cpu_frequency(cpu: CpuId, khz: u32) {
+/// `cpu_frequency`: `cpu` now runs at `khz`. Returns the record's guest time, as
+/// [`switch`] does.
+pub fn cpu_frequency(cpu: CpuId, khz: u32) -> Option<u64> {
     if !on() {
-        return;
+        return None;
     }
-    record(Kind::CpuFrequency, 0, [u64::from(khz), u64::from(cpu.0), 0]);
+    record(Kind::CpuFrequency, 0, [u64::from(khz), u64::from(cpu.0), 0])
 }
 
 /// `cpu_idle` on this CPU: entering state 0 (`enter`) or leaving idle.
@@ -382,17 +387,20 @@ fn prio_byte(s: usize) -> u8 {
     NICE.get(s).map_or(0, |n| n.load(Ordering::Relaxed)) as u8
 }
 
-fn record(kind: Kind, tag: u8, p: [u64; 3]) {
-    let Some(rings) = RINGS.get() else { return };
+/// Records one event on this CPU; returns the guest time (ns since boot) it is stamped with.
+fn record(kind: Kind, tag: u8, p: [u64; 3]) -> Option<u64> {
+    let rings = RINGS.get()?;
     // IRQs masked: this CPU is its ring's only producer, and the timestamp is taken in order.
     let irq = arch::irq_save_disable();
     let cpu = current_cpu();
-    let ts = ts_now();
+    let now = crate::time::now().0;
+    let ts = now.saturating_sub(T0.load(Ordering::Relaxed));
     let hdr = header(kind, tag, cpu);
     if let Some(r) = rings.get(cpu.index()) {
         r.push(&[ts, hdr, p[0], p[1], p[2]]);
     }
     arch::irq_restore(irq);
+    Some(now)
 }
 
 /// Guest ns since the trace's time zero.

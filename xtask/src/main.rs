@@ -240,6 +240,9 @@ struct QemuArgs {
     /// kernel over semihosting) instead of the in-kernel one; same trace.txt and report.json.
     #[arg(long, requires = "workload")]
     el0: bool,
+    /// With --workload: `-icount shift=N`, guest ns per instruction as a power of two.
+    #[arg(long, requires = "workload", default_value_t = qemu::WORKLOAD_ICOUNT_SHIFT)]
+    icount_shift: u32,
     /// Extra QEMU arguments, after `--`.
     #[arg(last = true)]
     qemu_args: Vec<String>,
@@ -274,6 +277,9 @@ struct CompareArgs {
     /// Kill QEMU after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout: u64,
+    /// `-icount shift=N` for the QEMU side, guest ns per instruction as a power of two.
+    #[arg(long, default_value_t = qemu::WORKLOAD_ICOUNT_SHIFT)]
+    icount_shift: u32,
     /// Exit with a failure unless the tolerances hold.
     #[arg(long)]
     strict: bool,
@@ -580,7 +586,7 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         lb: args.lb,
         set: args.set.clone(),
         board: args.board,
-        icount: true,
+        icount: Some(args.icount_shift),
         timeout: Duration::from_secs(args.timeout),
         echo: false,
         el0: false,
@@ -630,7 +636,7 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
             lb: args.lb,
             set: args.set.clone(),
             board: args.board,
-            icount: !args.no_icount,
+            icount: (!args.no_icount).then_some(args.icount_shift),
             timeout: Duration::from_secs(if args.timeout == 0 {
                 3600
             } else {

@@ -17,6 +17,14 @@ pub const UBOOT_BIN: &str = "/usr/lib/u-boot/qemu_arm64/u-boot.bin";
 /// Deterministic guest time: one instruction = 2^shift ns; idle periods are skipped
 /// (`sleep=off`) instead of waited for in real time.
 pub const DEFAULT_ICOUNT: &str = "shift=4,sleep=off";
+/// `-icount shift=` of rt-app workload runs (`--workload`, `compare`): one instruction per
+/// ns, about what the boards' cores retire (Cortex-A53 to A73 at 0.5–2.4 GHz). QEMU runs
+/// `-icount` vCPUs round-robin in one host thread and advances one guest clock by every
+/// vCPU's instructions, so the kernel's own work costs guest time in proportion to 2^shift;
+/// at `shift=4` a wake-up and switch (~10,000 instructions) took 160 µs of guest time, and
+/// `cyclictest.json`'s 100 µs periods never slept. Workload threads cost no instructions
+/// while they "run" (`sched::work` waits in `wfi`), so the run stays cheap in host time.
+pub const WORKLOAD_ICOUNT_SHIFT: u32 = 0;
 /// The CPU model: Juno r2's big core, which has EL2 under TCG.
 pub const DEFAULT_CPU: &str = "cortex-a72";
 /// In interactive runs, an unfinished line (a prompt) is shown after this much quiet.

@@ -948,14 +948,11 @@ fn verdict(run: &QemuRun, o: &qemu::Outcome, timeout: Duration) -> (bool, String
 }
 
 const EL0_STAGE: &str = "rt-app EL0 executor vs in-kernel";
-/// The workload and guest time of [`el0_stage`]: `periodic-big` settles into one placement
-/// under both executors; `periodic-small`'s four small tasks are bistable between staying on
-/// the little CPUs and bouncing to the big ones, and which state a run falls into depends on
-/// timing, not on the executor alone (docs/experiments.md, issue 13).
-const EL0_WORKLOAD: &str = "periodic-big.json";
+/// The workloads and guest time of [`el0_stage`] (docs/experiments.md, issue 13).
+const EL0_WORKLOADS: &[&str] = &["periodic-small.json", "periodic-big.json"];
 const EL0_RUN_NS: u64 = 1_000_000_000;
 
-/// Issue 13's must-show 3: one bundled workload on qemu-juno-r2 under `-icount`, run by the
+/// Issue 13's must-show 3: two bundled workloads on qemu-juno-r2 under `-icount`, each run by the
 /// in-kernel executor and by the EL0 one (`user/rtapp`); both traces pass the validators
 /// (`run_on_qemu`), every task gets the same placement class, and the energies are within
 /// [`crate::workload::EL0_ENERGY_TOLERANCE_PCT`]. Then bad input at EL0 must end the run with
@@ -983,7 +980,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
             lb: None,
             set: Vec::new(),
             board,
-            icount: true,
+            icount: Some(qemu::WORKLOAD_ICOUNT_SHIFT),
             timeout: Duration::from_secs(120),
             echo: false,
             el0,
@@ -991,21 +988,30 @@ fn el0_stage(results: &mut Vec<StageResult>) {
         };
     let mut failed = Vec::new();
     let mut detail = String::new();
-    let wl = root.join("tests/workloads").join(EL0_WORKLOAD);
-    let both = crate::workload::run_on_qemu(&machine, &run(wl.clone(), "kernel", false, None))
+    for name in EL0_WORKLOADS {
+        let wl = root.join("tests/workloads").join(name);
+        let stem = name.trim_end_matches(".json");
+        let both = crate::workload::run_on_qemu(
+            &machine,
+            &run(wl.clone(), &format!("{stem}-kernel"), false, None),
+        )
         .and_then(|k| {
-            let e = crate::workload::run_on_qemu(&machine, &run(wl.clone(), "el0", true, None))?;
+            let e = crate::workload::run_on_qemu(
+                &machine,
+                &run(wl.clone(), &format!("{stem}-el0"), true, None),
+            )?;
             let desc = anyhow::Context::context(board.desc(), "qemu-juno-r2 has an energy model")?;
             crate::workload::compare_executors(desc, &k, &e)
         });
-    match both {
-        Ok(line) => {
-            println!("ok     {EL0_WORKLOAD} on {}: {line}", board.name());
-            detail = format!("{EL0_WORKLOAD}: {line}");
-        }
-        Err(e) => {
-            println!("FAILED {EL0_WORKLOAD} on {}: {e:#}", board.name());
-            failed.push(format!("{EL0_WORKLOAD}: {e:#}"));
+        match both {
+            Ok(line) => {
+                println!("ok     {name} on {}: {line}", board.name());
+                detail.push_str(&format!("{name}: {line}; "));
+            }
+            Err(e) => {
+                println!("FAILED {name} on {}: {e:#}", board.name());
+                failed.push(format!("{name}: {e:#}"));
+            }
         }
     }
     // Bad input: each must fail with status 2 and its message.
@@ -1040,7 +1046,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
         ),
         (
             "not an ELF",
-            wl.clone(),
+            root.join("tests/workloads/periodic-small.json"),
             Some(bad_json.clone()),
             &["not a 64-bit little-endian ELF file", "status Some(2)"],
         ),
@@ -1073,7 +1079,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
         name: EL0_STAGE.into(),
         ok: failed.is_empty(),
         detail: if failed.is_empty() {
-            format!("{detail}; bad JSON, not an ELF and 16 threads reported")
+            format!("{detail}bad JSON, not an ELF and 16 threads reported")
         } else {
             failed.join("; ")
         },
@@ -1158,7 +1164,7 @@ fn workload_stage(results: &mut Vec<StageResult>) {
                 lb,
                 set: Vec::new(),
                 board,
-                icount: true,
+                icount: Some(crate::qemu::WORKLOAD_ICOUNT_SHIFT),
                 timeout: Duration::from_secs(300),
                 echo: false,
                 el0: false,

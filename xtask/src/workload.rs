@@ -40,7 +40,8 @@ pub struct Run {
     /// `FEATURE=on|off`.
     pub set: Vec<String>,
     pub board: dtb::Board,
-    pub icount: bool,
+    /// `-icount shift=` (guest ns per instruction as a power of two); `None`: real time.
+    pub icount: Option<u32>,
     pub timeout: Duration,
     pub echo: bool,
     /// Run it with the EL0 executor (`user/rtapp`, `rtapp_el0=`) instead of the in-kernel one.
@@ -147,9 +148,10 @@ pub fn run_on_qemu(machine: &MachineArgs, r: &Run) -> Result<Analysis> {
             image: a.image.clone(),
         },
         &append,
-        r.icount,
+        false,
         false,
     );
+    m.icount = r.icount.map(|shift| format!("shift={shift},sleep=off"));
     if let Some(path) = dtb::board_dtb(r.board, &mut m, &dir)? {
         m.extra.push("-dtb".into());
         m.extra.push(path.display().to_string());
@@ -205,14 +207,15 @@ pub fn run_on_qemu(machine: &MachineArgs, r: &Run) -> Result<Analysis> {
 }
 
 /// Largest difference allowed between the kernel's energy meter and the analyser's energy
-/// from the trace. The two sum the same `busy_ns × power(opp)`, the meter at the scheduler's
-/// switch and transition times and the trace at its records' own timestamps. Over the
-/// bundled workloads they differed by −1.2 % to +1.3 % when this check was added, and by up
-/// to +2.6 % (`periodic-small.json` on qemu-hikey960, meter higher by a steady ~1.1 mJ) in
-/// other builds of the same code: the kernel's layout moves `-icount` timings. The cause of
-/// that offset is not pinned down yet; the bound catches a meter that is broken, not a
-/// percent-level disagreement.
-const METER_TOLERANCE_PCT: f64 = 5.0;
+/// from the trace. The two sum the same `busy_ns × power(opp)`, and the meter turns its busy
+/// intervals and power changes at the instants the trace's `sched_switch` and
+/// `cpu_frequency` records carry (`kernel/src/sched.rs`, `cpufreq.rs`), so they agree to the
+/// µJ but for rounding and the odd race of a transition completing on one CPU while another
+/// switches: over the bundled workloads on qemu-juno-r2 and qemu-hikey960 (3 Dec 2026) the
+/// largest difference was 0.0064 % (177 µJ of 2.77 J). Before the meter used the trace's
+/// instants it read its own clock a few hundred ns earlier per switch, and the two drifted
+/// apart by up to 5.5 % on `cyclictest.json` (120,000 switches a second).
+const METER_TOLERANCE_PCT: f64 = 0.05;
 
 /// The kernel's own `rtapp: energy N uJ (energy model)` line must agree with the energy the
 /// analyser computed from its trace (see `kernel/src/energy.rs`).
@@ -404,7 +407,8 @@ pub struct Verdict {
 }
 
 /// Prints the simulator's and the kernel's analyses side by side; the verdict on energy
-/// within 15 %, equal placement classes and frequency residency within 15 % (of the run).
+/// within 15 %, equal placement classes (per thread, or as a set over the instances of one
+/// rt-app task) and frequency residency within 15 % (of the run).
 pub fn print_comparison(
     desc: &asym_sched::topology::BoardDesc,
     sim: &Analysis,
@@ -461,12 +465,35 @@ pub fn print_comparison(
         }
     }
     v.placement_ok = true;
+    let class_of = |a: &Analysis, pid: u32| {
+        a.tasks
+            .iter()
+            .find(|t| t.pid == pid)
+            .and_then(|t| placement_class(&models, &t.residency_ns))
+    };
+    // The threads of one rt-app task (its `instance`s, named `<task>-<n>`) run the same
+    // program, so which of them lands where is a tie either side may break its own way: they
+    // are compared as a set of classes.
+    let same_set = |task: &str| {
+        let classes = |a: &Analysis| {
+            let mut c: Vec<Option<usize>> = sim
+                .tasks
+                .iter()
+                .filter(|t| instance_of(&t.name) == task)
+                .map(|t| class_of(a, t.pid))
+                .collect();
+            c.sort();
+            c
+        };
+        classes(sim) == classes(qemu)
+    };
     for ts in &sim.tasks {
         let tq = qemu.tasks.iter().find(|t| t.pid == ts.pid);
         let cs = placement_class(&models, &ts.residency_ns);
         let cq = tq.and_then(|t| placement_class(&models, &t.residency_ns));
         let name = |c: Option<usize>| c.map_or("-", |d| models[d].name.as_str());
-        let ok = cs == cq;
+        let swapped = cs != cq && same_set(instance_of(&ts.name));
+        let ok = cs == cq || swapped;
         v.placement_ok &= ok;
         println!(
             "{:<28} {:>14} {:>14} {:>9} {}",
@@ -478,7 +505,13 @@ pub fn print_comparison(
                 tq.map_or(0.0, |t| t.runtime_ns as f64 / 1e6)
             ),
             "",
-            if ok { "ok" } else { "DIFF" }
+            if swapped {
+                "ok (same set as its instances)"
+            } else if ok {
+                "ok"
+            } else {
+                "DIFF"
+            }
         );
     }
     println!(
@@ -500,6 +533,14 @@ pub fn print_comparison(
         }
     );
     v
+}
+
+/// The rt-app task a thread named `<task>-<n>` is an instance of (rt-app's naming).
+fn instance_of(thread: &str) -> &str {
+    match thread.rsplit_once('-') {
+        Some((task, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => task,
+        _ => thread,
+    }
 }
 
 /// The simulator board name of a QEMU board.
@@ -550,4 +591,19 @@ pub fn run_sim(r: &Run, features: &[String]) -> Result<Analysis> {
         &DomainModel::of_board(desc),
         duration_ns,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instance_of;
+
+    #[test]
+    fn instance_of_strips_rt_app_instance_number() {
+        assert_eq!(instance_of("small-2"), "small");
+        assert_eq!(instance_of("cam03-3"), "cam03");
+        assert_eq!(instance_of("a-1-0"), "a-1");
+        assert_eq!(instance_of("preview"), "preview");
+        assert_eq!(instance_of("x-"), "x-");
+        assert_eq!(instance_of("x-2a"), "x-2a");
+    }
 }
