@@ -114,6 +114,9 @@ pub struct Cmdline {
     pub rtapp: Option<heapless::String<PATH_MAX>>,
     /// `rtapp_trace=<host path>`: write the workload run's ftrace text there (semihosting).
     pub rtapp_trace: Option<heapless::String<PATH_MAX>>,
+    /// `rtapp_el0=<host path>`: run the workload with this EL0 rt-app executor (an ELF read
+    /// over semihosting, `user/rtapp`) instead of the in-kernel one.
+    pub rtapp_el0: Option<heapless::String<PATH_MAX>>,
     /// `rtapp_duration_ms=N`: end the workload run after N ms of guest time (else the
     /// workload's `global.duration`).
     pub rtapp_duration_ms: Option<u64>,
@@ -145,6 +148,7 @@ impl Default for Cmdline {
             sched_args: heapless::String::new(),
             rtapp: None,
             rtapp_trace: None,
+            rtapp_el0: None,
             rtapp_duration_ms: None,
         }
     }
@@ -456,12 +460,12 @@ impl Cmdline {
                 }
             }
             "lockdep" => self.lockdep = flag("lockdep", value)?,
-            "rtapp" | "rtapp_trace" => {
+            "rtapp" | "rtapp_trace" | "rtapp_el0" => {
                 const EXP: &str = "a host path of at most 200 bytes (or `demo` for rtapp)";
-                let option = if key == "rtapp" {
-                    "rtapp"
-                } else {
-                    "rtapp_trace"
+                let option = match key {
+                    "rtapp" => "rtapp",
+                    "rtapp_el0" => "rtapp_el0",
+                    _ => "rtapp_trace",
                 };
                 let v = value.ok_or(CmdlineError::MissingValue {
                     option,
@@ -475,10 +479,10 @@ impl Cmdline {
                         expected: EXP,
                     });
                 }
-                if key == "rtapp" {
-                    self.rtapp = Some(s);
-                } else {
-                    self.rtapp_trace = Some(s);
+                match option {
+                    "rtapp" => self.rtapp = Some(s),
+                    "rtapp_el0" => self.rtapp_el0 = Some(s),
+                    _ => self.rtapp_trace = Some(s),
                 }
             }
             "rtapp_duration_ms" => {
@@ -549,9 +553,12 @@ mod tests {
 
     #[test]
     fn rtapp_options_parse_and_bad_values_are_named() {
-        let c =
-            Cmdline::parse("rtapp=/tmp/w.json rtapp_trace=out/t.txt rtapp_duration_ms=500").cmdline;
+        let c = Cmdline::parse(
+            "rtapp=/tmp/w.json rtapp_trace=out/t.txt rtapp_duration_ms=500 rtapp_el0=/tmp/x",
+        )
+        .cmdline;
         assert_eq!(c.rtapp.as_deref(), Some("/tmp/w.json"));
+        assert_eq!(c.rtapp_el0.as_deref(), Some("/tmp/x"));
         assert_eq!(c.rtapp_trace.as_deref(), Some("out/t.txt"));
         assert_eq!(c.rtapp_duration_ms, Some(500));
         assert!(c.use_semihosting());

@@ -16,6 +16,7 @@ pub mod board;
 pub mod board_dt;
 pub mod cmdline;
 pub mod dt;
+pub mod elf;
 pub mod sync;
 pub mod time;
 
@@ -75,6 +76,8 @@ pub mod softirq;
 pub mod bench;
 #[cfg(target_os = "none")]
 pub mod rtapp;
+#[cfg(target_os = "none")]
+pub mod rtapp_el0;
 #[cfg(target_os = "none")]
 pub mod soak;
 #[cfg(target_os = "none")]

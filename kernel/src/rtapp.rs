@@ -9,9 +9,13 @@
 //!   made exact, as in the simulator); `runtime` → [`sched::busy_until`], wall time;
 //! - `sleep`/`timer` → [`sched::sleep_until`]; `suspend`/`resume` → a [`Completion`] per
 //!   thread plus the interpreter's one remembered wake-up; `yield` → [`sched::yield_now`];
-//! - a phase's `nice` → [`sched::set_nice`], its `cpus` → [`sched::set_affinity`] and a move
-//!   if the thread runs outside them. A phase's uclamp applies from the thread's creation
-//!   only: the kernel has no run-time uclamp change yet.
+//! - a phase's `nice` → [`sched::set_nice`], its `util_min`/`util_max` → [`sched::set_uclamp`]
+//!   when they change, its `cpus` → [`sched::set_affinity`] and a move if the thread runs
+//!   outside them.
+//!
+//! With `rtapp_el0=` the same workload runs through the EL0 executor instead
+//! ([`crate::rtapp_el0`], `user/rtapp`: the same reader and interpreter, driven through system
+//! calls); the run's set-up, time zero, end, energy line and trace are this file's for both.
 //!
 //! Where the workload comes from (`rtapp=` on the command line): a host file read over
 //! semihosting (QEMU, `-semihosting-config enable=on,target=native`), or `demo`, the bundled
@@ -67,7 +71,6 @@ struct Exec {
     wl: Workload,
     timers: IrqSpinLock<Vec<Timer>>,
     slots: Vec<Slot>,
-    nr_cpus: usize,
 }
 
 static EXEC: InitOnce<&'static Exec> = InitOnce::new();
@@ -89,16 +92,20 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         return Err("no workload (rtapp=)".into());
     };
     let nr_cpus = sched::nr_cpus();
-    let (name, text): (&str, String) = if src == "demo" {
-        ("periodic-big.json (built in)", DEMO.into())
+    let (name, bytes): (&str, Vec<u8>) = if src == "demo" {
+        ("periodic-big.json (built in)", DEMO.as_bytes().to_vec())
     } else {
         let bytes = crate::semihosting::read_file(src, MAX_JSON)
             .map_err(|e| alloc::format!("{src}: cannot read the workload: {e}"))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            alloc::format!("{src}: not UTF-8 at byte {}", e.utf8_error().valid_up_to())
-        })?;
-        (src, text)
+        (src, bytes)
     };
+    if let Some(path) = cmd.rtapp_el0.as_deref() {
+        // The EL0 program reads the workload itself, with the same reader.
+        return run_el0(cmd, path, name, bytes, nr_cpus);
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        alloc::format!("{name}: not UTF-8 at byte {}", e.utf8_error().valid_up_to())
+    })?;
     let wl = workload::parse(&text, name, nr_cpus).map_err(|e| alloc::format!("{e}"))?;
     if wl.tasks.len() + nr_cpus + 4 > task::MAX_THREADS {
         return Err(alloc::format!(
@@ -112,6 +119,109 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         .map(|ms| ms * 1_000_000)
         .or(wl.duration_ns)
         .unwrap_or(DEFAULT_DURATION_NS);
+    let exec = run_in_kernel(cmd, name, wl, nr_cpus, duration_ns)?;
+    let ids: Vec<Option<u32>> = exec
+        .slots
+        .iter()
+        .map(|s| {
+            let id = s.id.load(Ordering::Relaxed);
+            (id != u32::MAX).then_some(id)
+        })
+        .collect();
+    if let Some(path) = cmd.rtapp_trace.as_deref() {
+        let names: Vec<String> = exec.wl.tasks.iter().map(|t| t.name.clone()).collect();
+        write_trace(nr_cpus, &names, &ids, path)?;
+    }
+    Ok(())
+}
+
+/// Trace records per CPU: half the free heap, at most [`MAX_RECORDS_PER_CPU`].
+fn trace_records(nr_cpus: usize) -> usize {
+    (crate::heap::stats().free / 2 / (40 * nr_cpus.max(1))).min(MAX_RECORDS_PER_CPU)
+}
+
+fn banner(cmd: &Cmdline, name: &str, threads: usize, duration_ns: u64, how: &str, records: usize) {
+    crate::println!(
+        "rtapp: {}: {} threads, {} ms{}{}",
+        name,
+        threads,
+        duration_ns / 1_000_000,
+        how,
+        if cmd.rtapp_trace.is_some() {
+            alloc::format!(", tracing ({records} records per CPU)")
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// Runs the workload `bytes` with the EL0 executor at host path `path`
+/// ([`crate::rtapp_el0`]): the program reads it before time zero and reports what the run
+/// needs (its length, the threads' names); from time zero on, the run is this file's, as for
+/// the in-kernel executor.
+fn run_el0(
+    cmd: &Cmdline,
+    path: &str,
+    name: &str,
+    bytes: Vec<u8>,
+    nr_cpus: usize,
+) -> Result<(), String> {
+    // The space is built before the trace takes half the free heap.
+    let prog = crate::rtapp_el0::prepare(
+        path,
+        &bytes,
+        name,
+        nr_cpus,
+        crate::smp::online_mask(),
+        cmd.rtapp_duration_ms.map_or(0, |ms| ms * 1_000_000),
+        DEFAULT_DURATION_NS,
+    )?;
+    drop(bytes);
+    let records = trace_records(nr_cpus);
+    if cmd.rtapp_trace.is_some() && !tracing::init(nr_cpus, records) {
+        return Err(alloc::format!(
+            "no memory for {records} trace records per CPU"
+        ));
+    }
+    let run = crate::rtapp_el0::start(prog)?;
+    let ready = run.wait_ready()?;
+    banner(
+        cmd,
+        name,
+        ready.names.len(),
+        ready.duration_ns,
+        ", EL0 executor",
+        records,
+    );
+    tracing::enable();
+    let t0 = tracing::t0();
+    let end = t0.saturating_add(ready.duration_ns);
+    // The meter's reading after the run is the energy over [t0, end] however late this
+    // thread wakes for it.
+    crate::energy::stop_at(end);
+    mark_t0(t0);
+    run.go(t0)?;
+    // The main thread ends once it has started every thread (at their delays, before `end`);
+    // the threads run on until the run ends, as the in-kernel executor's do.
+    run.join()?;
+    let mut next_status = t0 + 1_000_000_000;
+    wait_until(end, &mut next_status, cmd.rtapp_trace.is_none());
+    tracing::disable();
+    print_totals(end);
+    if let Some(trace) = cmd.rtapp_trace.as_deref() {
+        write_trace(nr_cpus, &ready.names, &run.tids(ready.names.len()), trace)?;
+    }
+    Ok(())
+}
+
+/// Runs `wl` with the in-kernel executor until its end (the trace on, from time zero).
+fn run_in_kernel(
+    cmd: &Cmdline,
+    name: &str,
+    wl: Workload,
+    nr_cpus: usize,
+    duration_ns: u64,
+) -> Result<&'static Exec, String> {
     let slots = (0..wl.tasks.len())
         .map(|i| Slot {
             prog: IrqSpinLock::with_rank(
@@ -129,40 +239,28 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
         timers: IrqSpinLock::new(alloc::vec![Timer::new(); wl.nr_timers]),
         wl,
         slots,
-        nr_cpus,
     }));
     if EXEC.set(exec).is_err() {
         return Err("the executor already ran".into());
     }
-    let records = (crate::heap::stats().free / 2 / (40 * nr_cpus.max(1))).min(MAX_RECORDS_PER_CPU);
+    let records = trace_records(nr_cpus);
     if cmd.rtapp_trace.is_some() && !tracing::init(nr_cpus, records) {
         return Err(alloc::format!(
             "no memory for {records} trace records per CPU"
         ));
     }
-    crate::println!(
-        "rtapp: {}: {} threads, {} ms{}",
-        name,
-        exec.wl.tasks.len(),
-        duration_ns / 1_000_000,
-        if cmd.rtapp_trace.is_some() {
-            alloc::format!(", tracing ({records} records per CPU)")
-        } else {
-            String::new()
-        }
-    );
+    banner(cmd, name, exec.wl.tasks.len(), duration_ns, "", records);
+    let status = cmd.rtapp_trace.is_none();
     tracing::enable();
     let t0 = tracing::t0();
-    ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
     let end = t0.saturating_add(duration_ns);
     // The meter's reading after the run is the energy over [t0, end] however late this
     // thread wakes for it.
     crate::energy::stop_at(end);
-    let raised_at_t0 = softirq_raised(exec.nr_cpus);
+    mark_t0(t0);
     let mut order: Vec<usize> = (0..exec.wl.tasks.len()).collect();
     order.sort_by_key(|&i| exec.wl.tasks[i].delay_ns);
     let mut next_status = t0 + 1_000_000_000;
-    let status = cmd.rtapp_trace.is_none();
     for i in order {
         let at = t0.saturating_add(exec.wl.tasks[i].delay_ns);
         if at >= end {
@@ -173,34 +271,47 @@ fn run_inner(cmd: &Cmdline) -> Result<(), String> {
     }
     wait_until(end, &mut next_status, status);
     tracing::disable();
-    // SCHED_SOFTIRQ raises per CPU over the run, for runs without a trace (`cargo xtask bench
-    // --vs-linux` counts them under a cyclictest-like load this way).
-    let raised = softirq_raised(exec.nr_cpus);
-    let mut line = String::from("rtapp: SCHED_SOFTIRQ raised per CPU:");
-    for (a, b) in raised.iter().zip(&raised_at_t0) {
-        let _ = core::fmt::Write::write_fmt(&mut line, format_args!(" {}", a - b));
-    }
-    crate::println!("{} over {} ms", line, duration_ns / 1_000_000);
+    print_totals(end);
+    Ok(exec)
+}
+
+/// What a run ends with: the energy model's energy over [t0, end], which xtask checks the
+/// trace analyser's total against, and SCHED_SOFTIRQ raises per CPU over the run (for runs
+/// without a trace: `cargo xtask bench --vs-linux` counts them under a cyclictest-like load
+/// this way).
+fn print_totals(end: u64) {
     if crate::cpufreq::available() {
-        // The energy model's energy over [t0, end], which xtask checks the trace analyser's
-        // total against.
         crate::println!(
             "rtapp: energy {} uJ (energy model)",
             energy_since_t0(end) / 1_000_000
         );
     }
-    if let Some(path) = cmd.rtapp_trace.as_deref() {
-        write_trace(exec, path)?;
+    let mut line = String::from("rtapp: SCHED_SOFTIRQ raised per CPU:");
+    for (c, at_t0) in RAISED_AT_T0.iter().enumerate().take(sched::nr_cpus()) {
+        let now = crate::softirq::counts(CpuId(c as u16)).0;
+        let _ = core::fmt::Write::write_fmt(
+            &mut line,
+            format_args!(" {}", now.saturating_sub(at_t0.load(Ordering::Relaxed))),
+        );
     }
-    Ok(())
+    let ms = end.saturating_sub(T0.load(Ordering::Relaxed)) / 1_000_000;
+    crate::println!("{} over {} ms", line, ms);
 }
 
-/// Every CPU's count of SCHED_SOFTIRQ raises so far.
-fn softirq_raised(nr_cpus: usize) -> Vec<u64> {
-    (0..nr_cpus)
-        .map(|c| crate::softirq::counts(CpuId(c as u16)).0)
-        .collect()
+/// The workload's time zero: the energy meter's and every CPU's SCHED_SOFTIRQ count then.
+fn mark_t0(t0: u64) {
+    T0.store(t0, Ordering::Relaxed);
+    ENERGY_AT_T0.store(crate::energy::total_pj(t0), Ordering::Relaxed);
+    for (c, a) in RAISED_AT_T0.iter().enumerate().take(sched::nr_cpus()) {
+        a.store(crate::softirq::counts(CpuId(c as u16)).0, Ordering::Relaxed);
+    }
 }
+
+/// Time zero of the run ([`mark_t0`]).
+static T0: AtomicU64 = AtomicU64::new(0);
+/// Every CPU's SCHED_SOFTIRQ raises at time zero.
+static RAISED_AT_T0: [AtomicU64; crate::percpu::MAX_CPUS] =
+    [const { AtomicU64::new(0) }; crate::percpu::MAX_CPUS];
 
 /// Sleeps until `at` (guest ns), printing the status line every guest second if `status`.
 fn wait_until(at: u64, next_status: &mut u64, status: bool) {
@@ -301,6 +412,8 @@ fn thread_main(i: usize) {
     let me = task::current().map(ThreadId::task_id);
     let slot = &exec.slots[i];
     let t0 = tracing::t0();
+    // The clamps in force (the thread was spawned with its first phase's).
+    let mut uclamp = slot.prog.lock().thread.params().uclamp.unwrap_or((0, 1024));
     loop {
         let now = rel_now();
         let action = {
@@ -313,7 +426,7 @@ fn thread_main(i: usize) {
             Action::Marker(m) => tracing::marker(m),
             Action::Phase(p) => {
                 if let Some(id) = me.map(ThreadId::from_task_id) {
-                    apply_phase(id, p);
+                    apply_phase(id, p, &mut uclamp);
                 }
             }
             Action::Run { work_ns } => {
@@ -359,8 +472,17 @@ fn thread_main(i: usize) {
     }
 }
 
-fn apply_phase(id: ThreadId, p: Params) {
+/// A phase's nice, its clamps when they differ from those in force (`uclamp`), and its CPUs
+/// (with a move if the thread runs outside them). The EL0 executor does the same through
+/// `sched_setattr` and `sched_setaffinity`.
+fn apply_phase(id: ThreadId, p: Params, uclamp: &mut (u32, u32)) {
     let _ = sched::set_nice(id, p.nice);
+    if let Some(c) = p.uclamp.filter(|&c| c != *uclamp) {
+        let mut req = asym_sched::uclamp::TaskUclamp::new();
+        if req.set_request(c.0, c.1).is_ok() && sched::set_uclamp(id, req).is_ok() {
+            *uclamp = c;
+        }
+    }
     let online = CpuMask(crate::smp::online_mask());
     let mask = CpuMask(p.allowed).and(online);
     if !mask.is_empty() && sched::set_affinity(id, mask).is_ok() {
@@ -368,26 +490,28 @@ fn apply_phase(id: ThreadId, p: Params) {
     }
 }
 
-fn write_trace(exec: &Exec, path: &str) -> Result<(), String> {
-    let names: Vec<tracing::Named<'_>> = exec
-        .wl
-        .tasks
+fn write_trace(
+    nr_cpus: usize,
+    names: &[String],
+    ids: &[Option<u32>],
+    path: &str,
+) -> Result<(), String> {
+    let names: Vec<tracing::Named<'_>> = names
         .iter()
-        .zip(&exec.slots)
+        .zip(ids)
         .enumerate()
-        .filter_map(|(i, (t, s))| {
-            let id = s.id.load(Ordering::Relaxed);
-            (id != u32::MAX).then(|| tracing::Named {
+        .filter_map(|(i, (n, id))| {
+            id.map(|id| tracing::Named {
                 id,
                 pid: FIRST_PID + i as u32,
-                name: truncate(&t.name),
+                name: truncate(n),
             })
         })
         .collect();
     let lost = tracing::lost();
     let mut f = crate::semihosting::File::open(path, true)
         .map_err(|e| alloc::format!("{path}: cannot write the trace: {e}"))?;
-    let lines = tracing::drain(exec.nr_cpus, &names, |b| f.write_all(b))
+    let lines = tracing::drain(nr_cpus, &names, |b| f.write_all(b))
         .map_err(|e| alloc::format!("{path}: {e}"))?;
     crate::println!("rtapp: trace: {} lines, {} records lost", lines, lost);
     Ok(())

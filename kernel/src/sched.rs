@@ -1516,6 +1516,31 @@ pub fn busy_until(deadline: Nanos) {
     }
 }
 
+/// The calling thread's own clocks now, from a thread (an EL0 task's `thread_clock` call):
+/// its running time (Linux `CLOCK_THREAD_CPUTIME_ID`) and the work it has done, in ns of a
+/// biggest CPU at its top OPP — the account [`work`] waits on, charged
+/// `capacity_orig × freq_scale` per ns of running, brought up to now (floor, whole ns). Both
+/// stop while the thread does not run. `(0, 0)` outside a thread.
+pub fn thread_clocks() -> (u64, u64) {
+    let Some(s) = task::current_slot() else {
+        return (0, 0);
+    };
+    let t = task::slot(s);
+    // IRQs masked: the tick's and a switch's account updates run on this CPU, so the three
+    // words are read between two of them, never halfway through one.
+    let irq = arch::irq_save_disable();
+    let now_ns = now().0;
+    let runtime = t.stats.runtime_ns.load(Ordering::Relaxed);
+    let exec_start = t.stats.exec_start.load(Ordering::Relaxed);
+    let done = t.work.done.load(Ordering::Relaxed);
+    let since = t.work.since.load(Ordering::Relaxed);
+    let rate = t.work.rate.load(Ordering::Relaxed);
+    arch::irq_restore(irq);
+    let running = runtime.saturating_add(now_ns.saturating_sub(exec_start));
+    let work = done.saturating_add(now_ns.saturating_sub(since).saturating_mul(rate));
+    (running, work >> 20)
+}
+
 /// One iteration's pause of a thread that spins on purpose (a busy loop, emulated work):
 /// `spin_loop()`, and every 64th time a `yield`. On hardware both are hints; under QEMU's
 /// round-robin TCG (`-icount`) only `yield` ends a vCPU's time slice, and without it a CPU

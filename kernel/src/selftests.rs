@@ -16,6 +16,7 @@ mod rtapp;
 mod uspace;
 // EL0 tasks: faults kill only the task, system calls, isolation.
 mod el0;
+mod el0_clock;
 mod el0_threads;
 mod el0_trace;
 // Scheduler and cpufreq (cpufreq before sched: sched's last test checks the run queues after both).

@@ -615,6 +615,20 @@ pub fn name(id: ThreadId) -> heapless::String<NAME_LEN> {
     get(id).map_or_else(heapless::String::new, |t| t.sched.lock().name.clone())
 }
 
+/// Renames thread `id` to `name`, cut to [`NAME_LEN`] bytes at a character boundary (Linux
+/// `__set_task_comm`, which cuts at `TASK_COMM_LEN - 1`); false if there is no such thread.
+pub fn set_name(id: ThreadId, name: &str) -> bool {
+    let Some(t) = get(id) else { return false };
+    let mut cut = name.len().min(NAME_LEN);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut n = heapless::String::new();
+    let _ = n.push_str(&name[..cut]);
+    t.sched.lock().name = n;
+    true
+}
+
 /// `(slots in use, live threads not yet zombies)`, idle threads included.
 pub fn counts() -> (usize, usize) {
     let used = USED

@@ -61,8 +61,15 @@ pub const SYS_THREAD_CREATE: u64 = 11;
 pub const SYS_FUTEX_WAIT: u64 = 12;
 pub const SYS_FUTEX_WAKE: u64 = 13;
 pub const SYS_TRACE_MARKER: u64 = 14;
+pub const SYS_THREAD_CLOCK: u64 = 15;
+pub const SYS_SET_NAME: u64 = 16;
 /// One past the highest call number.
-pub const NR_SYSCALLS: u64 = 15;
+pub const NR_SYSCALLS: u64 = 17;
+
+/// [`SYS_THREAD_CLOCK`]'s clocks: the caller's running time (Linux
+/// `CLOCK_THREAD_CPUTIME_ID`), and its capacity-invariant work clock.
+pub const THREAD_CLOCK_CPUTIME: u64 = 0;
+pub const THREAD_CLOCK_WORK: u64 = 1;
 
 pub const EPERM: i64 = 1;
 pub const ESRCH: i64 = 3;
@@ -229,6 +236,73 @@ pub fn spawn(
     // task all the same (`user_start` writes it too, whichever comes first).
     USER_ID[id.slot()].store(id.task_id().0, Ordering::Release);
     Ok(id)
+}
+
+/// Starts an EL0 task named `name` in the address space `space` (built by the caller, e.g.
+/// from an ELF: `crate::rtapp_el0`), entering at `pc` with `SP_EL0 = sp` and `x0 = arg`.
+/// Returns its id and a reference to the space, which keeps its pages readable for the
+/// kernel ([`read_u32`]) after the task is gone.
+pub fn spawn_space(
+    name: &str,
+    params: ThreadParams,
+    space: AddressSpace,
+    pc: u64,
+    sp: u64,
+    arg: u64,
+) -> Result<(ThreadId, Arc<UserSpace>), UserError> {
+    let space = Arc::new(UserSpace::new(space));
+    let start = Box::new(Start {
+        space: space.clone(),
+        pc,
+        sp,
+        arg,
+        clear_tid: 0,
+    });
+    let raw = Box::into_raw(start) as usize;
+    let id = task::spawn(name, params, user_start, raw).map_err(|e| {
+        // SAFETY: the thread was not created, so `raw` is still ours, from `Box::into_raw`.
+        drop(unsafe { Box::from_raw(raw as *mut Start) });
+        UserError::Spawn(e)
+    })?;
+    USER_ID[id.slot()].store(id.task_id().0, Ordering::Release);
+    Ok((id, space))
+}
+
+/// The 32-bit word at user address `va` of `space` (4-aligned and mapped, else `None`).
+pub fn read_u32(space: &UserSpace, va: usize) -> Option<u32> {
+    user_word(&space.space, va, false).map(|w| w.load(Ordering::Acquire))
+}
+
+impl UserSpace {
+    /// Stores `v` at user address `va` (8-aligned, mapped) through the kernel's alias; false
+    /// if `va` is not such an address. For words EL0 only reads (a read-only page of
+    /// inputs), so the store races with no EL0 store.
+    pub fn store_u64(&self, va: usize, v: u64) -> bool {
+        if !va.is_multiple_of(8) {
+            return false;
+        }
+        let Some((_, pa)) = self.space.lookup(va) else {
+            return false;
+        };
+        // SAFETY: `pa` is 8-aligned inside a page this space owns (a page of `AtomicU64`s,
+        // alive while `self` is), identity-mapped read/write for the kernel; EL0 may read the
+        // word concurrently, hence the atomic.
+        unsafe { AtomicU64::from_ptr(pa as *mut u64) }.store(v, Ordering::Release);
+        true
+    }
+
+    /// Stores `v` in the 32-bit word at `va` and wakes every `futex_wait`er of it (what a
+    /// `futex_wake` after a store does from EL0); false if `va` is not a mapped, 4-aligned
+    /// word.
+    pub fn store_u32_and_wake(&self, va: usize, v: u32) -> bool {
+        let Some(w) = user_word(&self.space, va, false) else {
+            return false;
+        };
+        w.store(v, Ordering::Release);
+        let pa = w.as_ptr() as usize;
+        futex_bucket(pa).wake(pa, u32::MAX);
+        true
+    }
 }
 
 /// What a new EL0 thread starts with.
@@ -424,6 +498,8 @@ fn syscall(frame: &TrapFrame) -> i64 {
         SYS_FUTEX_WAIT => sys_futex_wait(a[0] as usize, a[1] as u32, a[2]),
         SYS_FUTEX_WAKE => sys_futex_wake(a[0] as usize, a[1] as u32),
         SYS_TRACE_MARKER => sys_trace_marker(a[0] as usize, a[1] as usize),
+        SYS_THREAD_CLOCK => sys_thread_clock(a[0]),
+        SYS_SET_NAME => sys_set_name(a[0] as usize, a[1] as usize),
         _ => -ENOSYS,
     };
     CALLS.fetch_add(1, Ordering::Relaxed);
@@ -786,12 +862,24 @@ fn copy_from_user(ptr: usize, buf: &mut [u8]) -> Result<(), i64> {
         let va = ptr + done;
         let (_perm, pa) = space.lookup(va).ok_or(-EFAULT)?;
         let n = (4096 - (va & 4095)).min(buf.len() - done);
-        for (i, b) in buf[done..done + n].iter_mut().enumerate() {
+        let dst = &mut buf[done..done + n];
+        let mut i = 0;
+        // Eight bytes at a time from an aligned address (a marker's text is ~80 bytes: a
+        // byte loop was most of `trace_marker`'s cost), the rest byte by byte.
+        while i < n {
+            if (pa + i).is_multiple_of(8) && n - i >= 8 {
+                // SAFETY: as below, for the 8-aligned word at `pa + i`, inside the same page.
+                let w = unsafe { core::ptr::read_volatile((pa + i) as *const u64) };
+                dst[i..i + 8].copy_from_slice(&w.to_le_bytes());
+                i += 8;
+                continue;
+            }
             // SAFETY: `pa + i` lies in a page this address space owns (found by `lookup`, kept
             // alive by the lock on the caller's reference), identity-mapped read/write for the
             // kernel. Another EL0 thread of the space may write it meanwhile (a torn read, as
             // Linux's `copy_from_user` may see; never a fault), hence the volatile read.
-            *b = unsafe { core::ptr::read_volatile((pa + i) as *const u8) };
+            dst[i] = unsafe { core::ptr::read_volatile((pa + i) as *const u8) };
+            i += 1;
         }
         done += n;
     }
@@ -822,17 +910,65 @@ fn sys_trace_marker(ptr: usize, len: usize) -> i64 {
     if len > WRITE_MAX {
         return -EINVAL;
     }
-    let mut buf = [0u8; WRITE_MAX];
-    if let Err(e) = copy_from_user(ptr, &mut buf[..len]) {
+    // Only `len` bytes cleared (a zeroed 1024-byte array was most of the call's cost for a
+    // marker of ~80 bytes, which an EL0 rt-app thread writes three times a loop).
+    let mut buf: heapless::Vec<u8, WRITE_MAX> = heapless::Vec::new();
+    if buf.resize(len, 0).is_err() {
+        return -EINVAL;
+    }
+    if let Err(e) = copy_from_user(ptr, &mut buf) {
         return e;
     }
     if !crate::tracing::recording() {
         return -EBADF;
     }
-    let text = &buf[..len];
+    let text = &buf[..];
     match core::str::from_utf8(text).ok().and_then(Marker::parse) {
         Some(m) => crate::tracing::marker(m),
         None => crate::tracing::marker_text(text),
     }
     len as i64
+}
+
+/// `thread_clock(which)`: the caller's own clock, ns. [`THREAD_CLOCK_CPUTIME`]: its running
+/// time (Linux `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`). [`THREAD_CLOCK_WORK`]: the work it
+/// has done, in ns of a biggest CPU at its top OPP — each ns of running counts
+/// `capacity_orig × f / fmax / 1024` ns — the account the in-kernel executor's `run` waits on
+/// (`sched::work`). An EL0 program emulates `work` ns of work by spinning at EL0 until this
+/// clock has advanced by `work`. Any other `which`: `-EINVAL`.
+fn sys_thread_clock(which: u64) -> i64 {
+    let (running, work) = crate::sched::thread_clocks();
+    let v = match which {
+        THREAD_CLOCK_CPUTIME => running,
+        THREAD_CLOCK_WORK => work,
+        _ => return -EINVAL,
+    };
+    v.min(i64::MAX as u64) as i64
+}
+
+/// Longest name [`SYS_SET_NAME`] reads (Linux's `TASK_COMM_LEN`, 16).
+pub const SET_NAME_MAX: usize = 16;
+
+/// `set_name(ptr, len)` (Linux `prctl(PR_SET_NAME)`): renames the caller to the UTF-8 text at
+/// `[ptr, ptr + len)`, cut to [`task::NAME_LEN`] bytes as Linux cuts at `TASK_COMM_LEN - 1`,
+/// and records a `task_rename` event while the trace records (rt-app's first act in a new
+/// thread). `len` 0 or above [`SET_NAME_MAX`], or text that is not UTF-8: `-EINVAL`; an
+/// unreadable byte: `-EFAULT`.
+fn sys_set_name(ptr: usize, len: usize) -> i64 {
+    if len == 0 || len > SET_NAME_MAX {
+        return -EINVAL;
+    }
+    let mut buf = [0u8; SET_NAME_MAX];
+    if let Err(e) = copy_from_user(ptr, &mut buf[..len]) {
+        return e;
+    }
+    let Ok(name) = core::str::from_utf8(&buf[..len]) else {
+        return -EINVAL;
+    };
+    let Some(id) = task::current() else {
+        return -ESRCH;
+    };
+    task::set_name(id, name);
+    crate::tracing::rename_self();
+    0
 }

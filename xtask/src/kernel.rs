@@ -26,7 +26,22 @@ pub const KERNEL_CRATES: &[&str] = &[
     "asym-trace",
     "asym-dvfs",
     "asym-linux-probe",
+    "asym-rtapp-el0",
 ];
+
+/// The EL0 rt-app executor's crate (`user/rtapp`), built for [`TARGET`].
+pub const EL0_RTAPP: &str = "asym-rtapp-el0";
+
+/// Builds the EL0 rt-app executor (a static ELF the kernel loads with `rtapp_el0=`) and
+/// returns its path.
+pub fn build_el0_rtapp() -> Result<PathBuf> {
+    ensure_target()?;
+    cmd::run(cmd::cargo().args(["build", "--release", "-p", EL0_RTAPP, "--target", TARGET]))?;
+    Ok(cmd::target_dir()
+        .join(TARGET)
+        .join("release")
+        .join(EL0_RTAPP))
+}
 
 /// What `build` produces.
 #[derive(Debug, Clone)]

@@ -236,6 +236,10 @@ struct QemuArgs {
     /// With --workload: real-time guest clock instead of -icount.
     #[arg(long, requires = "workload")]
     no_icount: bool,
+    /// With --workload: run it with the EL0 rt-app executor (`user/rtapp`, loaded by the
+    /// kernel over semihosting) instead of the in-kernel one; same trace.txt and report.json.
+    #[arg(long, requires = "workload")]
+    el0: bool,
     /// With --workload: `-icount shift=N`, guest ns per instruction as a power of two.
     #[arg(long, requires = "workload", default_value_t = qemu::WORKLOAD_ICOUNT_SHIFT)]
     icount_shift: u32,
@@ -630,6 +634,8 @@ fn compare_one(
         icount: Some(args.icount_shift),
         timeout: Duration::from_secs(args.timeout),
         echo: false,
+        el0: false,
+        el0_program: None,
     };
     let sim_r = workload::Run {
         out: out.to_path_buf(),
@@ -737,6 +743,8 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
                 args.timeout
             }),
             echo: true,
+            el0: args.el0,
+            el0_program: None,
         };
         let a = workload::run_on_qemu(&args.machine, &r)?;
         println!(

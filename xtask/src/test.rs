@@ -698,6 +698,9 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     if args.wants("rt-app workloads on QEMU") {
         workload_stage(results);
     }
+    if args.wants(EL0_STAGE) {
+        el0_stage(results);
+    }
 }
 
 /// The DT fuzz batch, summed up in one line (and one per failing DT).
@@ -944,6 +947,146 @@ fn verdict(run: &QemuRun, o: &qemu::Outcome, timeout: Duration) -> (bool, String
     }
 }
 
+const EL0_STAGE: &str = "rt-app EL0 executor vs in-kernel";
+/// The workloads and guest time of [`el0_stage`] (docs/experiments.md, issue 13).
+const EL0_WORKLOADS: &[&str] = &["periodic-small.json", "periodic-big.json"];
+const EL0_RUN_NS: u64 = 1_000_000_000;
+
+/// Issue 13's must-show 3: two bundled workloads on qemu-juno-r2 under `-icount`, each run by the
+/// in-kernel executor and by the EL0 one (`user/rtapp`); both traces pass the validators
+/// (`run_on_qemu`), every task gets the same placement class, and the energies are within
+/// [`crate::workload::EL0_ENERGY_TOLERANCE_PCT`]. Then bad input at EL0 must end the run with
+/// status 2 and a line naming the problem: bad JSON (the EL0 program's own reader), a file
+/// that is not an ELF, and more threads than one EL0 address space runs.
+fn el0_stage(results: &mut Vec<StageResult>) {
+    println!("\n== {EL0_STAGE}");
+    let t = Instant::now();
+    let root = cmd::workspace_root();
+    let out_root = cmd::target_dir().join("asym").join("el0");
+    let machine = crate::MachineArgs {
+        smp: 6,
+        gic: 3,
+        el2: false,
+        cpu: qemu::DEFAULT_CPU.into(),
+        memory: 512,
+    };
+    let board = crate::dtb::Board::QemuJunoR2;
+    let run =
+        |workload: PathBuf, out: &str, el0: bool, program: Option<PathBuf>| crate::workload::Run {
+            workload,
+            out: out_root.join(out),
+            duration_ns: Some(EL0_RUN_NS),
+            eas: None,
+            lb: None,
+            set: Vec::new(),
+            board,
+            icount: Some(qemu::WORKLOAD_ICOUNT_SHIFT),
+            timeout: Duration::from_secs(120),
+            echo: false,
+            el0,
+            el0_program: program,
+        };
+    let mut failed = Vec::new();
+    let mut detail = String::new();
+    for name in EL0_WORKLOADS {
+        let wl = root.join("tests/workloads").join(name);
+        let stem = name.trim_end_matches(".json");
+        let both = crate::workload::run_on_qemu(
+            &machine,
+            &run(wl.clone(), &format!("{stem}-kernel"), false, None),
+        )
+        .and_then(|k| {
+            let e = crate::workload::run_on_qemu(
+                &machine,
+                &run(wl.clone(), &format!("{stem}-el0"), true, None),
+            )?;
+            let desc = anyhow::Context::context(board.desc(), "qemu-juno-r2 has an energy model")?;
+            crate::workload::compare_executors(desc, &k, &e)
+        });
+        match both {
+            Ok(line) => {
+                println!("ok     {name} on {}: {line}", board.name());
+                detail.push_str(&format!("{name}: {line}; "));
+            }
+            Err(e) => {
+                println!("FAILED {name} on {}: {e:#}", board.name());
+                failed.push(format!("{name}: {e:#}"));
+            }
+        }
+    }
+    // Bad input: each must fail with status 2 and its message.
+    let bad_dir = out_root.join("bad-input");
+    let _ = std::fs::create_dir_all(&bad_dir);
+    let bad_json = bad_dir.join("bad.json");
+    let many = bad_dir.join("sixteen-threads.json");
+    let wrote = std::fs::write(
+        &bad_json,
+        "{\"global\": {\"duration\": 1}, \"tasks\": {\"t\": {\"run\": 100, \"sleep\": x}}}\n",
+    )
+    .and_then(|()| {
+        std::fs::write(
+            &many,
+            "{\"tasks\": {\"t\": {\"instance\": 16, \"run\": 100, \"sleep\": 1000}}}\n",
+        )
+    });
+    if let Err(e) = wrote {
+        failed.push(format!("{}: {e}", bad_dir.display()));
+    }
+    let cases: [(&str, PathBuf, Option<PathBuf>, &[&str]); 3] = [
+        (
+            "bad JSON",
+            bad_json.clone(),
+            None,
+            &[
+                "rtapp-el0: ",
+                "bad.json:1:",
+                "invalid JSON",
+                "status Some(2)",
+            ],
+        ),
+        (
+            "not an ELF",
+            root.join("tests/workloads/periodic-small.json"),
+            Some(bad_json.clone()),
+            &["not a 64-bit little-endian ELF file", "status Some(2)"],
+        ),
+        (
+            "16 threads",
+            many.clone(),
+            None,
+            &[
+                "16 threads; the EL0 executor runs at most 15",
+                "status Some(2)",
+            ],
+        ),
+    ];
+    for (what, w, program, want) in cases {
+        match crate::workload::run_on_qemu(&machine, &run(w, "bad-input", true, program)) {
+            Ok(_) => failed.push(format!("{what}: the run succeeded")),
+            Err(e) => {
+                let msg = format!("{e:#}");
+                match want.iter().find(|w| !msg.contains(*w)) {
+                    None => println!("ok     {what} at EL0: reported: {msg}"),
+                    Some(missing) => {
+                        println!("FAILED {what} at EL0: no {missing:?} in: {msg}");
+                        failed.push(format!("{what}: no {missing:?} in {msg}"));
+                    }
+                }
+            }
+        }
+    }
+    results.push(StageResult {
+        name: EL0_STAGE.into(),
+        ok: failed.is_empty(),
+        detail: if failed.is_empty() {
+            format!("{detail}bad JSON, not an ELF and 16 threads reported")
+        } else {
+            failed.join("; ")
+        },
+        time: t.elapsed(),
+    });
+}
+
 /// Workloads each bundled workload runs on QEMU for, reduced to keep the suite short.
 const WORKLOAD_RUN_NS: u64 = 300_000_000;
 /// The workloads also run with the kernel's load balancing off (`--lb off`; on is the
@@ -1024,6 +1167,8 @@ fn workload_stage(results: &mut Vec<StageResult>) {
                 icount: Some(crate::qemu::WORKLOAD_ICOUNT_SHIFT),
                 timeout: Duration::from_secs(300),
                 echo: false,
+                el0: false,
+                el0_program: None,
             };
             ran += 1;
             let res = crate::workload::run_on_qemu(&machine, &r).and_then(|a| {

@@ -2,7 +2,8 @@
 //! `cargo xtask compare --workload W.json`.
 //!
 //! The kernel reads the workload over semihosting (`rtapp=`), runs it with its in-kernel
-//! executor under `-icount` (repeatable guest time) and writes `DIR/trace.txt` over
+//! executor (or, with `--el0`, the EL0 executor `user/rtapp`, read over semihosting too:
+//! `rtapp_el0=`) under `-icount` (repeatable guest time) and writes `DIR/trace.txt` over
 //! semihosting (`rtapp_trace=`). xtask then checks the trace with the validators the
 //! simulator's tests use (`asym_trace::validate`) and writes `DIR/report.json` from the trace
 //! with the one analyser (`asym_trace::analyse`). `compare` runs the simulator on the same
@@ -43,6 +44,11 @@ pub struct Run {
     pub icount: Option<u32>,
     pub timeout: Duration,
     pub echo: bool,
+    /// Run it with the EL0 executor (`user/rtapp`, `rtapp_el0=`) instead of the in-kernel one.
+    pub el0: bool,
+    /// With `el0`: this file as the EL0 program instead of the one built (tests of bad
+    /// programs).
+    pub el0_program: Option<PathBuf>,
 }
 
 /// `sched_features=` for the kernel from `--eas` and `--set`, and `sched_balance=` from `--lb`
@@ -146,6 +152,17 @@ fn launch(machine: &MachineArgs, r: &Run, trace: Option<&Path>) -> Result<qemu::
             bail!("{s}: the kernel takes paths of at most 200 bytes without spaces");
         }
     }
+    if r.el0 {
+        let prog = match &r.el0_program {
+            Some(p) => std::fs::canonicalize(p).with_context(|| format!("{}", p.display()))?,
+            None => crate::kernel::build_el0_rtapp()?,
+        };
+        let s = prog.display().to_string();
+        if s.len() > 200 || s.contains(char::is_whitespace) {
+            bail!("{s}: the kernel takes paths of at most 200 bytes without spaces");
+        }
+        append.push_str(&format!(" rtapp_el0={s}"));
+    }
     if let Some(ns) = r.duration_ns {
         append.push_str(&format!(" rtapp_duration_ms={}", ns.div_ceil(1_000_000)));
     }
@@ -194,7 +211,12 @@ fn launch(machine: &MachineArgs, r: &Run, trace: Option<&Path>) -> Result<qemu::
         let why: Vec<&String> = outcome
             .lines
             .iter()
-            .filter(|l| l.starts_with("rtapp:") || l.contains("panic"))
+            .filter(|l| {
+                l.starts_with("rtapp:")
+                    || l.starts_with("rtapp-el0:")
+                    || l.starts_with("el0:")
+                    || l.contains("panic")
+            })
             .collect();
         bail!("the kernel ended with status {code:?}: {why:?}");
     }
@@ -330,6 +352,58 @@ pub fn placement_class(models: &[DomainModel], residency: &[u64]) -> Option<usiz
         .filter(|&(_, ns)| ns > 0)
         .max_by_key(|&(_, ns)| ns)
         .map(|(d, _)| d)
+}
+
+/// Largest energy difference allowed between the EL0 and the in-kernel executor on one
+/// workload (issue 13's must-show 3).
+pub const EL0_ENERGY_TOLERANCE_PCT: f64 = 5.0;
+
+/// Whether two runs of one workload on `desc` — `kernel` by the in-kernel executor, `el0` by
+/// the EL0 one — give every task the same placement class ([`placement_class`]) and energies
+/// within [`EL0_ENERGY_TOLERANCE_PCT`]: the summary line, or why not.
+pub fn compare_executors(
+    desc: &asym_sched::topology::BoardDesc,
+    kernel: &Analysis,
+    el0: &Analysis,
+) -> Result<String> {
+    let models = DomainModel::of_board(desc);
+    let class = |a: &Analysis, name: &str| {
+        a.tasks
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| placement_class(&models, &t.residency_ns))
+            .map_or("-", |d| models[d].name.as_str())
+    };
+    let mut classes = Vec::new();
+    let mut differ = Vec::new();
+    for t in &kernel.tasks {
+        let (k, e) = (class(kernel, &t.name), class(el0, &t.name));
+        classes.push(format!("{} {k}/{e}", t.name));
+        if k != e || k == "-" {
+            differ.push(format!("{}: in-kernel {k}, EL0 {e}", t.name));
+        }
+    }
+    if el0.tasks.len() != kernel.tasks.len() {
+        differ.push(format!(
+            "{} tasks in-kernel, {} at EL0",
+            kernel.tasks.len(),
+            el0.tasks.len()
+        ));
+    }
+    let diff = pct(kernel.total_energy_uj, el0.total_energy_uj).unwrap_or(0.0);
+    let line = format!(
+        "energy in-kernel {:.0} uJ, EL0 {:.0} uJ ({diff:+.1} %); classes (in-kernel/EL0): {}",
+        kernel.total_energy_uj,
+        el0.total_energy_uj,
+        classes.join(", ")
+    );
+    if !differ.is_empty() {
+        bail!("{line}: placement differs: {}", differ.join("; "));
+    }
+    if diff.abs() > EL0_ENERGY_TOLERANCE_PCT {
+        bail!("{line}: energies more than {EL0_ENERGY_TOLERANCE_PCT} % apart");
+    }
+    Ok(line)
 }
 
 /// Relative difference of `b` from `a` in %, `None` when both are 0.

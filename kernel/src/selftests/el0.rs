@@ -340,8 +340,9 @@ __el0_attr_start:
 __el0_attr_end:
 
 // The syscall fuzzer: x0 = seed (high 32 bits, made odd) and calls to make (low 32 bits).
-// Each call: a random number (0..=15, exit replaced by gettid, one in 32 a random 64-bit
-// number) and six arguments, each either random or from the pool of nasty values below;
+// Each call: a random number (0..=16, the last call, from 5 random bits with 17..=31 folded
+// onto 1..=15; exit replaced by gettid; one in 32 a random 64-bit number) and six arguments,
+// each either random or from the pool of nasty values below;
 // the calls that may block get at most 65 µs (sleep_for, wait, futex_wait) or a deadline in
 // the past (sleep_until). Half of its thread_create calls get a good entry (this program, a
 // random seed, FUZZ_CHILD_CALLS calls), SP and, half of those, a clear-tid word past the
@@ -381,8 +382,11 @@ __el0_fuzz_start:
     EL0_FUZZ_ARG x4
     EL0_FUZZ_ARG x5
     EL0_FUZZ_NEXT
-    and     x8, x20, #15
-    ubfx    x9, x20, #4, #5
+    and     x8, x20, #31
+    cmp     x8, #16
+    b.ls    8f
+    sub     x8, x8, #16
+8:  ubfx    x9, x20, #11, #5
     cbnz    x9, 4f
     mov     x8, x20
 4:  cbnz    x8, 4f

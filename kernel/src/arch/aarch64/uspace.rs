@@ -351,7 +351,10 @@ impl AddressSpace {
                 Constraints::empty(),
             )
             .map_err(|_| SpaceError::Map)?;
-        self.pages.push((va, perm, page));
+        // Kept sorted by address: a program loaded from an ELF maps hundreds of pages, and
+        // every user pointer a system call takes is looked up here.
+        let at = self.pages.partition_point(|(v, _, _)| *v < va);
+        self.pages.insert(at, (va, perm, page));
         Ok(())
     }
 
@@ -359,9 +362,12 @@ impl AddressSpace {
     pub fn lookup(&self, va: usize) -> Option<(Perm, usize)> {
         let page = va & !(PAGE - 1);
         self.pages
-            .iter()
-            .find(|(v, _, _)| *v == page)
-            .map(|(_, perm, p)| (*perm, (&raw const **p) as usize + (va - page)))
+            .binary_search_by_key(&page, |(v, _, _)| *v)
+            .ok()
+            .map(|i| {
+                let (_, perm, p) = &self.pages[i];
+                (*perm, (&raw const **p) as usize + (va - page))
+            })
     }
 
     /// Pages mapped.
