@@ -43,7 +43,7 @@ const INFO_VA: usize = USER_BASE + 0x100_0000;
 const RESULT_VA: usize = INFO_VA + PAGE;
 const R_THREADS: usize = 8;
 const R_TIDS: usize = 64;
-const R_NAMES: usize = 128;
+const R_NAMES: usize = 256;
 const NAME_BYTES: usize = 16;
 /// The workload's name in the boot info page.
 const NAME_OFFSET: usize = 1024;

@@ -114,7 +114,7 @@ pub const STACK_PAGES: usize = 4;
 pub const STACK_TOP: usize = STACK_GUARD_VA + (1 + STACK_PAGES) * 4096;
 /// Most threads one address space runs at once ([`SYS_THREAD_CREATE`] beyond it: `-EAGAIN`,
 /// as Linux's `RLIMIT_NPROC`).
-pub const MAX_SPACE_THREADS: u32 = 16;
+pub const MAX_SPACE_THREADS: u32 = 48;
 
 /// `fn $name() -> &'static [u8]`: the bytes between two labels of a position-independent EL0
 /// program assembled into the kernel's `.rodata` (never executable there), for [`spawn`].

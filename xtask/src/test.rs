@@ -1018,7 +1018,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
     let bad_dir = out_root.join("bad-input");
     let _ = std::fs::create_dir_all(&bad_dir);
     let bad_json = bad_dir.join("bad.json");
-    let many = bad_dir.join("sixteen-threads.json");
+    let many = bad_dir.join("too-many-threads.json");
     let wrote = std::fs::write(
         &bad_json,
         "{\"global\": {\"duration\": 1}, \"tasks\": {\"t\": {\"run\": 100, \"sleep\": x}}}\n",
@@ -1026,7 +1026,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
     .and_then(|()| {
         std::fs::write(
             &many,
-            "{\"tasks\": {\"t\": {\"instance\": 16, \"run\": 100, \"sleep\": 1000}}}\n",
+            "{\"tasks\": {\"t\": {\"instance\": 48, \"run\": 100, \"sleep\": 1000}}}\n",
         )
     });
     if let Err(e) = wrote {
@@ -1051,11 +1051,11 @@ fn el0_stage(results: &mut Vec<StageResult>) {
             &["not a 64-bit little-endian ELF file", "status Some(2)"],
         ),
         (
-            "16 threads",
+            "48 threads",
             many.clone(),
             None,
             &[
-                "16 threads; the EL0 executor runs at most 15",
+                "48 threads; the EL0 executor runs at most 47",
                 "status Some(2)",
             ],
         ),
@@ -1079,7 +1079,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
         name: EL0_STAGE.into(),
         ok: failed.is_empty(),
         detail: if failed.is_empty() {
-            format!("{detail}bad JSON, not an ELF and 16 threads reported")
+            format!("{detail}bad JSON, not an ELF and 48 threads reported")
         } else {
             failed.join("; ")
         },

@@ -67,7 +67,7 @@ struct BootInfo {
     duration_ns: u64,
     /// The results page: what the kernel needs from the workload, written before waiting for
     /// `go` (the run's length as a u64 at 0, the thread count as a u32 at 8, the threads'
-    /// names, 16 NUL-padded bytes each from 128) and as the threads start (their ids, a u32
+    /// names, 16 NUL-padded bytes each from 256) and as the threads start (their ids, a u32
     /// each from 64).
     results: u64,
     /// 0 until the kernel has stored `t0_ns`, then 1 (a futex word).
@@ -82,7 +82,7 @@ struct BootInfo {
 const R_DURATION: usize = 0;
 const R_THREADS: usize = 8;
 const R_TIDS: usize = 64;
-const R_NAMES: usize = 128;
+const R_NAMES: usize = 256;
 const NAME_BYTES: usize = 16;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"asymrtap");
