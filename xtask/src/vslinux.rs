@@ -378,6 +378,8 @@ fn asym_softirq_run(o: &VsLinuxOpts, workload: &Path, secs: u32) -> Result<f64, 
         icount: Some(0),
         timeout: Duration::from_secs(600),
         echo: false,
+        el0: false,
+        el0_program: None,
     };
     let lines = crate::workload::run_untraced(&o.machine, &r).map_err(|e| format!("{e:#}"))?;
     parse_softirq_line(&lines)
