@@ -79,8 +79,16 @@ fn measure(hz: u64, freq: u64) -> TestResult {
     // Every CPU must have ticked once, so the window starts at a tick (right after boot the
     // secondaries may not have reached their first deadline yet). This CPU stays busy in
     // `wfi` (the test thread does not sleep), so its tick runs too.
+    // And every CPU must have ticked since its busy thread started: a CPU that was idle with
+    // its tick stopped just before keeps its last tick's time from before the idle period
+    // until its first new tick, and a window started then would span the idle time too.
+    let mut before = [0u64; crate::percpu::MAX_CPUS];
+    for c in smp::online_cpus() {
+        before[c.index()] = timer::ticks(c);
+    }
     let first_deadline = timer::counter() + timer::us_to_counter(100_000);
-    while smp::online_cpus().any(|c| timer::first_tick_at(c).is_none())
+    while smp::online_cpus()
+        .any(|c| timer::first_tick_at(c).is_none() || timer::ticks(c) <= before[c.index()])
         && timer::counter() < first_deadline
     {
         crate::arch::wfi();
