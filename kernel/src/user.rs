@@ -218,24 +218,8 @@ pub fn spawn(
     text: &[u8],
     arg: u64,
 ) -> Result<ThreadId, UserError> {
-    let space = Arc::new(UserSpace::new(build_space(text).map_err(UserError::Space)?));
-    let start = Box::new(Start {
-        space,
-        pc: TEXT_VA as u64,
-        sp: STACK_TOP as u64,
-        arg,
-        clear_tid: 0,
-    });
-    let raw = Box::into_raw(start) as usize;
-    let id = task::spawn(name, params, user_start, raw).map_err(|e| {
-        // SAFETY: the thread was not created, so `raw` is still ours, from `Box::into_raw`.
-        drop(unsafe { Box::from_raw(raw as *mut Start) });
-        UserError::Spawn(e)
-    })?;
-    // Before the caller can pass the id on: a task woken by id before it first ran is an EL0
-    // task all the same (`user_start` writes it too, whichever comes first).
-    USER_ID[id.slot()].store(id.task_id().0, Ordering::Release);
-    Ok(id)
+    let space = build_space(text).map_err(UserError::Space)?;
+    spawn_space(name, params, space, TEXT_VA as u64, STACK_TOP as u64, arg).map(|(id, _)| id)
 }
 
 /// Starts an EL0 task named `name` in the address space `space` (built by the caller, e.g.
@@ -264,6 +248,8 @@ pub fn spawn_space(
         drop(unsafe { Box::from_raw(raw as *mut Start) });
         UserError::Spawn(e)
     })?;
+    // Before the caller can pass the id on: a task woken by id before it first ran is an EL0
+    // task all the same (`user_start` writes it too, whichever comes first).
     USER_ID[id.slot()].store(id.task_id().0, Ordering::Release);
     Ok((id, space))
 }
