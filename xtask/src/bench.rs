@@ -315,19 +315,20 @@ impl SwitchRun {
     }
 }
 
-/// Boots the kernel with `bench=switch` under `-icount shift=0` on `board` and returns its
-/// `bench switch` lines (`echo`: show the console as it runs).
-pub fn switch_measure(
+/// Boots the kernel with `cmdline` under `-icount shift=0` (one instruction per guest ns) on
+/// `board` and runs it to its end; returns the outcome and the CPU count.
+fn run_shift0(
     machine: &MachineArgs,
     board: Board,
+    cmdline: &str,
     timeout: Duration,
     echo: bool,
-) -> Result<SwitchRun> {
+) -> Result<(qemu::Outcome, u32)> {
     let BenchBoot {
         machine: m,
         defmt,
         smp,
-    } = bench_boot(machine, board, "bench=switch", "shift=0,sleep=off")?;
+    } = bench_boot(machine, board, cmdline, "shift=0,sleep=off")?;
     let o = qemu::run(
         m.command(),
         defmt.as_ref(),
@@ -337,6 +338,18 @@ pub fn switch_measure(
             ..Default::default()
         },
     )?;
+    Ok((o, smp))
+}
+
+/// Boots the kernel with `bench=switch` under `-icount shift=0` on `board` and returns its
+/// `bench switch` lines (`echo`: show the console as it runs).
+pub fn switch_measure(
+    machine: &MachineArgs,
+    board: Board,
+    timeout: Duration,
+    echo: bool,
+) -> Result<SwitchRun> {
+    let (o, smp) = run_shift0(machine, board, "bench=switch", timeout, echo)?;
     Ok(SwitchRun {
         lines: parse_switch(o.lines.iter().map(String::as_str)),
         smp,
@@ -540,20 +553,7 @@ fn ppm_pct(ppm: u64) -> String {
 /// `cargo xtask bench sched-costs`: the kernel's `bench=sched-costs` under `-icount shift=0`,
 /// printed as tables, the hold histogram and the 1 % goal line.
 pub fn sched_costs(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<ExitCode> {
-    let BenchBoot {
-        machine: m,
-        defmt,
-        smp,
-    } = bench_boot(machine, board, "bench=sched-costs", "shift=0,sleep=off")?;
-    let o = qemu::run(
-        m.command(),
-        defmt.as_ref(),
-        &RunOpts {
-            timeout: Some(timeout),
-            echo: true,
-            ..Default::default()
-        },
-    )?;
+    let (o, smp) = run_shift0(machine, board, "bench=sched-costs", timeout, true)?;
     let run = parse_costs(o.lines.iter().map(String::as_str));
     let ok = o.status.and_then(|s| s.code()) == Some(0);
     let problems = costs_problems(&run);
