@@ -1516,6 +1516,59 @@ pub fn busy_until(deadline: Nanos) {
     }
 }
 
+/// Which clock [`run_until_once`] runs the caller until.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunClock {
+    /// Guest time ([`now`]), as rt-app's `runtime`.
+    Monotonic,
+    /// The caller's work clock ([`thread_clocks`]' second value), as rt-app's `run`.
+    Work,
+}
+
+/// Keeps the calling thread running until `clock` reads `target` or an interrupt comes first,
+/// whichever is sooner, waiting in `wfi` as [`work`] and [`busy_until`] do (an EL0 task's
+/// `run_until` call: its emulated work costs no instructions, so under `-icount` it does not
+/// slow the other CPUs down); returns the clock then. Called in a loop until it reaches the
+/// target: an interrupt before it (the tick, a switch) may have changed the work clock's rate.
+pub fn run_until_once(clock: RunClock, target: u64) -> u64 {
+    let read = || match clock {
+        RunClock::Monotonic => now().0,
+        RunClock::Work => thread_clocks().1,
+    };
+    let Some(s) = task::current_slot() else {
+        return read();
+    };
+    let t = task::slot(s);
+    let irq = arch::irq_save_disable();
+    let now_ns = now().0;
+    let due = match clock {
+        RunClock::Monotonic => (now_ns < target).then_some(target),
+        RunClock::Work => {
+            let done = t.work.done.load(Ordering::Relaxed);
+            let since = t.work.since.load(Ordering::Relaxed);
+            let rate = t.work.rate.load(Ordering::Relaxed);
+            let total = done.saturating_add(now_ns.saturating_sub(since).saturating_mul(rate));
+            let want = target.saturating_mul(1 << 20);
+            match (total < want, rate) {
+                (false, _) => None,
+                // Not charged (not running here yet): one pass round the loop.
+                (true, 0) => Some(now_ns),
+                (true, r) => Some(now_ns.saturating_add((want - total).div_ceil(r))),
+            }
+        }
+    };
+    match due {
+        Some(at) if at > now_ns => {
+            crate::timer::arm_wakeup(crate::time::ns_to_cyc(at));
+            arch::wfi();
+        }
+        Some(_) => {}
+        None => crate::timer::cancel_wakeup(),
+    }
+    arch::irq_restore(irq);
+    read()
+}
+
 /// The calling thread's own clocks now, from a thread (an EL0 task's `thread_clock` call):
 /// its running time (Linux `CLOCK_THREAD_CPUTIME_ID`) and the work it has done, in ns of a
 /// biggest CPU at its top OPP — the account [`work`] waits on, charged

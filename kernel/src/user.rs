@@ -63,8 +63,9 @@ pub const SYS_FUTEX_WAKE: u64 = 13;
 pub const SYS_TRACE_MARKER: u64 = 14;
 pub const SYS_THREAD_CLOCK: u64 = 15;
 pub const SYS_SET_NAME: u64 = 16;
+pub const SYS_RUN_UNTIL: u64 = 17;
 /// One past the highest call number.
-pub const NR_SYSCALLS: u64 = 17;
+pub const NR_SYSCALLS: u64 = 18;
 
 /// [`SYS_THREAD_CLOCK`]'s clocks: the caller's running time (Linux
 /// `CLOCK_THREAD_CPUTIME_ID`), and its capacity-invariant work clock.
@@ -486,6 +487,7 @@ fn syscall(frame: &TrapFrame) -> i64 {
         SYS_TRACE_MARKER => sys_trace_marker(a[0] as usize, a[1] as usize),
         SYS_THREAD_CLOCK => sys_thread_clock(a[0]),
         SYS_SET_NAME => sys_set_name(a[0] as usize, a[1] as usize),
+        SYS_RUN_UNTIL => sys_run_until(a[0], a[1]),
         _ => -ENOSYS,
     };
     CALLS.fetch_add(1, Ordering::Relaxed);
@@ -920,8 +922,8 @@ fn sys_trace_marker(ptr: usize, len: usize) -> i64 {
 /// time (Linux `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`). [`THREAD_CLOCK_WORK`]: the work it
 /// has done, in ns of a biggest CPU at its top OPP — each ns of running counts
 /// `capacity_orig × f / fmax / 1024` ns — the account the in-kernel executor's `run` waits on
-/// (`sched::work`). An EL0 program emulates `work` ns of work by spinning at EL0 until this
-/// clock has advanced by `work`. Any other `which`: `-EINVAL`.
+/// (`sched::work`). An EL0 program emulates `work` ns of work by running until this clock
+/// has advanced by `work` ([`SYS_RUN_UNTIL`]). Any other `which`: `-EINVAL`.
 fn sys_thread_clock(which: u64) -> i64 {
     let (running, work) = crate::sched::thread_clocks();
     let v = match which {
@@ -930,6 +932,22 @@ fn sys_thread_clock(which: u64) -> i64 {
         _ => return -EINVAL,
     };
     v.min(i64::MAX as u64) as i64
+}
+
+/// `run_until(clock, target)`: keeps the caller running (it does not sleep) until `clock`
+/// reads `target` or an interrupt comes first; returns the clock's value then, so the caller
+/// loops until it is at `target`. `clock` 0: guest time (`clock`'s time base; rt-app's
+/// `runtime`); 1: the caller's work clock ([`THREAD_CLOCK_WORK`]; rt-app's `run`). The kernel
+/// waits in `wfi` meanwhile, as the in-kernel executor's `run` does, so the thread's emulated
+/// work costs no instructions (under `-icount` a spinning vCPU would advance the one guest
+/// clock every vCPU shares). Any other `clock`: `-EINVAL`.
+fn sys_run_until(clock: u64, target: u64) -> i64 {
+    let c = match clock {
+        0 => crate::sched::RunClock::Monotonic,
+        THREAD_CLOCK_WORK => crate::sched::RunClock::Work,
+        _ => return -EINVAL,
+    };
+    crate::sched::run_until_once(c, target).min(i64::MAX as u64) as i64
 }
 
 /// Longest name [`SYS_SET_NAME`] reads (Linux's `TASK_COMM_LEN`, 16).

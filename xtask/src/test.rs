@@ -958,14 +958,7 @@ const EL0_RUN_NS: u64 = 1_000_000_000;
 /// [`crate::workload::EL0_ENERGY_TOLERANCE_PCT`]. Then bad input at EL0 must end the run with
 /// status 2 and a line naming the problem: bad JSON (the EL0 program's own reader), a file
 /// that is not an ELF, and more threads than one EL0 address space runs.
-///
-/// Load balancing is off in these runs (`--lb off`). With it on (the default), `periodic-big`
-/// gave one small task a different class at EL0 (3 Dec 2026: `small-3` little in-kernel, big at
-/// EL0; energy +1.9 %): the EL0 program's `run` spins on `thread_clock`, and under `-icount`
-/// its instructions advance the guest clock every vCPU shares, so the other CPUs' balancing
-/// runs later than in-kernel. The in-kernel `run` waits in `wfi`; a `wfi` wait from an EL0
-/// thread's system call wakes late (up to 3.7 ms, measured) for a reason not found yet
-/// (`docs/kernel.md`), so the EL0 program spins for now.
+
 fn el0_stage(results: &mut Vec<StageResult>) {
     println!("\n== {EL0_STAGE}");
     let t = Instant::now();
@@ -985,7 +978,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
             out: out_root.join(out),
             duration_ns: Some(EL0_RUN_NS),
             eas: None,
-            lb: Some(crate::workload::OnOff::Off),
+            lb: None,
             set: Vec::new(),
             board,
             icount: Some(qemu::WORKLOAD_ICOUNT_SHIFT),

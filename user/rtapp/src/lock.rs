@@ -34,7 +34,12 @@ impl<T> SpinLock<T> {
             if spins.is_multiple_of(64) {
                 crate::sys::sched_yield();
             } else {
-                core::hint::spin_loop();
+                // `yield`, not `core::hint::spin_loop()` (an `isb` on aarch64): under QEMU's
+                // round-robin `-icount` only a `yield` ends a vCPU's slice, and a vCPU spinning
+                // here without one kept other vCPUs' expired timers from waking them for
+                // milliseconds (a `run_until` wait woke up to 7 ms late).
+                // SAFETY: `yield` is a hint with no architectural effect.
+                unsafe { core::arch::asm!("yield", options(nomem, nostack, preserves_flags)) };
             }
         }
         Guard { lock: self }

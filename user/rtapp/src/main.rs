@@ -344,10 +344,7 @@ extern "C" fn thread_main(i: u64) -> ! {
             }
             Action::Runtime { ns } => {
                 let until = sys::clock().saturating_add(ns);
-                let mut n = 0u32;
-                while sys::clock() < until {
-                    spin_hint(&mut n);
-                }
+                while sys::run_until(0, until) < until {}
             }
             Action::Sleep { ns } => {
                 if ns > 0 {
@@ -391,32 +388,15 @@ extern "C" fn thread_main(i: u64) -> ! {
     }
 }
 
-/// `work_ns` of work: spin at EL0 until the work clock has advanced by it. The thread stays
-/// runnable and on its CPU all along, so ticks, preemption and placement act on it as on the
-/// in-kernel executor's spinning thread; each check is one system call, so completion is
-/// seen within one of them (µs), not at the next tick.
+/// `work_ns` of work: running until the work clock has advanced by it, through `run_until`,
+/// which keeps the thread running (runnable and on its CPU, so ticks, preemption and placement
+/// act on it as on the in-kernel executor's thread) and waits in the kernel's `wfi` for the
+/// instant the work completes or for an interrupt before it, exactly as the in-kernel `run`
+/// does: under `-icount` a thread spinning at EL0 would advance the guest clock every vCPU
+/// shares and slow the other CPUs' kernel code down.
 fn work(work_ns: u64) {
     let target = sys::work_clock().saturating_add(work_ns);
-    let mut n = 0u32;
-    while sys::work_clock() < target {
-        spin_hint(&mut n);
-    }
-}
-
-/// The kernel's `sched::spin_hint` at EL0: a `yield` hint every 8th time. Under QEMU's
-/// round-robin TCG only `yield` ends a vCPU's slice, and a spinning CPU that holds on to it
-/// delays the others' timers in guest time. The kernel yields every 64 spins of a loop of a
-/// few dozen instructions; here each spin is a system call of a few hundred, so every 8th
-/// keeps the slices about as long (every 64th made the other CPUs' timer wake-ups ~1.5 ms
-/// late under `-icount`).
-fn spin_hint(n: &mut u32) {
-    *n = n.wrapping_add(1);
-    if n.is_multiple_of(8) {
-        // SAFETY: `yield` is a hint with no architectural effect.
-        unsafe { core::arch::asm!("yield", options(nomem, nostack, preserves_flags)) };
-    } else {
-        core::hint::spin_loop();
-    }
+    while sys::run_until(1, target) < target {}
 }
 
 /// rt-app's marker, in `Marker`'s `Display` text (`Marker::write_text`, the same bytes

@@ -17,6 +17,7 @@ pub const SYS_FUTEX_WAKE: u64 = 13;
 pub const SYS_TRACE_MARKER: u64 = 14;
 pub const SYS_THREAD_CLOCK: u64 = 15;
 pub const SYS_SET_NAME: u64 = 16;
+pub const SYS_RUN_UNTIL: u64 = 17;
 
 /// `thread_clock`'s work clock (capacity-invariant ns of work done by the caller).
 pub const THREAD_CLOCK_WORK: u64 = 1;
@@ -76,6 +77,12 @@ pub fn sleep_until(deadline_ns: u64) {
 /// ns since boot (the kernel's guest clock).
 pub fn clock() -> u64 {
     call_plain(SYS_CLOCK, 0, 0) as u64
+}
+
+/// Keeps running until `clock` (0: guest time, 1: the work clock) reads `target` or an
+/// interrupt comes; returns the clock then.
+pub fn run_until(clock: u64, target: u64) -> u64 {
+    call_plain(SYS_RUN_UNTIL, clock, target) as u64
 }
 
 /// The caller's work clock: ns of a biggest CPU at its top OPP done so far.
