@@ -958,7 +958,6 @@ const EL0_RUN_NS: u64 = 1_000_000_000;
 /// [`crate::workload::EL0_ENERGY_TOLERANCE_PCT`]. Then bad input at EL0 must end the run with
 /// status 2 and a line naming the problem: bad JSON (the EL0 program's own reader), a file
 /// that is not an ELF, and more threads than one EL0 address space runs.
-
 fn el0_stage(results: &mut Vec<StageResult>) {
     println!("\n== {EL0_STAGE}");
     let t = Instant::now();
