@@ -1503,17 +1503,7 @@ pub fn work(w_ns: u64) -> WorkSpan {
 /// Keeps the calling thread running until guest time `deadline` (rt-app's `runtime`: wall
 /// time, whatever the CPU's capacity and frequency), waiting in `wfi` as [`work`] does.
 pub fn busy_until(deadline: Nanos) {
-    loop {
-        let irq = arch::irq_save_disable();
-        if now() >= deadline {
-            crate::timer::cancel_wakeup();
-            arch::irq_restore(irq);
-            return;
-        }
-        crate::timer::arm_wakeup(crate::time::ns_to_cyc(deadline.0));
-        arch::wfi();
-        arch::irq_restore(irq);
-    }
+    while run_until_once(RunClock::Monotonic, deadline.0) < deadline.0 {}
 }
 
 /// Which clock [`run_until_once`] runs the caller until.
@@ -1535,15 +1525,16 @@ pub fn run_until_once(clock: RunClock, target: u64) -> u64 {
         RunClock::Monotonic => now().0,
         RunClock::Work => thread_clocks().1,
     };
-    let Some(s) = task::current_slot() else {
-        return read();
-    };
-    let t = task::slot(s);
     let irq = arch::irq_save_disable();
     let now_ns = now().0;
     let due = match clock {
         RunClock::Monotonic => (now_ns < target).then_some(target),
         RunClock::Work => {
+            let Some(s) = task::current_slot() else {
+                arch::irq_restore(irq);
+                return read();
+            };
+            let t = task::slot(s);
             let done = t.work.done.load(Ordering::Relaxed);
             let since = t.work.since.load(Ordering::Relaxed);
             let rate = t.work.rate.load(Ordering::Relaxed);
