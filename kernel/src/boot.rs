@@ -250,6 +250,13 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
         crate::println!("asym: timer init failed: {}", e);
         crate::panic::end_fatal(1);
     }
+    crate::timer::set_highres(cmd.highres);
+    if !cmd.highres {
+        crate::println!(
+            "timer: highres=off: timers expire on the tick (low-resolution mode, HZ={})",
+            cmd.hz
+        );
+    }
     if console_base == plat.uart.base {
         init_console_rx(plat);
     }

@@ -75,6 +75,10 @@ pub enum CrashKind {
 pub struct Cmdline {
     /// `hz=`: tick rate in Hz.
     pub hz: u32,
+    /// `highres=on|off` (default on): whether timers expire at their deadline (Linux's
+    /// high-resolution hrtimer mode) or on the first tick at or after it (`off`: hrtimers in
+    /// low-resolution mode, run from the tick; `crate::timer`).
+    pub highres: bool,
     pub selftest: SelfTestMode,
     /// `loglevel=`.
     pub loglevel: LogLevel,
@@ -132,6 +136,7 @@ impl Default for Cmdline {
     fn default() -> Self {
         Cmdline {
             hz: DEFAULT_HZ,
+            highres: true,
             selftest: SelfTestMode::Off,
             loglevel: LogLevel::Info,
             maxcpus: None,
@@ -271,6 +276,24 @@ impl Cmdline {
                         })
                     }
                 }
+            }
+            "highres" => {
+                const EXP: &str = "on or off";
+                let v = value.ok_or(CmdlineError::MissingValue {
+                    option: "highres",
+                    expected: EXP,
+                })?;
+                self.highres = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => {
+                        return Err(CmdlineError::BadValue {
+                            option: "highres",
+                            value: v,
+                            expected: EXP,
+                        })
+                    }
+                };
             }
             "selftest" => match value {
                 None => self.selftest = SelfTestMode::All,
@@ -656,6 +679,25 @@ mod tests {
         assert_eq!(c.selftest, SelfTestMode::All);
         assert!(c.use_semihosting());
         assert!(!Cmdline::parse("hz=100").cmdline.use_semihosting());
+    }
+
+    #[test]
+    fn highres_takes_on_or_off() {
+        assert!(Cmdline::parse("").cmdline.highres, "default on");
+        assert!(!Cmdline::parse("highres=off").cmdline.highres);
+        assert!(Cmdline::parse("highres=off highres=on").cmdline.highres);
+        for bad in ["highres=no", "highres=", "highres=1", "highres"] {
+            let p = Cmdline::parse(bad);
+            assert!(p.cmdline.highres, "{bad}: default kept");
+            assert_eq!(p.errors.len(), 1, "{bad}");
+            let msg = p.errors[0].to_string();
+            assert!(msg.contains("`highres"), "{bad}: {msg}");
+            assert!(msg.contains("on or off"), "{bad}: {msg}");
+        }
+        assert_eq!(
+            Cmdline::parse("highres=maybe").errors[0].to_string(),
+            "cmdline: bad value `highres=maybe`: expected on or off (default kept)"
+        );
     }
 
     #[test]

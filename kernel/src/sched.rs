@@ -1029,9 +1029,15 @@ pub fn tick(cpu: CpuId) {
             });
         }
         publish(cs);
+        // Busy as Linux's `idle_cpu` has it (`rq->idle_balance = idle_cpu(cpu)`): a thread
+        // other than the idle one is on the CPU, or tasks are queued (a wake-up enqueued one
+        // the CPU has not switched to yet). `running` above is narrower (a fair task, whose
+        // PELT the tick updates): the stopper, or a queued task not yet switched in, still
+        // make the CPU busy for the balance trigger and the NOHZ kick.
+        let busy = cs.curr != cs.idle || cs.rq.nr_running() > 0;
         // sched_balance_trigger; the NOHZ kick reads this CPU's snapshot (busy only).
-        let raise = balance::trigger(t, cs, running);
-        (upd, cs.rq.features(), t, over, (raise, running))
+        let raise = balance::trigger(t, cs, busy);
+        (upd, cs.rq.features(), t, over, (raise, busy))
     };
     set_overutilized(over);
     if lb.0 {

@@ -403,6 +403,23 @@ fn record(kind: Kind, tag: u8, p: [u64; 3]) -> Option<u64> {
     Some(now)
 }
 
+/// The tick period in ns and the first tick at or after the trace's time zero, on the
+/// trace's clock (ns since time zero).
+fn tick_grid() -> (u64, u64) {
+    let hz = crate::timer::hz();
+    let t0 = T0.load(Ordering::Relaxed);
+    let first = crate::time::clock::tick_deadline_at_or_after(
+        crate::time::ns_to_cyc(t0),
+        crate::timer::tick_base(),
+        crate::timer::counter_freq_hz(),
+        hz,
+    );
+    (
+        1_000_000_000 / u64::from(hz.max(1)),
+        crate::time::cyc_to_ns(first).saturating_sub(t0),
+    )
+}
+
 /// Guest ns since the trace's time zero.
 fn ts_now() -> u64 {
     crate::time::now()
@@ -513,6 +530,14 @@ pub fn drain<E>(
     if lost > 0 {
         let _ = writeln!(header, "# asym: {lost} records lost (trace rings full)");
     }
+    // Where the ticks fall on the trace's clock, so a reader can check that timer wake-ups
+    // land on them under `highres=off` (xtask's seed 002 stage).
+    let (period_ns, first_ns) = tick_grid();
+    let _ = writeln!(
+        header,
+        "# asym: tick grid: a tick at {first_ns} ns, every {period_ns} ns (highres={})",
+        if crate::timer::highres() { "on" } else { "off" }
+    );
     buf.extend_from_slice(header.as_bytes());
     let mut names = Names {
         rtapp,

@@ -492,14 +492,15 @@ pub(super) fn active_load_balance_cpu_stop(cpu: CpuId) {
 }
 
 /// The tick's `sched_balance_trigger` under `cs`'s lock: should `SCHED_SOFTIRQ` be raised?
-/// A busy CPU's tick asks; an idle CPU's only where Linux would have kept its tick
+/// A busy CPU's tick asks (`busy`: Linux's `!idle_cpu()`, a thread on the CPU or tasks
+/// queued); an idle CPU's only where Linux would have kept its tick
 /// (`nohz::idle_tick_kept`: its last idle period was shorter than a tick), as the simulator
 /// does: the kernel's other idle ticks (blocked-load decay, which Linux leaves to the NOHZ
 /// idle balancer) do not balance, and a tickless idle CPU is balanced by a NOHZ kick.
-pub(super) fn trigger(now: Nanos, cs: &CpuSched, running: bool) -> bool {
+pub(super) fn trigger(now: Nanos, cs: &CpuSched, busy: bool) -> bool {
     enabled()
         && LB.get().is_some()
-        && (running || idle_tick_kept(&cs.rq, TICK_NSEC.load(Ordering::Relaxed), true))
+        && (busy || idle_tick_kept(&cs.rq, TICK_NSEC.load(Ordering::Relaxed), true))
         && lb::sched_balance_trigger(now, &cs.rq)
 }
 

@@ -141,6 +141,32 @@ pub const fn tick_deadline(base: u64, n: u64, freq_hz: u64, hz: u32) -> u64 {
     base.wrapping_add(scale(n, freq_hz, hz))
 }
 
+/// The first deadline of the tick sequence `base + ⌊n·freq_hz/hz⌋` (n ≥ 0) at or after `at`: where
+/// a timer due at `at` expires when timers run only from the tick (low-resolution mode,
+/// `highres=off`). Linux without high-resolution hrtimers runs them from the tick
+/// (`update_process_times` → `run_local_timers` → `hrtimer_run_queues`), and a NOHZ-idle CPU
+/// programs its next event rounded up to a jiffy (`cmp_next_hrtimer_event`), so an hrtimer
+/// fires on the first tick at or after its expiry. A deadline on a tick stays; one counter
+/// cycle after it goes to the next tick; a deadline at or before `base` is returned as it is
+/// (already due). `hz` 0 counts as 1; a tick past the counter's range saturates.
+pub const fn tick_deadline_at_or_after(at: u64, base: u64, freq_hz: u64, hz: u32) -> u64 {
+    if at <= base || freq_hz == 0 {
+        return at;
+    }
+    let hz = if hz == 0 { 1 } else { hz as u64 };
+    // The smallest n with ⌊n·f/hz⌋ ≥ e is ⌈e·hz/f⌉ (e is an integer, so ⌊x⌋ ≥ e ⟺ x ≥ e).
+    let e = (at - base) as u128;
+    let n = (e * hz as u128).div_ceil(freq_hz as u128);
+    if n > u64::MAX as u128 {
+        return u64::MAX;
+    }
+    let off = scale(n as u64, freq_hz, hz);
+    match base.checked_add(off) {
+        Some(d) => d,
+        None => u64::MAX,
+    }
+}
+
 /// `⌊x·mul/div⌋` in 128 bits, saturated to `u64::MAX`; 0 when `div` is 0.
 const fn scale(x: u64, mul: u64, div: u64) -> u64 {
     if div == 0 {
@@ -333,6 +359,59 @@ mod scale_tests {
                         );
                     }
                     prev = d;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lowres_expiry_is_the_first_tick_deadline_at_or_after() {
+        // QEMU virt's 62.5 MHz at HZ=250: 250,000 cycles a tick.
+        let (f, hz, base) = (62_500_000u64, 250u32, 1_000u64);
+        let p = 250_000u64;
+        // On a tick: stays.
+        assert_eq!(
+            tick_deadline_at_or_after(base + 3 * p, base, f, hz),
+            base + 3 * p
+        );
+        // One cycle after a tick: the next one.
+        assert_eq!(
+            tick_deadline_at_or_after(base + 3 * p + 1, base, f, hz),
+            base + 4 * p
+        );
+        // One cycle before a tick: that tick.
+        assert_eq!(
+            tick_deadline_at_or_after(base + 4 * p - 1, base, f, hz),
+            base + 4 * p
+        );
+        // Before the grid starts, or on its origin: already due, unchanged.
+        assert_eq!(tick_deadline_at_or_after(base, base, f, hz), base);
+        assert_eq!(tick_deadline_at_or_after(5, base, f, hz), 5);
+        // Far out, and at the counter's end.
+        assert_eq!(
+            tick_deadline_at_or_after(u64::MAX - 10, base, f, hz),
+            u64::MAX
+        );
+        // Against the tick sequence itself, at every board frequency and HZ, including the
+        // uneven ones (1.92 MHz at HZ=300 is 6,400 cycles; 1.2 MHz at HZ=1024 is not whole):
+        // the result is a deadline of the sequence, at or after `at`, and the one before it is
+        // before `at`.
+        for f in FREQS {
+            for hz in HZS {
+                let base = 12_345u64;
+                for n in 1..200u64 {
+                    let d = tick_deadline(base, n, f, hz);
+                    let prev = tick_deadline(base, n - 1, f, hz);
+                    for at in [prev + 1, (prev + d) / 2 + 1, d - 1, d] {
+                        if at <= prev {
+                            continue;
+                        }
+                        assert_eq!(
+                            tick_deadline_at_or_after(at, base, f, hz),
+                            d,
+                            "{f} Hz HZ={hz} n {n} at {at}"
+                        );
+                    }
                 }
             }
         }
