@@ -64,6 +64,7 @@ pub fn measure(n: usize, duration_ns: u64) -> Result<BenchPoint, String> {
         hz: 250,
         record_timeline: false,
         freq_limits: Vec::new(),
+        highres: true,
     };
     let start = Instant::now();
     let cpu0 = thread_cpu_ns();

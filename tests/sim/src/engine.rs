@@ -34,8 +34,11 @@
 //!   `sched_balance_newidle` measures;
 //! - which CPU runs `try_to_wake_up` and the activation (`ttwu_queue`), for the trace's
 //!   context column only;
-//! - timer wake-ups due at a tick run before it when load balancing is on (Linux's
-//!   low-resolution mode), so a cyclictest-like load sees the ticks seed 002 measured;
+//! - timer wake-ups due at a tick run before it when load balancing is on or timers are in
+//!   low-resolution mode (`highres: false`), as Linux's `update_process_times` runs the
+//!   expired hrtimers before `sched_tick`, so a cyclictest-like load sees the ticks seed 002
+//!   measured; in low-resolution mode a sleep or timer wake-up is also moved onto the first
+//!   tick at or after its expiry (the kernel's `highres=off`);
 //! - idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`) and have no idle states deeper than
 //!   WFI; when every CPU is idle nothing ticks and blocked load stays as it is, as on
 //!   Linux.
@@ -132,6 +135,10 @@ pub struct SimConfig {
     /// cpufreq user limits applied before the workload starts (`--freq-limit`), like
     /// writing `scaling_min_freq`/`scaling_max_freq` at boot.
     pub freq_limits: Vec<FreqLimit>,
+    /// Timer resolution (`--highres on|off`, default on): `false` is Linux's hrtimers in
+    /// low-resolution mode, run from the tick (`hrtimer_run_queues`): a sleep or timer
+    /// wake-up happens on the first tick at or after its expiry, before that tick's work.
+    pub highres: bool,
 }
 
 /// One `--freq-limit DOMAIN=MIN:MAX` (kHz): `scaling_min_freq`/`scaling_max_freq` of
@@ -881,7 +888,7 @@ impl<'a, W: Write> Engine<'a, W> {
             }
             match ev {
                 Ev::Tick => {
-                    if self.lb.is_some() {
+                    if self.lb.is_some() || !self.cfg.highres {
                         self.run_same_time_wakeups(t)?;
                     }
                     self.tick()?
@@ -957,9 +964,21 @@ impl<'a, W: Write> Engine<'a, W> {
         ))
     }
 
-    /// With load balancing on, timer wake-ups due at a tick run before `sched_tick`,
-    /// as in Linux's low-resolution mode (`update_process_times` runs the hrtimer
-    /// queues before `sched_tick`): the tick then sees the woken task, not an idle CPU.
+    /// When a sleep or timer due at `at` wakes its task: at `at` with high-resolution timers,
+    /// else on the first tick at or after it (ticks are at multiples of the tick period:
+    /// Linux runs low-resolution hrtimers from the tick, `hrtimer_run_queues`).
+    fn timer_expiry(&self, at: u64) -> u64 {
+        if self.cfg.highres {
+            at
+        } else {
+            at.div_ceil(self.tick_ns).saturating_mul(self.tick_ns)
+        }
+    }
+
+    /// With load balancing on or low-resolution timers, timer wake-ups due at a tick run
+    /// before `sched_tick`, as in Linux's low-resolution mode (`update_process_times` runs
+    /// the hrtimer queues before `sched_tick`): the tick then sees the woken task, not an
+    /// idle CPU.
     fn run_same_time_wakeups(&mut self, t: u64) -> Result<(), SimError> {
         let mut later = std::mem::take(&mut self.later_buf);
         while let Some(&e) = self.heap.peek() {
@@ -1621,7 +1640,8 @@ impl<'a, W: Write> Engine<'a, W> {
                     if ns == 0 {
                         continue;
                     }
-                    self.push(self.now + ns, Ev::Wake(t as u32));
+                    let at = self.timer_expiry(self.now + ns);
+                    self.push(at, Ev::Wake(t as u32));
                     return self.block(cpu, t, TState::Sleeping);
                 }
                 Action::Timer(tick) => {
@@ -1642,6 +1662,7 @@ impl<'a, W: Write> Engine<'a, W> {
                     let Some(at) = tick.wait_until_ns else {
                         continue;
                     };
+                    let at = self.timer_expiry(at);
                     self.push(at, Ev::Wake(t as u32));
                     return self.block(cpu, t, TState::Sleeping);
                 }

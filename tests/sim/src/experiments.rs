@@ -182,6 +182,7 @@ impl<'a> Run<'a> {
             load_balance: self.lb,
             placement: Placement::Linux,
             freq_limits: self.freq_limits.clone(),
+            highres: true,
         };
         run_source_with(
             &spec,

@@ -64,6 +64,8 @@ pub struct RunSpec {
     pub placement: Placement,
     /// cpufreq user limits set before the workload starts (`--freq-limit`).
     pub freq_limits: Vec<FreqLimit>,
+    /// Timer resolution (`--highres on|off`, default on; [`SimConfig::highres`]).
+    pub highres: bool,
 }
 
 /// Longest simulated duration (about 11.6 days).
@@ -244,6 +246,7 @@ pub fn run_source_with(spec: &RunSpec, text: &str, opts: RunOptions) -> Result<R
         load_balance: spec.load_balance,
         placement: spec.placement,
         freq_limits: spec.freq_limits.clone(),
+        highres: spec.highres,
     };
     let trace_file = match &spec.out {
         Some(dir) => {

@@ -76,6 +76,11 @@ struct Cli {
     /// Scheduler tick rate (CONFIG_HZ).
     #[arg(long, default_value_t = 250)]
     hz: u32,
+    /// Timer resolution: on (hrtimers expire at their deadline) or off (Linux's hrtimers in
+    /// low-resolution mode, run from the tick: sleep and timer wake-ups happen on the first
+    /// tick at or after their expiry, before the tick's work; the kernel's highres=off).
+    #[arg(long, value_enum, default_value = "on")]
+    highres: OnOff,
     /// Output directory for report.json, trace.txt (and plot.png).
     #[arg(long, required_unless_present = "bench")]
     out: Option<PathBuf>,
@@ -142,6 +147,7 @@ fn main() -> ExitCode {
             PlacementArg::Interim => asym_sim::Placement::Interim,
         },
         freq_limits: cli.freq_limit,
+        highres: cli.highres == OnOff::On,
     };
     let progress = !cli.quiet && std::io::stderr().is_terminal();
     let start = Instant::now();

@@ -46,6 +46,10 @@ pub struct Report {
     pub seed: u64,
     /// Tick rate.
     pub hz: u32,
+    /// Timer resolution (`--highres`): present, as `false`, only for a low-resolution run,
+    /// so reports of default runs stay as they were.
+    #[serde(skip_serializing_if = "is_true")]
+    pub highres: bool,
     /// cpufreq user limits set at start (`--freq-limit`), as given.
     pub freq_limits: Vec<FreqLimitReport>,
     /// Energy (the energy model's view: busy CPUs' dynamic power only).
@@ -62,6 +66,11 @@ pub struct Report {
     pub cpus: Vec<CpuReport>,
     /// Counters.
     pub counters: CountersReport,
+}
+
+/// `skip_serializing_if` for fields whose default is `true`.
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// One `--freq-limit`.
@@ -484,6 +493,7 @@ pub fn build(
         duration_ns: res.end_ns,
         seed: cfg.seed,
         hz: cfg.hz,
+        highres: cfg.highres,
         freq_limits: cfg
             .freq_limits
             .iter()

@@ -43,6 +43,7 @@ fn run(
         load_balance: false,
         placement: Default::default(),
         freq_limits: Vec::new(),
+        highres: true,
     };
     let out = run_source(&spec, wl, false).expect("simulation failed");
     let trace = std::fs::read_to_string(dir.join("trace.txt")).unwrap();

@@ -32,6 +32,7 @@ fn sim(board: &str, wl: &str, governor: Governor, set: &[&str]) -> SimResult {
         load_balance: false,
         placement: Default::default(),
         freq_limits: Vec::new(),
+        highres: true,
     };
     run(&spec)
         .unwrap_or_else(|e| panic!("{board} {wl}: {e}"))
@@ -240,6 +241,7 @@ fn seed_000_frames_runnable_boost_off_vs_on() {
                             load_balance: false,
                             placement: Default::default(),
                             freq_limits: Vec::new(),
+                            highres: true,
                         };
                         let r = run(&spec).unwrap().result;
                         let i = r

@@ -31,6 +31,7 @@ fn spec(board: &str, wl: &str, set: &[&str]) -> RunSpec {
         load_balance: false,
         placement: Default::default(),
         freq_limits: Vec::new(),
+        highres: true,
     }
 }
 

@@ -21,6 +21,7 @@ fn spec(board: &str, wl: &str) -> RunSpec {
         load_balance: false,
         placement: Placement::Linux,
         freq_limits: Vec::new(),
+        highres: true,
     }
 }
 

@@ -80,6 +80,7 @@ fn allocations(board: &str, file: &std::path::Path) -> (u64, u64) {
         load_balance: true,
         placement: Default::default(),
         freq_limits: Vec::new(),
+        highres: true,
     };
     let mut e = Engine::<std::io::Sink>::new(&b, &wl, cfg, None).unwrap();
     // 10 s of samples for a task activated every 100 µs (cyclictest's period), with room

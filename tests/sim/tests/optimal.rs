@@ -21,6 +21,7 @@ fn go(board: &str, wl: &str, eas: bool) -> RunOutput {
         load_balance: false,
         placement: Placement::Linux,
         freq_limits: Vec::new(),
+        highres: true,
     };
     run(&spec).unwrap_or_else(|e| panic!("{board} {wl}: {e}"))
 }
@@ -106,6 +107,7 @@ fn cluster_bound_by_hand() {
         load_balance: true,
         placement: Placement::Linux,
         freq_limits: Vec::new(),
+        highres: true,
     };
     let wl = r#"{ "global": { "duration": 2 }, "tasks": { "t": { "instance": 8, "loop": -1,
         "cpus": [2, 3, 4, 5],

@@ -30,6 +30,7 @@ fn spec(board: &str, gov: Governor, duration_ns: u64, out: Option<PathBuf>) -> R
         load_balance: false,
         placement: Default::default(),
         freq_limits: Vec::new(),
+        highres: true,
     }
 }
 

@@ -31,6 +31,7 @@ fn run(board: &str, tristate: bool) -> RunOutput {
         load_balance: true,
         placement: Default::default(),
         freq_limits: Vec::new(),
+        highres: true,
     };
     run_with_options(&spec, RunOptions::default()).expect("simulation failed")
 }

@@ -49,6 +49,7 @@ fn spec(eas: bool, big_min_khz: Option<u32>, set: &str) -> RunSpec {
                 }]
             })
             .unwrap_or_default(),
+        highres: true,
     }
 }
 

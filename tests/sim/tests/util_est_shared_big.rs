@@ -38,6 +38,7 @@ fn go(decay: bool) -> RunOutput {
         load_balance: true,
         placement: Placement::Linux,
         freq_limits: Vec::new(),
+        highres: true,
     };
     run(&spec).expect("simulation failed")
 }
