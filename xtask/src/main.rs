@@ -19,6 +19,7 @@ mod image;
 mod kernel;
 mod lisa;
 mod qemu;
+mod seed002;
 mod test;
 mod uboot;
 mod vslinux;
@@ -243,6 +244,11 @@ struct QemuArgs {
     /// With --workload: `-icount shift=N`, guest ns per instruction as a power of two.
     #[arg(long, requires = "workload", default_value_t = qemu::WORKLOAD_ICOUNT_SHIFT)]
     icount_shift: u32,
+    /// With --workload: timer resolution (the kernel's `highres=`; default on). `off`: sleep
+    /// timers expire on the first tick at or after their deadline, as Linux's hrtimers in
+    /// low-resolution mode (seed 002's condition).
+    #[arg(long, value_enum, requires = "workload")]
+    highres: Option<workload::OnOff>,
     /// Extra QEMU arguments, after `--`.
     #[arg(last = true)]
     qemu_args: Vec<String>,
@@ -278,6 +284,10 @@ struct CompareArgs {
     /// A scheduler feature, FEATURE=on|off, on both sides (repeatable).
     #[arg(long = "set", value_name = "FEATURE=on|off")]
     set: Vec<String>,
+    /// Timer resolution on both sides (the kernel's `highres=`, the simulator's `--highres`;
+    /// default on). `off`: timers expire on the tick (Linux's low-resolution hrtimers).
+    #[arg(long, value_enum)]
+    highres: Option<workload::OnOff>,
     /// Kill QEMU after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout: u64,
@@ -636,6 +646,7 @@ fn compare_one(
         echo: false,
         el0: false,
         el0_program: None,
+        highres: args.highres,
     };
     let sim_r = workload::Run {
         out: out.to_path_buf(),
@@ -745,6 +756,7 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
             echo: true,
             el0: args.el0,
             el0_program: None,
+            highres: args.highres,
         };
         let a = workload::run_on_qemu(&args.machine, &r)?;
         println!(

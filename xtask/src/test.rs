@@ -701,6 +701,9 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     if args.wants(EL0_STAGE) {
         el0_stage(results);
     }
+    if args.wants(crate::seed002::STAGE) {
+        crate::seed002::stage(results, crate::workload::OnOff::Off);
+    }
 }
 
 /// The DT fuzz batch, summed up in one line (and one per failing DT).
@@ -985,6 +988,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
             echo: false,
             el0,
             el0_program: program,
+            highres: None,
         };
     let mut failed = Vec::new();
     let mut detail = String::new();
@@ -1169,6 +1173,7 @@ fn workload_stage(results: &mut Vec<StageResult>) {
                 echo: false,
                 el0: false,
                 el0_program: None,
+                highres: None,
             };
             ran += 1;
             let res = crate::workload::run_on_qemu(&machine, &r).and_then(|a| {

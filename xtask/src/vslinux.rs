@@ -380,6 +380,7 @@ fn asym_softirq_run(o: &VsLinuxOpts, workload: &Path, secs: u32) -> Result<f64, 
         echo: false,
         el0: false,
         el0_program: None,
+        highres: None,
     };
     let lines = crate::workload::run_untraced(&o.machine, &r).map_err(|e| format!("{e:#}"))?;
     parse_softirq_line(&lines)

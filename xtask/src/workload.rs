@@ -49,6 +49,9 @@ pub struct Run {
     /// With `el0`: this file as the EL0 program instead of the one built (tests of bad
     /// programs).
     pub el0_program: Option<PathBuf>,
+    /// Timer resolution: the kernel's `highres=` and the simulator's `--highres` (`None`:
+    /// each side's default, on).
+    pub highres: Option<OnOff>,
 }
 
 /// `sched_features=` for the kernel from `--eas` and `--set`, and `sched_balance=` from `--lb`
@@ -169,6 +172,13 @@ fn launch(machine: &MachineArgs, r: &Run, trace: Option<&Path>) -> Result<qemu::
     if !features.is_empty() {
         append.push(' ');
         append.push_str(&features);
+    }
+    if let Some(h) = r.highres {
+        append.push_str(if h == OnOff::On {
+            " highres=on"
+        } else {
+            " highres=off"
+        });
     }
     let a = crate::kernel::build(crate::boards::Target::QemuVirt, None)?;
     let dir = a
@@ -622,6 +632,10 @@ pub fn run_sim(r: &Run, features: &[String]) -> Result<Analysis> {
     for s in features {
         args.push("--set".into());
         args.push(s.clone());
+    }
+    if let Some(h) = r.highres {
+        args.push("--highres".into());
+        args.push(if h == OnOff::On { "on" } else { "off" }.into());
     }
     let code = crate::bench::run_sim(&[], &args)?;
     if code != std::process::ExitCode::SUCCESS {

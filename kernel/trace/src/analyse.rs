@@ -117,6 +117,8 @@ pub struct Analysis {
     pub context_switches: u64,
     /// `softirq_raise` lines.
     pub sched_softirq_raises: u64,
+    /// `softirq_raise` lines per CPU (the CPU column).
+    pub sched_softirq_raises_per_cpu: Vec<u64>,
     /// Busy time on CPUs whose OPP was not known yet.
     pub unattributed_busy_ns: u64,
 }
@@ -185,6 +187,7 @@ pub fn analyse(text: &str, nr_cpus: usize, domains: &[DomainModel], end_ns: u64)
                 frequency_ns: vec![0; d.opps.len()],
             })
             .collect(),
+        sched_softirq_raises_per_cpu: vec![0; nr_cpus],
         ..Analysis::default()
     };
     let dom_of: Vec<Option<(usize, usize)>> = (0..nr_cpus)
@@ -210,12 +213,12 @@ pub fn analyse(text: &str, nr_cpus: usize, domains: &[DomainModel], end_ns: u64)
             continue;
         }
         a.lines += 1;
-        let Some((ts, _cpu, event, f)) = parse_line(l) else {
+        let Some((ts, line_cpu, event, f)) = parse_line(l) else {
             a.bad_lines += 1;
             continue;
         };
         let ts = ts.min(end_ns);
-        if let Some(st) = cpus.get_mut(_cpu).filter(|st| !st.seen) {
+        if let Some(st) = cpus.get_mut(line_cpu).filter(|st| !st.seen) {
             // Who ran there when the trace began: the first line's context.
             st.seen = true;
             let head = l.split_once(" [").map_or("", |h| h.0);
@@ -230,7 +233,7 @@ pub fn analyse(text: &str, nr_cpus: usize, domains: &[DomainModel], end_ns: u64)
         match event {
             "sched_switch" => {
                 let (Some(cpu), Some(next)) = (
-                    Some(_cpu).filter(|&c| c < nr_cpus),
+                    Some(line_cpu).filter(|&c| c < nr_cpus),
                     num::<u32>(f, "next_pid"),
                 ) else {
                     a.bad_lines += 1;
@@ -280,7 +283,12 @@ pub fn analyse(text: &str, nr_cpus: usize, domains: &[DomainModel], end_ns: u64)
                     task(&mut tasks, pid, nr_cpus).migrations += 1;
                 }
             }
-            "softirq_raise" => a.sched_softirq_raises += 1,
+            "softirq_raise" => {
+                a.sched_softirq_raises += 1;
+                if let Some(n) = a.sched_softirq_raises_per_cpu.get_mut(line_cpu) {
+                    *n += 1;
+                }
+            }
             "task_rename" => {
                 if let Some(pid) = num::<u32>(f, "pid").filter(|&p| p >= FIRST_PID) {
                     let name = after(f, "newcomm=", " oom_score_adj=");
@@ -418,6 +426,20 @@ garbage line
         assert_eq!(a.total_energy_uj, fj_to_uj(fj));
         assert_eq!(d.frequency_ns, [2_000_000, 8_000_000]);
         assert_eq!(a.unattributed_busy_ns, 0);
+    }
+
+    #[test]
+    fn softirq_raises_are_counted_per_cpu() {
+        let t =
+            "          <idle>-0       [001]     0.000100000: softirq_raise: vec=7 [action=SCHED]
+          <idle>-0       [000]     0.000200000: softirq_raise: vec=7 [action=SCHED]
+          <idle>-0       [001]     0.000300000: softirq_raise: vec=7 [action=SCHED]
+          <idle>-0       [007]     0.000400000: softirq_raise: vec=7 [action=SCHED]
+";
+        let a = analyse(t, 2, &model(), 1_000_000);
+        assert_eq!(a.sched_softirq_raises, 4);
+        // A CPU beyond the model's counts in the total only.
+        assert_eq!(a.sched_softirq_raises_per_cpu, [1, 2]);
     }
 
     #[test]
