@@ -758,9 +758,11 @@ fn schedule_mode(mode: Mode) {
         s
     } else {
         let pick = policy::pick_first(&st.topology, cs);
-        if pick == Pick::Newidle {
-            // sched_balance_newidle with this rq unlocked and IRQs still masked (Linux
-            // `raw_spin_rq_unlock` in `__schedule`'s IRQs-off section), then the repick.
+        // sched_balance_newidle: its closed gate (no CPU overloaded) is decided here under
+        // this rq's lock, as Linux decides it before `raw_spin_rq_unlock`; otherwise the
+        // balance runs with this rq unlocked and IRQs still masked (Linux's unlock in
+        // `__schedule`'s IRQs-off section), then the repick.
+        if pick == Pick::Newidle && !balance::newidle_skipped_locked(cpu, cs, t) {
             publish(cs);
             let irq = g.unlock_irqs_masked();
             balance::sched_balance_newidle(cpu);
@@ -1763,6 +1765,10 @@ pub fn check_invariants() -> Result<(), InvariantError> {
             let g = lock.lock();
             g.rq.check_invariants()
                 .map_err(|e| InvariantError::Rq(cpu, e))?;
+            // Under the rq lock nothing republishes this CPU's snapshot.
+            if let Some(snap) = snapshot::overloaded_flag_mismatch(cpu) {
+                return Err(InvariantError::OverloadedFlag(cpu, snap));
+            }
             match cross_check(&g, cpu) {
                 Err(e) if tries < INVARIANT_RETRIES => {
                     drop(g);
@@ -1806,6 +1812,9 @@ pub enum InvariantError {
     Missing(CpuId, ThreadId),
     /// Threads marked queued vs the run queue's count.
     Count(CpuId, u32, u32),
+    /// The published snapshot's [`RqSnapshot::overloaded`] vs the per-CPU flag newidle's gate reads
+    /// (the snapshot's value).
+    OverloadedFlag(CpuId, bool),
 }
 
 impl fmt::Display for InvariantError {
@@ -1824,6 +1833,11 @@ impl fmt::Display for InvariantError {
                 f,
                 "cpu {}: {} threads marked queued, run queue holds {}",
                 c.0, k, r
+            ),
+            InvariantError::OverloadedFlag(c, snap) => write!(
+                f,
+                "cpu {}: published snapshot overloaded={}, newidle's overloaded flag {}",
+                c.0, snap, !snap
             ),
         }
     }

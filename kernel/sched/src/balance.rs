@@ -358,6 +358,12 @@ pub trait Snapshots {
     fn snapshot_cpu(&self, cpu: CpuId) -> CpuId {
         self.snapshot(cpu).cpu()
     }
+    /// Whether some CPU's latest snapshot is [`RqSnapshot::overloaded`] (newidle's gate
+    /// without `STICKY_OVERLOADED`). Default: read every snapshot; a caller that keeps the
+    /// answer as it publishes may return it without copying one.
+    fn any_overloaded(&self) -> bool {
+        (0..self.nr_cpus()).any(|i| self.snapshot(CpuId(i as u16)).overloaded())
+    }
 }
 
 /// How balancing reaches the run queues: read any CPU's snapshot, change one run queue
@@ -881,6 +887,79 @@ pub fn sched_balance_domains<A: RqAccess + ?Sized>(
     Ok(report)
 }
 
+/// What newidle balance's closed gate needs of `cpu`'s domains, for a caller that decides
+/// the gate while it still holds `this_rq`'s lock (Linux tests the gate in
+/// `sched_balance_newidle` before `raw_spin_rq_unlock`; the kernel keeps this per CPU as the
+/// domains change and, when no CPU is overloaded, takes [`sched_balance_newidle_skipped`]
+/// without leaving the lock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewidleSkipInfo {
+    /// The lowest domain's `last_balance + get_sd_balance_interval(sd, false)` (jiffies), or
+    /// `None` without domains.
+    pub bound: Option<u64>,
+    /// `HZ`.
+    pub hz: u32,
+    /// `TICK_NSEC`.
+    pub tick_nsec: u64,
+    /// `sched_asym_cpucap_active()`.
+    pub asym_cpucapacity: bool,
+}
+
+impl SchedDomains {
+    /// [`NewidleSkipInfo`] of `cpu` as its domains are now.
+    pub fn newidle_skip_info(&self, cpu: CpuId) -> NewidleSkipInfo {
+        let bound = self
+            .cpus
+            .get(cpu.index())
+            .and_then(|b| b.sd.first())
+            .map(|sd| sd.last_balance + self.get_sd_balance_interval(sd, false));
+        NewidleSkipInfo {
+            bound,
+            hz: self.hz,
+            tick_nsec: self.tick_nsec,
+            asym_cpucapacity: self.asym_cpucapacity,
+        }
+    }
+}
+
+/// `next_balance` when newidle's gate is closed: `jiffies + HZ`, pulled to the lowest
+/// domain's next balance under `AGGRESSIVE_NEXT_BALANCE` (`update_next_balance` on the
+/// skip path); without it (seed 002) a skipped newidle pulls nothing.
+pub fn newidle_skip_next_balance(
+    jiffies: u64,
+    hz: u32,
+    bound: Option<u64>,
+    aggressive: bool,
+) -> u64 {
+    let next_balance = jiffies + hz as u64;
+    match (aggressive, bound) {
+        (true, Some(b)) => next_balance.min(b),
+        _ => next_balance,
+    }
+}
+
+/// [`sched_balance_newidle`] when no CPU is overloaded (its gate closes whatever
+/// `avg_idle` is), on `this_rq` under its lock: `update_misfit_status(NULL, this_rq)`, and
+/// `rq->next_balance` pulled to [`newidle_skip_next_balance`]. Leaves every domain as it
+/// is, as the skip path does (nothing balanced, no cost to record).
+pub fn sched_balance_newidle_skipped(
+    rq: &mut Rq,
+    info: &NewidleSkipInfo,
+    now: Nanos,
+    features: SchedFeatures,
+) {
+    if info.asym_cpucapacity {
+        rq.set_misfit_task_load(0);
+    }
+    let jiffies = now.0 / info.tick_nsec;
+    let aggressive = features.enabled(Feature::AGGRESSIVE_NEXT_BALANCE);
+    let nb = newidle_skip_next_balance(jiffies, info.hz, info.bound, aggressive)
+        .saturating_mul(info.tick_nsec);
+    if rq.next_balance().0 > nb {
+        rq.set_next_balance(Nanos(nb));
+    }
+}
+
 /// `sched_balance_newidle` (`newidle_balance`): `cpu` is about to go idle; try to
 /// pull work from its domains, bottom-up, while the expected idle time (`avg_idle`)
 /// exceeds the cost of balancing. `sched_clock` reads `sched_clock_cpu` (ns) to
@@ -928,9 +1007,10 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
     };
     let mut curr_cost = 0u64;
     if skip {
-        if let (true, Some(sd)) = (aggressive, sd_list.first()) {
-            sds.update_next_balance(sd, &mut next_balance);
-        }
+        let bound = sd_list
+            .first()
+            .map(|sd| sd.last_balance + sds.get_sd_balance_interval(sd, false));
+        next_balance = newidle_skip_next_balance(jiffies, sds.hz, bound, aggressive);
     } else {
         let mut t0 = sched_clock();
         // sched_balance_update_blocked_averages(this_cpu): the local group's statistics

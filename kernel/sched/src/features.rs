@@ -167,15 +167,19 @@ impl Default for SchedFeatures {
 impl SchedFeatures {
     /// Linux's defaults (every feature at [`Feature::default_enabled`]).
     pub const fn linux_defaults() -> SchedFeatures {
-        let mut bits = 0u64;
-        let mut i = 0;
-        while i < Feature::ALL.len() {
-            if Feature::ALL[i].default_enabled() {
-                bits |= 1 << (Feature::ALL[i] as u8);
+        // Evaluated at compile time: this is on the scheduler's hot paths.
+        const BITS: u64 = {
+            let mut bits = 0u64;
+            let mut i = 0;
+            while i < Feature::ALL.len() {
+                if Feature::ALL[i].default_enabled() {
+                    bits |= 1 << (Feature::ALL[i] as u8);
+                }
+                i += 1;
             }
-            i += 1;
-        }
-        SchedFeatures(bits)
+            bits
+        };
+        SchedFeatures(BITS)
     }
 
     /// Every feature off.
@@ -192,13 +196,16 @@ impl SchedFeatures {
     /// The set whose [`bits`](SchedFeatures::bits) are `bits` (bits naming no feature are
     /// dropped).
     pub const fn from_bits(bits: u64) -> SchedFeatures {
-        let mut known = 0u64;
-        let mut i = 0;
-        while i < Feature::ALL.len() {
-            known |= 1 << (Feature::ALL[i] as u8);
-            i += 1;
-        }
-        SchedFeatures(bits & known)
+        const KNOWN: u64 = {
+            let mut known = 0u64;
+            let mut i = 0;
+            while i < Feature::ALL.len() {
+                known |= 1 << (Feature::ALL[i] as u8);
+                i += 1;
+            }
+            known
+        };
+        SchedFeatures(bits & KNOWN)
     }
 
     /// `sched_feat(f)`.

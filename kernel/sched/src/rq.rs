@@ -515,22 +515,28 @@ impl Rq {
     /// from the running task, or clear it when nothing runs; unchanged without asymmetric
     /// capacities (`sched_asym_cpucap_active()`).
     pub fn update_misfit_status(&mut self, topology: &Topology, uclamp_used: bool) {
+        let asym = topology.asym_cpucapacity();
+        let curr = self.cfs.curr().and_then(|id| self.tasks.get(id));
+        // Linux's order: no asymmetry, nothing running and a pinned task return before any
+        // of the task's signals are read (`update_misfit_status` is on every pick).
+        if !asym {
+            return;
+        }
+        if curr.is_none_or(|p| p.cpus_allowed.weight() <= 1) {
+            self.misfit_task_load = 0;
+            return;
+        }
         let f = self.features;
         let cap = CpuCapacityInfo::unpressured(self.capacity_orig);
         let sys = self.uclamp_sysctl;
         let cpu = self.cpu;
-        let p = self
-            .cfs
-            .curr()
-            .and_then(|id| self.tasks.get(id))
-            .map(|p| MisfitTask {
-                util_est: task_util_est(&TaskUtil::from_avg(&p.avg, cpu, true), f),
-                clamp: uclamp_eff_range(&p.uclamp, &sys, false),
-                nr_cpus_allowed: p.cpus_allowed.weight(),
-                max_allowed_capacity: task_max_allowed_capacity(p.cpus_allowed, topology),
-                h_load: p.avg.load_avg,
-            });
-        let asym = topology.asym_cpucapacity();
+        let p = curr.map(|p| MisfitTask {
+            util_est: task_util_est(&TaskUtil::from_avg(&p.avg, cpu, true), f),
+            clamp: uclamp_eff_range(&p.uclamp, &sys, false),
+            nr_cpus_allowed: p.cpus_allowed.weight(),
+            max_allowed_capacity: task_max_allowed_capacity(p.cpus_allowed, topology),
+            h_load: p.avg.load_avg,
+        });
         if let Some(load) = update_misfit_status(p.as_ref(), cap, asym, uclamp_used, f) {
             self.misfit_task_load = load;
         }

@@ -6,6 +6,7 @@
 //! `get_sd_balance_interval` (reference §4.1/§4.2); jiffy deadlines derived by hand
 //! from `update_next_balance`; task placements reasoned from `calculate_imbalance`.
 
+use asym_sched::balance::sched_balance_newidle_skipped;
 use asym_sched::balance::{
     active_load_balance_cpu_stop, detach_tasks, sched_balance_domains, sched_balance_newidle,
     sched_balance_rq, sched_balance_trigger, ActiveBalance, CpuIdleType, LbContext, MigrationType,
@@ -280,6 +281,61 @@ fn seed_002_newidle_pulls_next_balance_backwards_only_without_the_fix() {
         } else {
             assert!(seen.iter().all(|&nb| nb == Nanos(100 * TICK)), "{seen:?}");
             assert_eq!(raised, 0);
+        }
+    }
+}
+
+/// The kernel's closed-gate newidle under `this_rq`'s lock
+/// (`sched_balance_newidle_skipped` with the domains' `newidle_skip_info`) leaves the run
+/// queue as the whole `sched_balance_newidle` does when no CPU is overloaded: the same
+/// `next_balance` and misfit, with and without `AGGRESSIVE_NEXT_BALANCE`, for a stale and a
+/// recent `last_balance`, and a misfit load left from the last pick.
+#[test]
+fn newidle_skipped_under_the_rq_lock_matches_the_whole_newidle() {
+    for aggressive in [true, false] {
+        for last_balance in [0u64, 49, 60] {
+            let t = topo(&JUNO);
+            let mut sds = SchedDomains::build(&t, 250, Nanos(0)).unwrap();
+            for sd in sds.cpus[2].sd.iter_mut() {
+                sd.last_balance = last_balance;
+            }
+            let mut whole = rqs_for(&t, Nanos(0));
+            // One task on CPU 0: nothing is overloaded.
+            spawn(&mut whole[0], 1, 0, CpuMask::first_n(6));
+            whole[2].set_next_balance(Nanos(100 * TICK));
+            whole[2].set_misfit_task_load(7);
+            let now = Nanos(50 * TICK + MS);
+            for rq in whole.iter_mut() {
+                rq.update_rq_clock(now).unwrap();
+            }
+            let mut fast = rqs_for(&t, Nanos(0));
+            spawn(&mut fast[0], 1, 0, CpuMask::first_n(6));
+            fast[2].set_next_balance(Nanos(100 * TICK));
+            fast[2].set_misfit_task_load(7);
+            for rq in fast.iter_mut() {
+                rq.update_rq_clock(now).unwrap();
+            }
+            let f = SchedFeatures::default().with(Feature::AGGRESSIVE_NEXT_BALANCE, aggressive);
+            let info = sds.newidle_skip_info(CpuId(2));
+            let before = sds.cpus[2].sd.clone();
+            let mut clock = || 0u64;
+            let r = sched_balance_newidle(
+                &mut sds,
+                CpuId(2),
+                &mut whole,
+                now,
+                &LbContext::new(f),
+                &mut clock,
+            )
+            .unwrap();
+            assert_eq!(r.lb_runs, 0, "the gate is closed");
+            assert_eq!(sds.cpus[2].sd, before, "a closed gate leaves the domains");
+            sched_balance_newidle_skipped(&mut fast[2], &info, now, f);
+            assert_eq!(
+                (fast[2].next_balance(), fast[2].misfit_task_load()),
+                (whole[2].next_balance(), whole[2].misfit_task_load()),
+                "aggressive {aggressive} last_balance {last_balance}"
+            );
         }
     }
 }

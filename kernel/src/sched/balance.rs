@@ -13,7 +13,8 @@
 //! - **Newidle**: `schedule()` about to pick idle (the crate's `Pick::Newidle`) drops its rq
 //!   lock, IRQs still masked, and calls [`sched_balance_newidle`] (`sched_balance_newidle`,
 //!   gated by the crate on `avg_idle` against `max_newidle_lb_cost` and on the root domain's
-//!   overload), then retakes the lock and picks again.
+//!   overload), then retakes the lock and picks again. When no CPU is overloaded the gate is
+//!   closed and [`newidle_skipped_locked`] takes it under the rq lock instead (no unlock).
 //!
 //! The run queues are reached through [`KernelRqs`], the crate's `RqAccess`: `snapshot(cpu)`
 //! reads the published snapshot (`super::snapshot`), `with_rq(cpu, f)` takes that CPU's rq
@@ -52,9 +53,10 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use asym_sched::balance::{
-    self as lb, ActiveBalance, BalanceReport, CpuIdleType, LbContext, Moved, RqAccess,
-    SchedDomains, Snapshots, TaskOnCpu, Transit,
+    self as lb, ActiveBalance, BalanceReport, CpuIdleType, LbContext, Moved, NewidleSkipInfo,
+    RqAccess, SchedDomains, Snapshots, TaskOnCpu, Transit,
 };
+use asym_sched::features::Feature;
 use asym_sched::nohz::{idle_tick_kept, ilb_order, nohz_balance_due, Nohz};
 use asym_sched::rq::{Rq, RqSnapshot};
 use asym_sched::sched_core;
@@ -84,6 +86,14 @@ static LB: InitOnce<&'static [IrqSpinLock<CpuLb>]> = InitOnce::new();
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// `TICK_NSEC` of the domains (jiffies = ns / this).
 static TICK_NSEC: AtomicU64 = AtomicU64::new(1);
+/// Per CPU: its lowest domain's next balance as newidle's closed gate reads it
+/// ([`NewidleSkipInfo::bound`], jiffies; `u64::MAX`: no domains), stored whenever a balance
+/// leaves that CPU's domains ([`store_skip_bound`]) so [`newidle_skipped_locked`] need not
+/// take the balance lock.
+static NEWIDLE_BOUND: PerCpu<AtomicU64> =
+    PerCpu::new([const { AtomicU64::new(u64::MAX) }; MAX_CPUS]);
+/// `(HZ, sched_asym_cpucap_active())` of the domains.
+static SKIP_CONST: InitOnce<(u32, bool)> = InitOnce::new();
 /// `nohz.next_balance` (jiffies).
 static NOHZ_NEXT_BALANCE: AtomicU64 = AtomicU64::new(0);
 /// Per CPU: a NOHZ balance kick is pending (`NOHZ_BALANCE_KICK` in `nohz_flags(cpu)`).
@@ -93,6 +103,7 @@ static NOHZ_KICKED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(fa
 struct Counters {
     periodic: AtomicU64,
     newidle: AtomicU64,
+    newidle_moved: AtomicU64,
     nohz: AtomicU64,
     lb_runs: AtomicU64,
     moved: AtomicU64,
@@ -108,6 +119,7 @@ static COUNTERS: PerCpu<Counters> = PerCpu::new(
         Counters {
             periodic: AtomicU64::new(0),
             newidle: AtomicU64::new(0),
+            newidle_moved: AtomicU64::new(0),
             nohz: AtomicU64::new(0),
             lb_runs: AtomicU64::new(0),
             moved: AtomicU64::new(0),
@@ -127,6 +139,8 @@ pub struct Stats {
     pub periodic: u64,
     /// `sched_balance_newidle` calls.
     pub newidle: u64,
+    /// Tasks those newidle balances pulled to this CPU (part of [`moved`](Self::moved)).
+    pub newidle_moved: u64,
     /// `sched_balance_domains` runs on this CPU's behalf by a NOHZ balancer.
     pub nohz: u64,
     /// `sched_balance_rq` calls.
@@ -156,6 +170,7 @@ pub fn stats(cpu: CpuId) -> Stats {
     Stats {
         periodic: l(&c.periodic),
         newidle: l(&c.newidle),
+        newidle_moved: l(&c.newidle_moved),
         nohz: l(&c.nohz),
         lb_runs: l(&c.lb_runs),
         moved: l(&c.moved),
@@ -207,6 +222,10 @@ pub(super) fn init(topology: &Topology, hz: u32, now: Nanos, enabled: bool) {
         ));
     }
     TICK_NSEC.store(sds.tick_nsec.max(1), Ordering::Relaxed);
+    let _ = SKIP_CONST.set((sds.hz, sds.asym_cpucapacity));
+    for i in 0..nr {
+        store_skip_bound(CpuId(i as u16), &sds);
+    }
     let _ = LB.set(Vec::leak(v));
     ENABLED.store(enabled, Ordering::Relaxed);
 }
@@ -229,6 +248,7 @@ pub fn rebuild_sched_domains() -> bool {
         {
             let mut g = l.lock();
             core::mem::swap(&mut g.sds, &mut sds);
+            store_skip_bound(CpuId(i as u16), &g.sds);
         }
         drop(sds);
         if let Some(rq) = st.cpus.get(i) {
@@ -324,6 +344,10 @@ impl Snapshots for KernelRqs<'_> {
     /// run queue's under its own CPU; an unpublished one reads as that CPU's idle one).
     fn snapshot_cpu(&self, cpu: CpuId) -> CpuId {
         cpu
+    }
+
+    fn any_overloaded(&self) -> bool {
+        super::snapshot::any_overloaded(self.nr_cpus())
     }
 }
 
@@ -467,6 +491,7 @@ pub(super) fn active_load_balance_cpu_stop(cpu: CpuId) {
             let mut acc = KernelRqs::new(st.cpus, transit);
             let r = lb::active_load_balance_cpu_stop(sds, &mut acc, &req);
             let (mask, _) = acc.done();
+            store_skip_bound(req.dst, sds);
             drop(g);
             kick(mask, None);
             r
@@ -530,6 +555,7 @@ pub fn sched_balance_softirq(cpu: CpuId) {
     let mut acc = KernelRqs::new(st.cpus, transit);
     let r = lb::sched_balance_softirq(sds, cpu, &mut acc, super::now(), &lb_context());
     let (mask, moved) = acc.done();
+    store_skip_bound(cpu, sds);
     drop(g);
     COUNTERS.of(cpu).periodic.fetch_add(1, Ordering::Relaxed);
     account(cpu, &r, moved);
@@ -563,6 +589,7 @@ fn nohz_idle_balance(this: CpuId, st: &super::State, lbs: &[IrqSpinLock<CpuLb>])
                 lb::sched_balance_domains(sds, c, &mut acc, CpuIdleType::Idle, now, &lb_context())
             };
             let (mask, moved) = acc.done();
+            store_skip_bound(c, sds);
             drop(g);
             COUNTERS.of(c).nohz.fetch_add(1, Ordering::Relaxed);
             account(c, &r, moved);
@@ -643,6 +670,69 @@ impl Snapshots for KernelSnaps {
     fn snapshot_cpu(&self, cpu: CpuId) -> CpuId {
         cpu
     }
+
+    fn any_overloaded(&self) -> bool {
+        super::snapshot::any_overloaded(self.nr_cpus())
+    }
+}
+
+/// Stores `cpu`'s [`NewidleSkipInfo::bound`] from its domains (with its balance lock held,
+/// after they changed).
+fn store_skip_bound(cpu: CpuId, sds: &SchedDomains) {
+    if let Some(b) = NEWIDLE_BOUND.get(cpu) {
+        b.store(
+            sds.newidle_skip_info(cpu).bound.unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// `sched_balance_newidle`'s closed gate decided where Linux decides it, under this CPU's
+/// rq lock (`cs`, clock updated at `now`), before any unlock: when no CPU is overloaded the
+/// gate closes whatever `avg_idle` is, and the crate's [`lb::sched_balance_newidle_skipped`]
+/// does on `cs` what the whole newidle balance would (misfit cleared, `next_balance` pulled).
+/// Returns false when the gate may open (or there are no domains): the caller unlocks and
+/// runs [`sched_balance_newidle`]. A balancer working on this CPU's domains right now makes
+/// the whole path return at once, so this does nothing then either.
+pub(super) fn newidle_skipped_locked(cpu: CpuId, cs: &mut CpuSched, now: Nanos) -> bool {
+    let (Some(lbs), Some(&(hz, asym)), Some(bound)) =
+        (LB.get(), SKIP_CONST.get(), NEWIDLE_BOUND.get(cpu))
+    else {
+        return false;
+    };
+    let Some(l) = lbs.get(cpu.index()) else {
+        return false;
+    };
+    let features = super::features();
+    // get_rd_overloaded: this CPU as it is now (the whole path publishes it first, with the
+    // misfit load it clears only on asymmetric systems), the others as published.
+    let overloaded = if features.enabled(Feature::STICKY_OVERLOADED) {
+        super::OVERLOADED.load(Ordering::Relaxed)
+    } else {
+        cs.rq.nr_running() > 1
+            || (!asym && cs.rq.misfit_task_load() > 0)
+            || super::snapshot::any_overloaded_except(cpu, st_nr_cpus())
+    };
+    if overloaded {
+        return false;
+    }
+    if l.is_locked() {
+        return true;
+    }
+    let b = bound.load(Ordering::Relaxed);
+    let info = NewidleSkipInfo {
+        bound: (b != u64::MAX).then_some(b),
+        hz,
+        tick_nsec: TICK_NSEC.load(Ordering::Relaxed),
+        asym_cpucapacity: asym,
+    };
+    lb::sched_balance_newidle_skipped(&mut cs.rq, &info, now, features);
+    COUNTERS.of(cpu).newidle.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+fn st_nr_cpus() -> usize {
+    STATE.get().map_or(0, |st| st.cpus.len())
 }
 
 /// `sched_balance_newidle` for `cpu`, from `schedule()` with no rq lock held and IRQs masked.
@@ -663,8 +753,13 @@ pub(super) fn sched_balance_newidle(cpu: CpuId) -> bool {
     let mut clock = || super::now().0;
     let r = lb::sched_balance_newidle(sds, cpu, &mut acc, super::now(), &lb_context(), &mut clock);
     let (mask, moved) = acc.done();
+    store_skip_bound(cpu, sds);
     drop(g);
-    COUNTERS.of(cpu).newidle.fetch_add(1, Ordering::Relaxed);
+    let c = COUNTERS.of(cpu);
+    c.newidle.fetch_add(1, Ordering::Relaxed);
+    if r.is_ok() {
+        c.newidle_moved.fetch_add(moved, Ordering::Relaxed);
+    }
     account(cpu, &r, moved);
     // This CPU picks next anyway.
     kick(mask, Some(current_cpu()));

@@ -52,11 +52,20 @@ static REMOVED: PerCpu<IrqSpinLock<RemovedLoad>> = PerCpu::new(
     }; MAX_CPUS],
 );
 
+/// Per CPU: its latest snapshot is [`RqSnapshot::overloaded`]. Stored under that CPU's
+/// snapshot lock with the snapshot, so newidle's gate reads these words instead of copying
+/// every CPU's snapshot ([`any_overloaded`]); as stale as the snapshots are.
+static OVERLOADED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+
 /// Publishes `rq`'s state (call with its run-queue lock held, at the end of a section that
 /// changed it).
 pub fn publish(rq: &Rq) {
     let s = rq.snapshot();
-    *SNAPSHOTS.of(rq.cpu()).lock() = Some(s);
+    let cpu = rq.cpu();
+    let over = s.overloaded();
+    let mut g = SNAPSHOTS.of(cpu).lock();
+    *g = Some(s);
+    OVERLOADED.of(cpu).store(over, Ordering::Relaxed);
 }
 
 /// `cpu`'s latest snapshot, `online` as the CPU is now (`None` before it published one).
@@ -64,6 +73,35 @@ pub fn read(cpu: CpuId) -> Option<RqSnapshot> {
     let mut s = (*SNAPSHOTS.get(cpu)?.lock())?;
     s.online = crate::smp::is_online(cpu);
     Some(s)
+}
+
+/// Whether one of CPUs `0..nr`'s latest snapshots is [`RqSnapshot::overloaded`] (what
+/// reading each with [`read`] would say, without the copies).
+pub fn any_overloaded(nr: usize) -> bool {
+    OVERLOADED
+        .iter()
+        .take(nr.min(MAX_CPUS))
+        .any(|(_, o)| o.load(Ordering::Relaxed))
+}
+
+/// [`any_overloaded`] over CPUs `0..nr` other than `cpu` (newidle's gate under `cpu`'s rq
+/// lock, which reads `cpu` itself from its run queue).
+pub fn any_overloaded_except(cpu: CpuId, nr: usize) -> bool {
+    OVERLOADED
+        .iter()
+        .take(nr.min(MAX_CPUS))
+        .any(|(c, o)| c != cpu && o.load(Ordering::Relaxed))
+}
+
+/// `Some(snapshot's value)` when `cpu`'s published snapshot and its [`OVERLOADED`] word
+/// disagree (a self-test check: call with `cpu`'s run-queue lock held, so nothing
+/// republishes meanwhile).
+pub fn overloaded_flag_mismatch(cpu: CpuId) -> Option<bool> {
+    let g = SNAPSHOTS.get(cpu)?.lock();
+    let snap = g.is_some_and(|s| s.overloaded());
+    let word = OVERLOADED.get(cpu)?.load(Ordering::Relaxed);
+    drop(g);
+    (snap != word).then_some(snap)
 }
 
 /// Every CPU's snapshot, indexed by [`CpuId`] (the wake-up path's `cpus`).

@@ -17,10 +17,19 @@
 //! balance intervals of an idle big CPU; the bound here is issue 12's (a task that grew runs
 //! on a big CPU within 100 ms), with the thread's utilisation already above the LITTLE CPU's
 //! fit margin when its affinity widens.
+//!
+//! Oracle for newidle balance (Linux `sched_balance_newidle`, from `__schedule` when a CPU
+//! finds nothing to run): a CPU that goes idle while a CPU of its lowest domain has tasks
+//! waiting pulls one before it idles, with no tick in between. Three always-running threads
+//! share one CPU; a thread on a CPU of the same capacity sleeps; that CPU's own newidle
+//! balance must pull one of them (its counter says so: nothing else balances in that instant,
+//! the sleeping CPU was busy until then and the crowded one has nothing to pull). Three, not
+//! two: one of the waiting threads then last ran at least a slice ago, so `task_hot` (ran less
+//! than `sysctl_sched_migration_cost` ago) cannot refuse every candidate.
 
 #![allow(clippy::result_large_err)] // `TestError` carries its message by design.
 
-use core::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 
 use asym_sched::types::{CpuId, CpuMask};
 
@@ -39,6 +48,11 @@ crate::selftest!(
 crate::selftest!(
     name = "sched_active_balance_moves_misfit_to_big_within_100ms",
     moves_misfit_to_big
+);
+
+crate::selftest!(
+    name = "sched_newidle_balance_pulls_when_a_cpu_goes_idle",
+    newidle_pulls
 );
 
 fn err(e: impl core::fmt::Display) -> TestError {
@@ -388,6 +402,183 @@ fn check_misfit(home: CpuId, online: CpuMask, id: task::ThreadId) -> TestResult 
         "the misfit thread left the big CPUs within {} ms (cpu {})",
         HOLD_NS / 1_000_000,
         MISFIT_CPU.load(Ordering::Relaxed)
+    );
+    Ok(())
+}
+
+/// The crowded CPU's always-running threads.
+const NEWIDLE_BUSY: usize = 3;
+static NB_STOP: AtomicBool = AtomicBool::new(false);
+/// Set by the runner once balancing is on: the sleeper sleeps.
+static NB_GO: AtomicBool = AtomicBool::new(false);
+/// The sleeper runs and waits for [`NB_GO`].
+static NB_READY: AtomicBool = AtomicBool::new(false);
+/// Guest ns when the sleeper went to sleep.
+static NB_SLEPT_AT: AtomicU64 = AtomicU64::new(0);
+/// Per busy thread: the CPU it last ran on.
+static NB_CPU: [AtomicU16; NEWIDLE_BUSY] = [const { AtomicU16::new(u16::MAX) }; NEWIDLE_BUSY];
+/// Guest ns when a busy thread first ran on the idle CPU (0: not yet).
+static NB_ARRIVED_AT: AtomicU64 = AtomicU64::new(0);
+/// The CPU that goes idle.
+static NB_IDLE_CPU: AtomicU16 = AtomicU16::new(u16::MAX);
+
+fn newidle_busy(i: usize) {
+    while !NB_STOP.load(Ordering::Relaxed) {
+        let c = current_cpu().0;
+        NB_CPU[i].store(c, Ordering::Relaxed);
+        if c == NB_IDLE_CPU.load(Ordering::Relaxed) && NB_ARRIVED_AT.load(Ordering::Relaxed) == 0 {
+            let _ = NB_ARRIVED_AT.compare_exchange(
+                0,
+                sched::now().0.max(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        sched::spin_hint();
+    }
+}
+
+fn newidle_sleeper(_: usize) {
+    NB_READY.store(true, Ordering::Release);
+    while !NB_GO.load(Ordering::Acquire) {
+        sched::spin_hint();
+    }
+    let t = sched::now().0;
+    NB_SLEPT_AT.store(t, Ordering::Relaxed);
+    sched::sleep_until(asym_sched::types::Nanos(t + 50_000_000));
+}
+
+fn newidle_pulls() -> TestResult {
+    const NAME: &str = "sched_newidle_balance_pulls_when_a_cpu_goes_idle";
+    // Two CPUs of one capacity, neither the runner's (which watches): the crowded one and the
+    // one that goes idle, in one lowest domain on every emulated board.
+    let mut others = CpuMask::EMPTY;
+    for c in crate::smp::online_cpus().filter(|&c| c != current_cpu()) {
+        others.set(c);
+    }
+    let cap = |c: CpuId| sched::capacity_orig(c).0;
+    let pair = others.iter().find_map(|a| {
+        others
+            .iter()
+            .find(|&b| b != a && cap(b) == cap(a))
+            .map(|b| (a, b))
+    });
+    let Some((crowded, idle)) = pair else {
+        crate::println!("selftest {NAME}: skipped: no two CPUs of one capacity besides this one");
+        return Ok(());
+    };
+    let was_on = sched::balance::enabled();
+    let r = run_newidle(crowded, idle);
+    sched::balance::set_enabled(was_on);
+    r
+}
+
+fn run_newidle(crowded: CpuId, idle: CpuId) -> TestResult {
+    let quiet = super::sched::wait_until(2_000_000_000, || {
+        crate::smp::online_cpus().all(|c| sched::snapshot(c).is_none_or(|s| s.nr_running <= 1))
+    });
+    test_assert!(quiet, "system not quiet before the test");
+    // The placement is forced with balancing off.
+    sched::balance::set_enabled(false);
+    for f in [&NB_STOP, &NB_GO, &NB_READY] {
+        f.store(false, Ordering::Relaxed);
+    }
+    NB_ARRIVED_AT.store(0, Ordering::Relaxed);
+    NB_IDLE_CPU.store(idle.0, Ordering::Relaxed);
+    for c in &NB_CPU {
+        c.store(u16::MAX, Ordering::Relaxed);
+    }
+    let mut ids: heapless::Vec<task::ThreadId, { NEWIDLE_BUSY + 1 }> = heapless::Vec::new();
+    let on = |c: CpuId| ThreadParams {
+        affinity: CpuMask::of(c),
+        ..ThreadParams::default()
+    };
+    let mut spawned = Ok(());
+    for i in 0..NEWIDLE_BUSY {
+        match spawn_with("nb-busy", on(crowded), newidle_busy, i) {
+            Ok(id) => {
+                let _ = ids.push(id);
+            }
+            Err(e) => {
+                spawned = Err(e);
+                break;
+            }
+        }
+    }
+    let result = match spawned.and_then(|()| spawn_with("nb-sleep", on(idle), newidle_sleeper, 0)) {
+        Ok(sleeper) => {
+            let r = check_newidle(crowded, idle, &ids);
+            // The sleeper leaves (after its sleep) whatever the check found.
+            NB_GO.store(true, Ordering::Release);
+            r.and(task::join(sleeper).map(|_| ()).map_err(err))
+        }
+        Err(e) => Err(e),
+    };
+    NB_STOP.store(true, Ordering::Relaxed);
+    for id in ids {
+        task::join(id).map_err(err)?;
+    }
+    result
+}
+
+fn check_newidle(crowded: CpuId, idle: CpuId, ids: &[task::ThreadId]) -> TestResult {
+    let started = super::sched::wait_until(500_000_000, || {
+        NB_READY.load(Ordering::Acquire)
+            && NB_CPU
+                .iter()
+                .all(|c| c.load(Ordering::Relaxed) == crowded.0)
+    });
+    test_assert!(
+        started,
+        "the {} busy threads did not all run on cpu {} with the sleeper on cpu {}",
+        NEWIDLE_BUSY,
+        crowded.0,
+        idle.0
+    );
+    // Let each busy thread run a slice and wait one, so at least one of them is cache-cold.
+    let _ = super::sched::wait_until(20_000_000, || false);
+    let both = CpuMask::of(crowded).or(CpuMask::of(idle));
+    for &id in ids {
+        sched::set_affinity(id, both).map_err(err)?;
+    }
+    test_assert!(
+        sched::balance::rebuild_sched_domains() && sched::balance::set_enabled(true),
+        "load balancing cannot be turned on (no sched domains)"
+    );
+    let before = sched::balance::stats(idle);
+    NB_GO.store(true, Ordering::Release);
+    let arrived =
+        super::sched::wait_until(20_000_000, || NB_ARRIVED_AT.load(Ordering::Relaxed) != 0);
+    let after = sched::balance::stats(idle);
+    let (slept, came) = (
+        NB_SLEPT_AT.load(Ordering::Relaxed),
+        NB_ARRIVED_AT.load(Ordering::Relaxed),
+    );
+    crate::println!(
+        "sched: cpu {} went idle; a busy thread of cpu {} ran there {} us later ({} newidle \
+         balances, {} tasks pulled by them, {} by any balance)",
+        idle.0,
+        crowded.0,
+        came.saturating_sub(slept) / 1000,
+        after.newidle - before.newidle,
+        after.newidle_moved - before.newidle_moved,
+        after.moved - before.moved
+    );
+    test_assert!(
+        arrived,
+        "no busy thread of cpu {} ran on cpu {} within 20 ms of it going idle",
+        crowded.0,
+        idle.0
+    );
+    test_assert!(
+        after.newidle_moved > before.newidle_moved,
+        "cpu {} went idle with {} threads waiting on cpu {} and its newidle balance pulled none \
+         ({} newidle balances; {} tasks arrived by other balances)",
+        idle.0,
+        NEWIDLE_BUSY - 1,
+        crowded.0,
+        after.newidle - before.newidle,
+        after.moved - before.moved
     );
     Ok(())
 }

@@ -479,10 +479,7 @@ pub(crate) fn need_active_balance(env: &LbEnv, sd: &SchedDomain) -> bool {
 /// `rd->overloaded` as the balancer would have last set it: some CPU has more than
 /// one task, or a misfit task.
 pub(crate) fn rd_overloaded<S: Snapshots + ?Sized>(snaps: &S) -> bool {
-    (0..snaps.nr_cpus()).any(|i| {
-        let s = snaps.snapshot(CpuId(i as u16));
-        s.nr_running > 1 || s.misfit_task_load > 0
-    })
+    snaps.any_overloaded()
 }
 
 #[cfg(test)]

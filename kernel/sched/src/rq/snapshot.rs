@@ -88,6 +88,12 @@ impl RqSnapshot {
     pub fn cpu(&self) -> CpuId {
         self.util.cpu
     }
+
+    /// This CPU makes the root domain overloaded: two tasks, or a misfit one (the condition
+    /// v6.12's `update_sg_lb_stats` and `add_nr_running` set `rd->overloaded` on).
+    pub fn overloaded(&self) -> bool {
+        self.nr_running > 1 || self.misfit_task_load > 0
+    }
 }
 
 impl Rq {
