@@ -593,6 +593,18 @@ pub fn load_defmt(elf: &std::path::Path) -> Result<Option<Defmt>> {
 }
 
 impl MachineArgs {
+    /// The command line's defaults (`--smp 6 --gic 3`, EL1, the default CPU, 512 MiB): the
+    /// machine the test stages run workloads on.
+    pub fn defaults() -> Self {
+        MachineArgs {
+            smp: 6,
+            gic: 3,
+            el2: false,
+            cpu: qemu::DEFAULT_CPU.into(),
+            memory: 512,
+        }
+    }
+
     pub fn machine(&self, boot: Boot, append: &str, icount: bool, gdb: bool) -> Machine {
         Machine {
             smp: self.smp,

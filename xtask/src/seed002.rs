@@ -236,13 +236,7 @@ fn show(rates: &[f64]) -> String {
 pub fn stage(results: &mut Vec<StageResult>, highres: OnOff) {
     println!("\n== {STAGE}");
     let t = Instant::now();
-    let machine = crate::MachineArgs {
-        smp: 6,
-        gic: 3,
-        el2: false,
-        cpu: qemu::DEFAULT_CPU.into(),
-        memory: 512,
-    };
+    let machine = crate::MachineArgs::defaults();
     let out = cmd::target_dir().join("asym").join("seed002");
     let r = lowres_run(&machine, &out, OnOff::On, highres).and_then(|(linux, wl)| {
         let (fixed, wf) = lowres_run(&machine, &out, OnOff::Off, highres)?;

@@ -966,13 +966,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
     let t = Instant::now();
     let root = cmd::workspace_root();
     let out_root = cmd::target_dir().join("asym").join("el0");
-    let machine = crate::MachineArgs {
-        smp: 6,
-        gic: 3,
-        el2: false,
-        cpu: qemu::DEFAULT_CPU.into(),
-        memory: 512,
-    };
+    let machine = crate::MachineArgs::defaults();
     let board = crate::dtb::Board::QemuJunoR2;
     let run =
         |workload: PathBuf, out: &str, el0: bool, program: Option<PathBuf>| crate::workload::Run {
@@ -1129,13 +1123,7 @@ fn workload_stage(results: &mut Vec<StageResult>) {
         }
     };
     files.sort();
-    let machine = crate::MachineArgs {
-        smp: 6,
-        gic: 3,
-        el2: false,
-        cpu: qemu::DEFAULT_CPU.into(),
-        memory: 512,
-    };
+    let machine = crate::MachineArgs::defaults();
     let out_root = cmd::target_dir().join("asym").join("workloads");
     let (mut ran, mut failed) = (0, Vec::new());
     for f in &files {

@@ -55,6 +55,15 @@ crate::selftest!(
     newidle_pulls
 );
 
+/// Waits (up to 2 s) until no CPU has more than one task queued: earlier tests' threads gone.
+fn wait_quiet() -> TestResult {
+    let quiet = super::sched::wait_until(2_000_000_000, || {
+        crate::smp::online_cpus().all(|c| sched::snapshot(c).is_none_or(|s| s.nr_running <= 1))
+    });
+    test_assert!(quiet, "system not quiet before the test");
+    Ok(())
+}
+
 fn err(e: impl core::fmt::Display) -> TestError {
     TestError::new(format_args!("{e}"))
 }
@@ -112,10 +121,7 @@ fn spreads_busy_threads() -> TestResult {
 fn run(n: usize, online: CpuMask) -> TestResult {
     // Start from a quiet system: the CPUs idle, so their ticks stop and only balancing can
     // bring the threads to them.
-    let quiet = super::sched::wait_until(2_000_000_000, || {
-        crate::smp::online_cpus().all(|c| sched::snapshot(c).is_none_or(|s| s.nr_running <= 1))
-    });
-    test_assert!(quiet, "system not quiet before the test");
+    wait_quiet()?;
     // The threads' first CPU: not the runner's, so that it keeps a CPU to watch from.
     let home = online
         .iter()
@@ -309,10 +315,7 @@ fn moves_misfit_to_big() -> TestResult {
 }
 
 fn run_misfit(home: CpuId, online: CpuMask) -> TestResult {
-    let quiet = super::sched::wait_until(2_000_000_000, || {
-        crate::smp::online_cpus().all(|c| sched::snapshot(c).is_none_or(|s| s.nr_running <= 1))
-    });
-    test_assert!(quiet, "system not quiet before the test");
+    wait_quiet()?;
     // Its utilisation grows pinned, without balancing (which a pinned task only backs off).
     sched::balance::set_enabled(false);
     MISFIT_STOP.store(false, Ordering::Relaxed);
@@ -474,10 +477,7 @@ fn newidle_pulls() -> TestResult {
 }
 
 fn run_newidle(crowded: CpuId, idle: CpuId) -> TestResult {
-    let quiet = super::sched::wait_until(2_000_000_000, || {
-        crate::smp::online_cpus().all(|c| sched::snapshot(c).is_none_or(|s| s.nr_running <= 1))
-    });
-    test_assert!(quiet, "system not quiet before the test");
+    wait_quiet()?;
     // The placement is forced with balancing off.
     sched::balance::set_enabled(false);
     for f in [&NB_STOP, &NB_GO, &NB_READY] {
