@@ -371,7 +371,7 @@ struct SoakArgs {
     #[arg(long, default_value_t = 600)]
     seconds: u32,
     /// `-icount shift`: guest ns per instruction as a power of two.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 0)]
     shift: u32,
     /// Extra kernel command-line options (e.g. "maxcpus=4").
     #[arg(long, default_value = "")]
