@@ -906,15 +906,18 @@ pub struct NewidleSkipInfo {
 }
 
 impl SchedDomains {
-    /// [`NewidleSkipInfo`] of `cpu` as its domains are now.
-    pub fn newidle_skip_info(&self, cpu: CpuId) -> NewidleSkipInfo {
-        let bound = self
-            .cpus
+    /// [`NewidleSkipInfo::bound`] of `cpu` as its domains are now.
+    pub fn newidle_skip_bound(&self, cpu: CpuId) -> Option<u64> {
+        self.cpus
             .get(cpu.index())
             .and_then(|b| b.sd.first())
-            .map(|sd| sd.last_balance + self.get_sd_balance_interval(sd, false));
+            .map(|sd| self.sd_next_balance(sd))
+    }
+
+    /// [`NewidleSkipInfo`] of `cpu` as its domains are now.
+    pub fn newidle_skip_info(&self, cpu: CpuId) -> NewidleSkipInfo {
         NewidleSkipInfo {
-            bound,
+            bound: self.newidle_skip_bound(cpu),
             hz: self.hz,
             tick_nsec: self.tick_nsec,
             asym_cpucapacity: self.asym_cpucapacity,
@@ -1007,9 +1010,7 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
     };
     let mut curr_cost = 0u64;
     if skip {
-        let bound = sd_list
-            .first()
-            .map(|sd| sd.last_balance + sds.get_sd_balance_interval(sd, false));
+        let bound = sd_list.first().map(|sd| sds.sd_next_balance(sd));
         next_balance = newidle_skip_next_balance(jiffies, sds.hz, bound, aggressive);
     } else {
         let mut t0 = sched_clock();

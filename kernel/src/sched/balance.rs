@@ -347,7 +347,7 @@ impl Snapshots for KernelRqs<'_> {
     }
 
     fn any_overloaded(&self) -> bool {
-        super::snapshot::any_overloaded(self.nr_cpus())
+        super::snapshot::any_overloaded(self.nr_cpus(), None)
     }
 }
 
@@ -672,7 +672,7 @@ impl Snapshots for KernelSnaps {
     }
 
     fn any_overloaded(&self) -> bool {
-        super::snapshot::any_overloaded(self.nr_cpus())
+        super::snapshot::any_overloaded(self.nr_cpus(), None)
     }
 }
 
@@ -681,7 +681,7 @@ impl Snapshots for KernelSnaps {
 fn store_skip_bound(cpu: CpuId, sds: &SchedDomains) {
     if let Some(b) = NEWIDLE_BOUND.get(cpu) {
         b.store(
-            sds.newidle_skip_info(cpu).bound.unwrap_or(u64::MAX),
+            sds.newidle_skip_bound(cpu).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
     }
@@ -711,7 +711,7 @@ pub(super) fn newidle_skipped_locked(cpu: CpuId, cs: &mut CpuSched, now: Nanos) 
     } else {
         cs.rq.nr_running() > 1
             || (!asym && cs.rq.misfit_task_load() > 0)
-            || super::snapshot::any_overloaded_except(cpu, st_nr_cpus())
+            || super::snapshot::any_overloaded(super::nr_cpus(), Some(cpu))
     };
     if overloaded {
         return false;
@@ -729,10 +729,6 @@ pub(super) fn newidle_skipped_locked(cpu: CpuId, cs: &mut CpuSched, now: Nanos) 
     lb::sched_balance_newidle_skipped(&mut cs.rq, &info, now, features);
     COUNTERS.of(cpu).newidle.fetch_add(1, Ordering::Relaxed);
     true
-}
-
-fn st_nr_cpus() -> usize {
-    STATE.get().map_or(0, |st| st.cpus.len())
 }
 
 /// `sched_balance_newidle` for `cpu`, from `schedule()` with no rq lock held and IRQs masked.

@@ -75,22 +75,14 @@ pub fn read(cpu: CpuId) -> Option<RqSnapshot> {
     Some(s)
 }
 
-/// Whether one of CPUs `0..nr`'s latest snapshots is [`RqSnapshot::overloaded`] (what
-/// reading each with [`read`] would say, without the copies).
-pub fn any_overloaded(nr: usize) -> bool {
+/// Whether one of CPUs `0..nr`'s latest snapshots, `except` left out, is
+/// [`RqSnapshot::overloaded`] (what reading each with [`read`] would say, without the
+/// copies). `except`: newidle's gate under that CPU's rq lock reads it from its run queue.
+pub fn any_overloaded(nr: usize, except: Option<CpuId>) -> bool {
     OVERLOADED
         .iter()
         .take(nr.min(MAX_CPUS))
-        .any(|(_, o)| o.load(Ordering::Relaxed))
-}
-
-/// [`any_overloaded`] over CPUs `0..nr` other than `cpu` (newidle's gate under `cpu`'s rq
-/// lock, which reads `cpu` itself from its run queue).
-pub fn any_overloaded_except(cpu: CpuId, nr: usize) -> bool {
-    OVERLOADED
-        .iter()
-        .take(nr.min(MAX_CPUS))
-        .any(|(c, o)| c != cpu && o.load(Ordering::Relaxed))
+        .any(|(c, o)| Some(c) != except && o.load(Ordering::Relaxed))
 }
 
 /// `Some(snapshot's value)` when `cpu`'s published snapshot and its [`OVERLOADED`] word

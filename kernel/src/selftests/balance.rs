@@ -64,6 +64,24 @@ fn wait_quiet() -> TestResult {
     Ok(())
 }
 
+/// Spawns `n` threads running `f(0..n)` with `params` into `ids`; stops at the first that
+/// cannot be spawned (the caller stops and joins those in `ids`).
+fn spawn_each<const N: usize>(
+    name: &str,
+    params: ThreadParams,
+    f: fn(usize),
+    n: usize,
+    ids: &mut heapless::Vec<task::ThreadId, N>,
+) -> TestResult {
+    for i in 0..n {
+        let id = spawn_with(name, params, f, i)?;
+        if ids.push(id).is_err() {
+            return Err(TestError::new(format_args!("more than {N} {name} threads")));
+        }
+    }
+    Ok(())
+}
+
 fn err(e: impl core::fmt::Display) -> TestError {
     TestError::new(format_args!("{e}"))
 }
@@ -139,19 +157,12 @@ fn run(n: usize, online: CpuMask) -> TestResult {
         ..ThreadParams::default()
     };
     let mut ids: heapless::Vec<task::ThreadId, MAX_CPUS> = heapless::Vec::new();
-    for i in 0..n {
-        match spawn_with("lb-busy", params, busy, i) {
-            Ok(id) => {
-                let _ = ids.push(id);
-            }
-            Err(e) => {
-                STOP.store(true, Ordering::Relaxed);
-                for id in ids {
-                    let _ = task::join(id);
-                }
-                return Err(e);
-            }
+    if let Err(e) = spawn_each("lb-busy", params, busy, n, &mut ids) {
+        STOP.store(true, Ordering::Relaxed);
+        for id in ids {
+            let _ = task::join(id);
         }
+        return Err(e);
     }
     let result = check(n, online, home, &ids);
     STOP.store(true, Ordering::Relaxed);
@@ -493,18 +504,7 @@ fn run_newidle(crowded: CpuId, idle: CpuId) -> TestResult {
         affinity: CpuMask::of(c),
         ..ThreadParams::default()
     };
-    let mut spawned = Ok(());
-    for i in 0..NEWIDLE_BUSY {
-        match spawn_with("nb-busy", on(crowded), newidle_busy, i) {
-            Ok(id) => {
-                let _ = ids.push(id);
-            }
-            Err(e) => {
-                spawned = Err(e);
-                break;
-            }
-        }
-    }
+    let spawned = spawn_each("nb-busy", on(crowded), newidle_busy, NEWIDLE_BUSY, &mut ids);
     let result = match spawned.and_then(|()| spawn_with("nb-sleep", on(idle), newidle_sleeper, 0)) {
         Ok(sleeper) => {
             let r = check_newidle(crowded, idle, &ids);

@@ -209,10 +209,16 @@ impl SchedDomains {
     /// `update_next_balance(sd, &next_balance)`: pull `next_balance` (jiffies) down to
     /// `sd->last_balance` + the idle interval.
     pub fn update_next_balance(&self, sd: &SchedDomain, next_balance: &mut u64) {
-        let next = sd.last_balance + self.get_sd_balance_interval(sd, false);
+        let next = self.sd_next_balance(sd);
         if *next_balance > next {
             *next_balance = next;
         }
+    }
+
+    /// `sd->last_balance + get_sd_balance_interval(sd, 0)`: when `sd` is next due on a busy CPU
+    /// (jiffies), as [`update_next_balance`](Self::update_next_balance) reads it.
+    pub fn sd_next_balance(&self, sd: &SchedDomain) -> u64 {
+        sd.last_balance + self.get_sd_balance_interval(sd, false)
     }
 
     /// `update_newidle_cost(sd, cost)`: raise `max_newidle_lb_cost` to `cost_ns`, or
