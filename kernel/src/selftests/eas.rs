@@ -13,11 +13,13 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use asym_sched::types::{CpuMask, Nanos};
+use asym_sched::rq::RqSnapshot;
+use asym_sched::types::{CpuId, CpuMask, Nanos};
 
 use super::threads::spawn_with;
 use crate::percpu::current_cpu;
 use crate::selftest::{TestError, TestResult};
+use crate::sync::IrqSpinLock;
 use crate::task::{self, ThreadParams};
 use crate::{sched, test_assert};
 
@@ -45,6 +47,18 @@ const SMALL_WARMUP: u64 = 10;
 static LITTLE_NS: [AtomicU64; NR_SMALL] = [const { AtomicU64::new(0) }; NR_SMALL];
 static TOTAL_NS: [AtomicU64; NR_SMALL] = [const { AtomicU64::new(0) }; NR_SMALL];
 static T0: AtomicU64 = AtomicU64::new(0);
+/// Per thread: counted jobs that began with the root domain overutilized (placed without EAS).
+static OVERUTILIZED_JOBS: [AtomicU64; NR_SMALL] = [const { AtomicU64::new(0) }; NR_SMALL];
+/// The first counted job not on a LITTLE CPU: `(thread, job, CPU)` and every CPU's snapshot
+/// as it ended, reported if the test fails.
+static OFF_LITTLE: IrqSpinLock<Option<OffLittle>> = IrqSpinLock::new(None);
+
+struct OffLittle {
+    thread: usize,
+    job: u64,
+    cpu: CpuId,
+    cpus: heapless::Vec<RqSnapshot, 8>,
+}
 
 /// The CPUs below the biggest capacity.
 fn little_mask() -> CpuMask {
@@ -102,7 +116,9 @@ fn small_periodic_on_little() -> TestResult {
     for i in 0..NR_SMALL {
         LITTLE_NS[i].store(0, Ordering::Relaxed);
         TOTAL_NS[i].store(0, Ordering::Relaxed);
+        OVERUTILIZED_JOBS[i].store(0, Ordering::Relaxed);
     }
+    *OFF_LITTLE.lock() = None;
     T0.store(sched::now().0, Ordering::Relaxed);
     let mut ids: heapless::Vec<task::ThreadId, NR_SMALL> = heapless::Vec::new();
     for i in 0..NR_SMALL {
@@ -119,11 +135,13 @@ fn small_periodic_on_little() -> TestResult {
             TOTAL_NS[i].load(Ordering::Relaxed),
         );
         crate::println!(
-            "sched: eas-small {}: {} of {} us running on LITTLE CPUs {:?}",
+            "sched: eas-small {}: {} of {} us running on LITTLE CPUs {:?}, {} jobs began \
+             overutilized",
             i,
             li / 1000,
             ti / 1000,
-            little
+            little,
+            OVERUTILIZED_JOBS[i].load(Ordering::Relaxed)
         );
         l += li;
         t += ti;
@@ -136,6 +154,9 @@ fn small_periodic_on_little() -> TestResult {
         pct / 10,
         pct % 10
     );
+    if pct < 950 {
+        report_off_little();
+    }
     test_assert!(
         pct >= 950,
         "small periodic threads ran {}.{} % of their time on LITTLE CPUs (want >= 95 %)",
@@ -152,6 +173,7 @@ fn small_thread(i: usize) {
     // Each thread's phase is offset so that their wake-ups do not coincide.
     let t0 = T0.load(Ordering::Relaxed) + i as u64 * SMALL_PERIOD_NS / NR_SMALL as u64;
     for k in 0..SMALL_JOBS {
+        let over = sched::overutilized();
         let c0 = current_cpu();
         let span = sched::work(SMALL_WORK_NS);
         let c1 = current_cpu();
@@ -159,10 +181,60 @@ fn small_thread(i: usize) {
             // Wall time of the job: its running time plus any preemption (none expected).
             let d = span.completed.0.saturating_sub(span.started.0);
             TOTAL_NS[i].fetch_add(d, Ordering::Relaxed);
+            OVERUTILIZED_JOBS[i].fetch_add(u64::from(over), Ordering::Relaxed);
             if c0 == c1 && little.contains(c0) {
                 LITTLE_NS[i].fetch_add(d, Ordering::Relaxed);
+            } else {
+                note_off_little(i, k, c1);
             }
         }
         sched::sleep_until(Nanos(t0 + (k + 1) * SMALL_PERIOD_NS));
+    }
+}
+
+/// Keeps the first job off the LITTLE CPUs with every CPU's snapshot (a diagnosis for a
+/// failure, not part of the check).
+fn note_off_little(thread: usize, job: u64, cpu: CpuId) {
+    if OFF_LITTLE.lock().is_some() {
+        return;
+    }
+    // Read before taking the lock: each snapshot has a leaf lock of the same rank.
+    let mut cpus = heapless::Vec::new();
+    for c in 0..sched::nr_cpus().min(8) {
+        if let Some(s) = sched::snapshot(CpuId(c as u16)) {
+            let _ = cpus.push(s);
+        }
+    }
+    let mut g = OFF_LITTLE.lock();
+    if g.is_some() {
+        return;
+    }
+    *g = Some(OffLittle {
+        thread,
+        job,
+        cpu,
+        cpus,
+    });
+}
+
+fn report_off_little() {
+    let g = OFF_LITTLE.lock();
+    let Some(o) = g.as_ref() else { return };
+    crate::println!(
+        "sched: first job off LITTLE: eas-small {} job {} on cpu {}; the CPUs then:",
+        o.thread,
+        o.job,
+        o.cpu.0
+    );
+    for s in &o.cpus {
+        crate::println!(
+            "sched:   cpu {}: nr_running {} util_avg {} util_est {} capacity {} of {}",
+            s.cpu().0,
+            s.nr_running,
+            s.util.cfs.util_avg.0,
+            s.util.cfs.util_est.0,
+            s.capacity.actual.0,
+            s.capacity.capacity_orig.0
+        );
     }
 }

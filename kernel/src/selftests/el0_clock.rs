@@ -16,7 +16,9 @@ use crate::user::el0_program as blob;
 
 // 1-2: thread_clock(2) and thread_clock(-1) are -EINVAL; 3: over a spin of 5,000 iterations
 // the work clock advances, by no more than the running time, which advances by no more than
-// guest time;
+// guest time (read nested: guest, running, work before the spin and the reverse after, so each
+// interval lies inside the next; read in one order both times, a big CPU at its top OPP, where
+// work and running advance alike, could show more work than running by the syscalls' jitter);
 // 4-7: set_name refusals (length 0, length 17, a kernel pointer, bytes that are not UTF-8);
 // 8: set_name of 16 bytes succeeds. exit(0), or the number of the failed check.
 core::arch::global_asm!(
@@ -38,17 +40,17 @@ __el0_clock_start:
     cmn     x0, #22
     b.ne    8f
     mov     x21, #3
-    mov     x0, #1
-    mov     x8, #15
+    mov     x8, #4
     svc     #0
-    mov     x19, x0
+    mov     x23, x0
     mov     x0, #0
     mov     x8, #15
     svc     #0
     mov     x20, x0
-    mov     x8, #4
+    mov     x0, #1
+    mov     x8, #15
     svc     #0
-    mov     x23, x0
+    mov     x19, x0
     mov     x9, #5000
 1:  subs    x9, x9, #1
     b.ne    1b
