@@ -263,7 +263,13 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
     if let Some(n) = cmd.maxcpus {
         crate::smp::set_maxcpus(usize::from(n));
     }
-    crate::smp::start_secondaries(plat);
+    let online = crate::smp::start_secondaries(plat);
+    // `sched_init_smp`: the domains cover the CPUs that are up. They were built over every CPU
+    // of the DT before the bring-up; without this a CPU left down (`maxcpus=`, a failed
+    // `CPU_ON`) would look idle to the balancers and tasks pulled onto it would never run.
+    if online < crate::sched::nr_cpus() && !crate::sched::balance::rebuild_sched_domains() {
+        crate::println!("sched: domains not rebuilt over the {} online CPUs", online);
+    }
     if let Some(mpidr) = crate::drivers::fw_standin::missing_gic() {
         crate::println!(
             "dvfs: firmware stand-in: vCPU MPIDR {:#x} has no GIC interface in the regions the \

@@ -102,6 +102,11 @@ impl CpuSched {
         self.nr_switches
     }
 
+    /// Fair tasks on this run queue, the running one included (`rq->cfs.h_nr_running`).
+    pub fn nr_running(&self) -> u32 {
+        self.rq.nr_running()
+    }
+
     /// Times the idle thread was switched in (`tick_nohz_get_idle_calls_cpu`).
     pub fn idle_calls(&self) -> u64 {
         self.rq.idle_calls()

@@ -208,6 +208,7 @@ pub fn run(secs: u32) -> bool {
     let start = sched::now().0;
     let hz = u64::from(timer::hz());
     let mut last = [0u64; WORKERS + 2];
+    let mut stalled = [false; WORKERS + 2];
     let (mut rate_min, mut rate_max) = (u64::MAX, 0u64);
     let mut ticks_before: [u64; 2] = [0; 2];
     for (k, &c) in hogs.iter().enumerate() {
@@ -243,7 +244,8 @@ pub fn run(secs: u32) -> bool {
         t_before = now;
         for (i, name) in names.iter().enumerate() {
             let p = PROGRESS[i].load(Ordering::Relaxed);
-            if p == last[i] && ok {
+            stalled[i] = p == last[i];
+            if stalled[i] && ok {
                 ok = false;
                 let _ = core::fmt::Write::write_fmt(
                     &mut failure,
@@ -265,6 +267,13 @@ pub fn run(secs: u32) -> bool {
         if !ok {
             break;
         }
+    }
+    if !ok {
+        // Reported now, with where the stalled workers are: a thread that stopped for good
+        // would hang the joins below, and the watchdog is the only one left to say why.
+        crate::println!("soak: FAILED: {}", failure);
+        report_stalled(&ids, &names, &stalled);
+        return false;
     }
     STOP.store(true, Ordering::Release);
     let mut wakeups = 0;
@@ -337,4 +346,48 @@ pub fn run(secs: u32) -> bool {
         crate::println!("soak: FAILED: {}", failure);
     }
     ok
+}
+
+/// After a failed check: each worker whose progress counter did not move in the last second
+/// (`stalled`), with its state, its CPU (`task_cpu`) and whether that CPU is online, then each
+/// CPU's run-queue length.
+fn report_stalled(ids: &[ThreadId], names: &[&'static str], stalled: &[bool; WORKERS + 2]) {
+    for (i, (id, name)) in ids.iter().zip(names).enumerate() {
+        if !stalled[i] {
+            continue;
+        }
+        let Some(t) = task::get(*id) else {
+            crate::println!("soak: {} #{}: gone from the thread table", name, i);
+            continue;
+        };
+        let cpu = CpuId(t.cpu.load(Ordering::Relaxed));
+        crate::println!(
+            "soak: {} #{} stalled: {:?}, on a run queue {}, cpu {} ({})",
+            name,
+            i,
+            t.state(),
+            t.on_rq.load(Ordering::Relaxed),
+            cpu.0,
+            if smp::is_online(cpu) {
+                "online"
+            } else {
+                "offline"
+            }
+        );
+    }
+    for c in 0..sched::nr_cpus() {
+        let cpu = CpuId(c as u16);
+        if let Ok(g) = sched::rq_lock(cpu) {
+            crate::println!(
+                "soak: cpu {} ({}): {} runnable",
+                c,
+                if smp::is_online(cpu) {
+                    "online"
+                } else {
+                    "offline"
+                },
+                g.nr_running()
+            );
+        }
+    }
 }

@@ -288,6 +288,8 @@ pub enum BalanceError {
         /// The value given.
         hz: u32,
     },
+    /// No CPU to build sched domains over (the active set and the topology do not meet).
+    NoActiveCpu,
     /// The run queues do not match the domains (a different number of CPUs, or the
     /// snapshot at `index` is another CPU's).
     RqMismatch {
@@ -315,6 +317,12 @@ impl fmt::Display for BalanceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             BalanceError::BadHz { hz } => write!(f, "sched domains: HZ {hz} out of 1..=10000"),
+            BalanceError::NoActiveCpu => {
+                write!(
+                    f,
+                    "sched domains: no active CPU of the topology to build them over"
+                )
+            }
             BalanceError::RqMismatch { index, found } => write!(
                 f,
                 "load balance: run queue slot {index} holds {found:?}, expected CPU {index}"

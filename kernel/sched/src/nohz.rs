@@ -76,7 +76,7 @@ impl Nohz {
 
     /// `nohz_balancer_kick`'s `NOHZ_STATS_KICK` from the tick of busy `this` at jiffy `j`:
     /// once `next_blocked` has passed, the idle CPU to kick (`find_new_ilb`: the first
-    /// tickless idle CPU other than `this`).
+    /// tickless idle online CPU other than `this`).
     pub fn stats_kick<S: Snapshots + ?Sized>(
         &self,
         this: CpuId,
@@ -88,7 +88,7 @@ impl Nohz {
         }
         (0..cpus.nr_cpus())
             .map(|i| CpuId(i as u16))
-            .find(|&c| c != this && self.idle_cpus.contains(c) && cpus.snapshot(c).pelt.idle)
+            .find(|&c| c != this && self.idle_cpus.contains(c) && ilb_candidate(&cpus.snapshot(c)))
     }
 
     /// `_nohz_idle_balance(NOHZ_STATS_KICK)` starts: `has_blocked` is cleared (and set
@@ -108,8 +108,8 @@ impl Nohz {
 
     /// `nohz_balancer_kick`'s `NOHZ_BALANCE_KICK` from the tick of busy `this` at jiffy
     /// `j`: when `this` has more than one task or a misfit one and `nohz.next_balance` has
-    /// passed, the idle CPU to kick (the first idle CPU other than `this`); the next kick
-    /// is then not before the next jiffy.
+    /// passed, the idle CPU to kick (the first idle online CPU other than `this`); the next
+    /// kick is then not before the next jiffy.
     pub fn balance_kick<S: Snapshots + ?Sized>(
         &mut self,
         this: &RqSnapshot,
@@ -125,7 +125,7 @@ impl Nohz {
         let me = this.cpu();
         let ilb = (0..cpus.nr_cpus())
             .map(|i| CpuId(i as u16))
-            .find(|&c| c != me && cpus.snapshot(c).pelt.idle)?;
+            .find(|&c| c != me && ilb_candidate(&cpus.snapshot(c)))?;
         self.next_balance_j = j + 1;
         Some(ilb)
     }
@@ -137,6 +137,15 @@ impl Nohz {
             self.next_balance_j = j;
         }
     }
+}
+
+/// Whether a CPU can be kicked as the idle load balancer, or balanced on behalf of by one:
+/// idle and online. Linux's `nohz.idle_cpus_mask` never holds an inactive CPU
+/// (`nohz_balance_enter_idle` returns early for one), so `find_new_ilb` and
+/// `_nohz_idle_balance` never pick one; a CPU that was never brought up (`maxcpus=`) reads as
+/// idle but runs nothing, and a task pulled onto it would be lost.
+pub fn ilb_candidate(cpu: &RqSnapshot) -> bool {
+    cpu.online && cpu.pelt.idle
 }
 
 /// The order `_nohz_idle_balance` on `ilb` visits the CPUs: from the one after `ilb`,
@@ -170,9 +179,10 @@ pub fn update_blocked_load(rq: &mut Rq, j: u64) -> (bool, bool) {
     (decayed, still)
 }
 
-/// A `NOHZ_BALANCE_KICK` balances idle CPU `cpu` when its `next_balance` is due at `now`.
+/// A `NOHZ_BALANCE_KICK` balances idle online CPU `cpu` when its `next_balance` is due at
+/// `now` ([`ilb_candidate`]).
 pub fn nohz_balance_due(cpu: &RqSnapshot, now: Nanos) -> bool {
-    cpu.pelt.idle && now >= cpu.next_balance
+    ilb_candidate(cpu) && now >= cpu.next_balance
 }
 
 /// Whether idle `rq` keeps its tick (with load balancing on: its last idle period was

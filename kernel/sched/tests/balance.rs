@@ -173,6 +173,51 @@ fn juno_r2_domains_and_intervals_at_hz_250_and_1000() {
     assert_eq!(sds.get_sd_balance_interval(&sds.cpus[0].sd[1], true), 95);
 }
 
+/// Juno r2 with `maxcpus=4` (CPUs 4 and 5 never brought up): Linux builds the domains over
+/// `cpu_active_mask`, so the LITTLE MC spans CPUs 2-3, the PKG groups are {0,1} and {2,3}
+/// with two LITTLE capacities, `max_load_balance_interval` counts 4 CPUs, and CPUs 4 and 5 have
+/// no domain (the NULL domain): nothing balances on their behalf.
+#[test]
+fn domains_are_built_over_the_active_cpus_only() {
+    let t = topo(&JUNO);
+    let sds = SchedDomains::build_for(&t, CpuMask(0b1111), 250, Nanos(0)).unwrap();
+    assert_eq!(sds.max_load_balance_interval, 100);
+    assert!(sds.asym_cpucapacity);
+    let little = &sds.cpus[2].sd;
+    assert_eq!(little.len(), 2);
+    assert_eq!(little[0].span, CpuMask(0b1100));
+    assert_eq!((little[0].min_interval, little[0].max_interval), (2, 4));
+    let pkg = &little[1];
+    assert_eq!(pkg.span, CpuMask(0b1111));
+    let spans: Vec<CpuMask> = pkg.groups.iter().map(|g| g.span).collect();
+    assert_eq!(spans, [CpuMask(0b11), CpuMask(0b1100)]);
+    let little_cap = t.capacity_orig(CpuId(2)).0 as u64;
+    assert_eq!(pkg.groups[1].capacity, 2 * little_cap);
+    assert!(pkg.flags.contains(SdFlags::ASYM_CPUCAPACITY_FULL));
+    assert!(sds.cpus[4].sd.is_empty() && sds.cpus[5].sd.is_empty());
+    assert_eq!(
+        sds.cpus.len(),
+        6,
+        "indexed by CPU id, inactive ones included"
+    );
+    // Only the big CPUs: one symmetric cluster, PKG degenerates, no asymmetry.
+    let sds = SchedDomains::build_for(&t, CpuMask(0b11), 250, Nanos(0)).unwrap();
+    assert_eq!(sds.cpus[0].sd.len(), 1);
+    assert!(!sds.asym_cpucapacity);
+    assert!(sds.cpus[2].sd.is_empty());
+    // One big and one LITTLE: no MC, a PKG of two single-CPU groups, asymmetric.
+    let sds = SchedDomains::build_for(&t, CpuMask(0b101), 250, Nanos(0)).unwrap();
+    assert_eq!(sds.cpus[0].sd.len(), 1);
+    assert_eq!(sds.cpus[0].sd[0].level, SdLevel::Pkg);
+    assert!(sds.cpus[0].sd[0].flags.contains(SdFlags::ASYM_CPUCAPACITY));
+    assert!(SchedDomains::build_for(&t, CpuMask(0b11 << 8), 250, Nanos(0)).is_err());
+    // Every CPU active: what `build` gives.
+    assert_eq!(
+        SchedDomains::build_for(&t, CpuMask(0b11_1111), 250, Nanos(0)).unwrap(),
+        SchedDomains::build(&t, 250, Nanos(0)).unwrap()
+    );
+}
+
 #[test]
 fn hikey960_and_symmetric_domains() {
     let t = topo(&HIKEY960);

@@ -7,7 +7,8 @@
 //! `for_each_cpu_wrap` visits the kicked CPU last.
 
 use asym_sched::nohz::{
-    blocked_load_check, ilb_order, update_blocked_load, BlockedLoad, Nohz, LOAD_AVG_PERIOD_MS,
+    blocked_load_check, ilb_order, nohz_balance_due, update_blocked_load, BlockedLoad, Nohz,
+    LOAD_AVG_PERIOD_MS,
 };
 use asym_sched::rq::{DequeueFlags, EnqueueFlags, Rq, RqConfig, RqSnapshot, Task};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, TaskId};
@@ -70,6 +71,37 @@ fn a_balance_kick_needs_two_tasks_or_a_misfit_and_then_waits_a_jiffy() {
         "within the jiffy"
     );
     assert_eq!(n.balance_kick(&this, 6, cpus.as_slice()), Some(CpuId(2)));
+}
+
+/// A CPU that was never brought up (`maxcpus=`) publishes an idle snapshot but runs nothing:
+/// it is never the idle load balancer, nor balanced on behalf of (a task pulled onto it would
+/// never run). Linux keeps it out of `nohz.idle_cpus_mask`.
+#[test]
+fn an_offline_idle_cpu_is_never_kicked_nor_balanced_for() {
+    let mut cpus = snaps(&[true, true, false, false]);
+    cpus[2].online = false;
+    let mut this = cpus[1];
+    this.nr_running = 2;
+    let mut n = Nohz::default();
+    assert_eq!(n.balance_kick(&this, 5, cpus.as_slice()), Some(CpuId(3)));
+    cpus[3].online = false;
+    let mut n = Nohz::default();
+    assert_eq!(n.balance_kick(&this, 5, cpus.as_slice()), None);
+
+    let mut n = Nohz {
+        has_blocked: true,
+        next_blocked_j: 10,
+        ..Nohz::default()
+    };
+    n.idle_cpus.set(CpuId(2));
+    n.idle_cpus.set(CpuId(3));
+    assert_eq!(n.stats_kick(CpuId(0), 11, cpus.as_slice()), None);
+    cpus[3].online = true;
+    assert_eq!(n.stats_kick(CpuId(0), 11, cpus.as_slice()), Some(CpuId(3)));
+
+    let due = Nanos(cpus[2].next_balance.0 + 1);
+    assert!(!nohz_balance_due(&cpus[2], due), "offline");
+    assert!(nohz_balance_due(&cpus[3], due));
 }
 
 #[test]

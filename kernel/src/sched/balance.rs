@@ -230,8 +230,10 @@ pub(super) fn init(topology: &Topology, hz: u32, now: Nanos, enabled: bool) {
     ENABLED.store(enabled, Ordering::Relaxed);
 }
 
-/// Rebuilds every CPU's sched domains from the topology at `now`, as Linux's
-/// `rebuild_sched_domains` does when cpusets or the topology change: intervals back to
+/// Rebuilds every CPU's sched domains from the topology over the online CPUs at `now`, as
+/// Linux's `rebuild_sched_domains` does when cpusets, the topology or the active CPUs change
+/// (and `sched_init_smp` once the secondaries are up): a CPU not online gets none, so nothing
+/// is balanced onto it and no group counts it; intervals back to
 /// `min_interval`, failure counts and newidle costs to zero (not for interrupt context: it
 /// allocates). Returns false without domains.
 pub fn rebuild_sched_domains() -> bool {
@@ -239,7 +241,8 @@ pub fn rebuild_sched_domains() -> bool {
         return false;
     };
     let hz = (1_000_000_000 / TICK_NSEC.load(Ordering::Relaxed).max(1)) as u32;
-    let Ok(fresh) = SchedDomains::build(&st.topology, hz, super::now()) else {
+    let online = CpuMask(crate::smp::online_mask());
+    let Ok(fresh) = SchedDomains::build_for(&st.topology, online, hz, super::now()) else {
         return false;
     };
     for (i, l) in lbs.iter().enumerate() {
@@ -336,8 +339,7 @@ impl Snapshots for KernelRqs<'_> {
     }
 
     fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
-        super::snapshot::read(cpu)
-            .unwrap_or_else(|| RqSnapshot::idle(cpu, super::capacity_orig(cpu)))
+        super::snapshot::read_or_idle(cpu)
     }
 
     /// The published snapshots are per CPU by construction (`snapshot::publish` stores each
@@ -570,9 +572,12 @@ fn nohz_idle_balance(this: CpuId, st: &super::State, lbs: &[IrqSpinLock<CpuLb>])
     let mut next: Option<u64> = None;
     let mut this_done = false;
     for c in ilb_order(this, st.cpus.len()) {
-        let acc_snap = super::snapshot::read(c);
-        let Some(snap) = acc_snap else { continue };
-        if !snap.pelt.idle && c != this {
+        let Some(snap) = super::snapshot::read(c) else {
+            continue;
+        };
+        // Linux walks `nohz.idle_cpus_mask`, which never holds a CPU that is not active: one
+        // `maxcpus=` left down publishes an idle snapshot but runs nothing.
+        if !snap.online || (!snap.pelt.idle && c != this) {
             continue;
         }
         let Some(l) = lbs.get(c.index()) else {
@@ -661,8 +666,7 @@ impl Snapshots for KernelSnaps {
     }
 
     fn snapshot(&self, cpu: CpuId) -> RqSnapshot {
-        super::snapshot::read(cpu)
-            .unwrap_or_else(|| RqSnapshot::idle(cpu, super::capacity_orig(cpu)))
+        super::snapshot::read_or_idle(cpu)
     }
 
     /// The published snapshots are per CPU by construction (`snapshot::publish` stores each

@@ -75,6 +75,16 @@ pub fn read(cpu: CpuId) -> Option<RqSnapshot> {
     Some(s)
 }
 
+/// [`read`], or for a CPU that has not published one yet its idle, empty snapshot; `online`
+/// as the CPU is now either way.
+pub fn read_or_idle(cpu: CpuId) -> RqSnapshot {
+    read(cpu).unwrap_or_else(|| {
+        let mut s = RqSnapshot::idle(cpu, super::capacity_orig(cpu));
+        s.online = crate::smp::is_online(cpu);
+        s
+    })
+}
+
 /// Whether one of CPUs `0..nr`'s latest snapshots, `except` left out, is
 /// [`RqSnapshot::overloaded`] (what reading each with [`read`] would say, without the
 /// copies). `except`: newidle's gate under that CPU's rq lock reads it from its run queue.

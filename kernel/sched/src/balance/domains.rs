@@ -124,37 +124,62 @@ pub struct SchedDomains {
 }
 
 impl SchedDomains {
-    /// `build_sched_domains` for arm64's default levels: MC per cluster, PKG over all
-    /// CPUs, `SD_ASYM_CPUCAPACITY` on levels spanning several capacities, degenerate
-    /// levels removed. `now` initialises `last_balance`.
+    /// `build_sched_domains` for arm64's default levels over every CPU of `topo`: MC per
+    /// cluster, PKG over all CPUs, `SD_ASYM_CPUCAPACITY` on levels spanning several
+    /// capacities, degenerate levels removed. `now` initialises `last_balance`.
     pub fn build(topo: &Topology, hz: u32, now: Nanos) -> Result<SchedDomains, BalanceError> {
+        Self::build_for(topo, topo.cpu_mask(), hz, now)
+    }
+
+    /// `build_sched_domains(cpu_map)` over the active CPUs `active` (Linux builds over
+    /// `cpu_active_mask`): every span and group is cut to them, the capacity classification
+    /// counts only their capacities, `max_load_balance_interval` their number
+    /// (`update_max_interval`), and a CPU outside `active` gets no domain (Linux attaches it to
+    /// the NULL domain), so no balance pulls onto it and no group counts its capacity. CPUs of
+    /// `active` beyond the topology are ignored; an empty set is refused.
+    pub fn build_for(
+        topo: &Topology,
+        active: CpuMask,
+        hz: u32,
+        now: Nanos,
+    ) -> Result<SchedDomains, BalanceError> {
         if hz == 0 || hz > 10_000 {
             return Err(BalanceError::BadHz { hz });
         }
+        let all = topo.cpu_mask().and(active);
+        if all.is_empty() {
+            return Err(BalanceError::NoActiveCpu);
+        }
         let tick_nsec = (1_000_000_000 + hz as u64 / 2) / hz as u64;
         let jiffies = now.0 / tick_nsec;
-        let all = topo.cpu_mask();
-        let nr_cpus = topo.nr_cpus();
         let cpu_group = |span: CpuMask| group_of(topo, span);
-        let mut cpus = Vec::with_capacity(nr_cpus);
+        let mut cpus = Vec::with_capacity(topo.nr_cpus());
         for c in topo.cpus() {
-            let mc_span = topo.cluster_mask(c.cluster);
             let mut levels: Vec<SchedDomain> = Vec::with_capacity(2);
+            if !all.contains(c.id) {
+                cpus.push(CpuBalance {
+                    cpu: c.id,
+                    sd: levels,
+                    max_idle_balance_cost: SYSCTL_SCHED_MIGRATION_COST_NS,
+                });
+                continue;
+            }
+            let mc_span = topo.cluster_mask(c.cluster).and(all);
             // MC: groups are single CPUs. Degenerate with one CPU.
             if mc_span.weight() > 1 {
                 let groups = mc_span.iter().map(|i| cpu_group(CpuMask::of(i))).collect();
-                levels.push(sd_init(topo, SdLevel::Mc, mc_span, groups, jiffies));
+                levels.push(sd_init(topo, all, SdLevel::Mc, mc_span, groups, jiffies));
             }
             // PKG: groups are the clusters. Degenerate if it spans what MC spans.
             if all.weight() > 1 && all != mc_span {
                 let mut groups: Vec<SchedGroup> = Vec::new();
                 for i in all.iter() {
-                    let span = topo.cluster_mask(topo.cpus()[i.index()].cluster);
+                    let span = topo.cluster_mask(topo.cpus()[i.index()].cluster).and(all);
                     if !groups.iter().any(|g| g.span == span) {
                         groups.push(cpu_group(span));
                     }
                 }
-                levels.push(sd_init(topo, SdLevel::Pkg, all, groups, jiffies));
+                levels.push(sd_init(topo, all, SdLevel::Pkg, all, groups, jiffies));
             }
             // sd_init: an asymmetric parent clears its child's SD_PREFER_SIBLING.
             for i in 1..levels.len() {
@@ -172,8 +197,8 @@ impl SchedDomains {
             cpus,
             hz,
             tick_nsec,
-            max_load_balance_interval: (hz as u64 * nr_cpus as u64 / 10).max(1),
-            asym_cpucapacity: topo.asym_cpucapacity(),
+            max_load_balance_interval: (hz as u64 * all.weight() as u64 / 10).max(1),
+            asym_cpucapacity: distinct_capacities(topo, all) > 1,
         })
     }
 
@@ -251,9 +276,19 @@ fn group_of(topo: &Topology, span: CpuMask) -> SchedGroup {
     }
 }
 
-/// `sd_init` for one level, with `asym_cpu_capacity_classify`.
+/// How many different `capacity_orig` values the CPUs of `m` have.
+fn distinct_capacities(topo: &Topology, m: CpuMask) -> usize {
+    let mut caps: Vec<u32> = m.iter().map(|c| topo.capacity_orig(c).0).collect();
+    caps.sort_unstable();
+    caps.dedup();
+    caps.len()
+}
+
+/// `sd_init` for one level, with `asym_cpu_capacity_classify(span, cpu_map)`: `cpu_map` the
+/// CPUs the domains are built over.
 fn sd_init(
     topo: &Topology,
+    cpu_map: CpuMask,
     level: SdLevel,
     span: CpuMask,
     groups: Vec<SchedGroup>,
@@ -268,16 +303,10 @@ fn sd_init(
     if level == SdLevel::Mc {
         flags.insert(SdFlags::SHARE_LLC);
     }
-    let cap_in = |m: CpuMask| {
-        let mut caps: Vec<u32> = m.iter().map(|c| topo.capacity_orig(c).0).collect();
-        caps.sort_unstable();
-        caps.dedup();
-        caps.len()
-    };
-    let here = cap_in(span);
+    let here = distinct_capacities(topo, span);
     if here > 1 {
         flags.insert(SdFlags::ASYM_CPUCAPACITY);
-        if here == cap_in(topo.cpu_mask()) {
+        if here == distinct_capacities(topo, cpu_map) {
             flags.insert(SdFlags::ASYM_CPUCAPACITY_FULL);
         }
     }

@@ -48,7 +48,8 @@ pub struct RqSnapshot {
     pub next_balance: Nanos,
     /// `tick_nohz_get_idle_calls_cpu()`: how often the CPU entered its idle loop.
     pub idle_calls: u64,
-    /// In `cpu_online_mask` (always, until hotplug exists).
+    /// In `cpu_online_mask`. A run queue's own snapshot says true; the kernel sets it from its
+    /// online mask when it reads one (a CPU `maxcpus=` left down is not online).
     pub online: bool,
     /// The PELT clocks a remote waker reads ([`crate::rq::migrate_task_rq_fair`]).
     pub pelt: PeltRemote,
