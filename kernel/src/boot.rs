@@ -264,11 +264,12 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
         crate::smp::set_maxcpus(usize::from(n));
     }
     let online = crate::smp::start_secondaries(plat);
-    // `sched_init_smp`: the domains cover the CPUs that are up. They were built over every CPU
-    // of the DT before the bring-up; without this a CPU left down (`maxcpus=`, a failed
-    // `CPU_ON`) would look idle to the balancers and tasks pulled onto it would never run.
-    if online < crate::sched::nr_cpus() && !crate::sched::balance::rebuild_sched_domains() {
-        crate::println!("sched: domains not rebuilt over the {} online CPUs", online);
+    // `sched_init_smp`: the domains (and whether EAS is possible) cover the CPUs that are up.
+    // They were built over every CPU of the DT before the bring-up; without this a CPU left
+    // down (`maxcpus=`, a failed `CPU_ON`) would look idle to the balancers and tasks pulled
+    // onto it would never run.
+    if online < crate::sched::nr_cpus() {
+        crate::sched::online_cpus_changed();
     }
     if let Some(mpidr) = crate::drivers::fw_standin::missing_gic() {
         crate::println!(

@@ -444,6 +444,7 @@ pub fn uclamp_used() -> bool {
 /// schedutil and `ENERGY_AWARE` is on. Lock-free: read on every wake-up.
 pub fn eas_active() -> bool {
     STATE.get().is_some_and(|s| s.em.is_some())
+        && ASYM_ONLINE.load(Ordering::Relaxed)
         && SCHEDUTIL_EVERYWHERE.load(Ordering::Relaxed)
         && features().enabled(Feature::ENERGY_AWARE)
 }
@@ -480,6 +481,36 @@ fn set_overutilized(v: Option<bool>) {
 
 /// A cpufreq domain changed governor: EAS needs schedutil on every domain (Linux
 /// `sched_cpufreq_governor_change` → `rebuild_sched_domains_energy`).
+/// Whether the online CPUs have more than one capacity (`sched_is_eas_possible`'s
+/// `sched_asym_cpucap_active` over `cpu_active_mask`): with only one kind of CPU up, EAS has
+/// nothing to choose between and stays off. Until [`online_cpus_changed`], every CPU of the DT
+/// counts (the boot CPU alone runs no task before the secondaries are up).
+static ASYM_ONLINE: AtomicBool = AtomicBool::new(true);
+
+/// The online CPUs are no longer every CPU of the DT (after SMP bring-up left some down,
+/// `maxcpus=` or a failed `CPU_ON`): the sched domains are rebuilt over the online CPUs
+/// (Linux's `sched_init_smp` / `partition_sched_domains` over `cpu_active_mask`), and EAS is
+/// possible only if they still differ in capacity. Not for interrupt context (it allocates).
+pub fn online_cpus_changed() {
+    let Some(st) = STATE.get() else { return };
+    let online = crate::smp::online_mask();
+    let mut caps = st
+        .topology
+        .cpus()
+        .iter()
+        .filter(|c| online & (1 << c.id.index()) != 0)
+        .map(|c| c.capacity_orig);
+    let first = caps.next();
+    let asym = caps.any(|c| Some(c) != first);
+    ASYM_ONLINE.store(asym, Ordering::Relaxed);
+    if !asym && st.em.is_some() {
+        crate::println!("sched: the online CPUs have one capacity: EAS off");
+    }
+    if balance::has_domains() && !balance::rebuild_sched_domains() {
+        crate::println!("sched: sched domains not rebuilt over the online CPUs");
+    }
+}
+
 pub fn governors_changed(all_schedutil: bool) {
     SCHEDUTIL_EVERYWHERE.store(all_schedutil, Ordering::Relaxed);
 }

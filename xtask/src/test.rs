@@ -458,6 +458,23 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
             });
         }
     }
+    // `maxcpus=`: the suite with CPUs left down, which publish idle run queues but run
+    // nothing. Three of six: one LITTLE CPU beside the two big ones (asymmetric, EAS on, the
+    // domains cut to the online CPUs); one: the single-CPU paths (EAS off, no balancing).
+    for n in [3u32, 1] {
+        if smp > n {
+            planned.push(QemuRun {
+                name: format!("selftest {} gicv3 el1 maxcpus={n}", args.board.name()),
+                board: args.board,
+                machine: Machine {
+                    append: format!("selftest maxcpus={n}"),
+                    ..base.clone()
+                },
+                expect: vec![format!("{n} of {smp} CPUs online")],
+                expect_exit: None,
+            });
+        }
+    }
     // PAN (Armv8.1) exists only on a newer CPU model than the boards' Cortex-A53/A72: the
     // whole suite once more on QEMU's `max` CPU, where the kernel turns PAN on and the EL0
     // tests run with it (a kernel access to user memory through a user VA would fault).

@@ -264,6 +264,11 @@ pub fn rebuild_sched_domains() -> bool {
     true
 }
 
+/// Whether the sched domains were built (load balancing can then be on).
+pub fn has_domains() -> bool {
+    LB.get().is_some()
+}
+
 /// Whether load balancing runs (lock-free: read on every tick and pick).
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)

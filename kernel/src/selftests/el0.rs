@@ -464,8 +464,10 @@ fn err(e: impl core::fmt::Display) -> TestError {
     TestError::new(format_args!("{e}"))
 }
 
+/// A thread pinned to the `cpu`-th online CPU (wrapping: `maxcpus=` may leave some down).
 fn params(cpu: usize) -> ThreadParams {
-    let cpu = CpuId(cpu as u16 % crate::sched::nr_cpus() as u16);
+    let n = crate::smp::online_count().max(1);
+    let cpu = crate::smp::online_cpus().nth(cpu % n).unwrap_or(CpuId(0));
     ThreadParams {
         affinity: CpuMask::of(cpu),
         ..ThreadParams::default()
