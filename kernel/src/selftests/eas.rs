@@ -57,6 +57,8 @@ struct OffLittle {
     thread: usize,
     job: u64,
     cpu: CpuId,
+    /// The thread's own `(util_avg, runnable_avg, util_est)` then.
+    avg: Option<(u64, u64, u32)>,
     cpus: heapless::Vec<RqSnapshot, 8>,
 }
 
@@ -208,6 +210,11 @@ fn note_off_little(thread: usize, job: u64, cpu: CpuId) {
         return;
     }
     // Read before taking the lock: each snapshot has a leaf lock of the same rank.
+    let avg = task::current().and_then(|id| {
+        let g = sched::rq_lock(current_cpu()).ok()?;
+        let t = g.rq.task(id.task_id())?;
+        Some((t.avg.util_avg, t.avg.runnable_avg, t.avg.util_est))
+    });
     let mut cpus = heapless::Vec::new();
     for c in 0..sched::nr_cpus().min(8) {
         if let Some(s) = sched::snapshot(CpuId(c as u16)) {
@@ -222,6 +229,7 @@ fn note_off_little(thread: usize, job: u64, cpu: CpuId) {
         thread,
         job,
         cpu,
+        avg,
         cpus,
     });
 }
@@ -230,10 +238,12 @@ fn report_off_little() {
     let g = OFF_LITTLE.lock();
     let Some(o) = g.as_ref() else { return };
     crate::println!(
-        "sched: first job off LITTLE: eas-small {} job {} on cpu {}; the CPUs then:",
+        "sched: first job off LITTLE: eas-small {} job {} on cpu {}, its (util_avg, \
+         runnable_avg, util_est) {:?}; the CPUs then:",
         o.thread,
         o.job,
-        o.cpu.0
+        o.cpu.0,
+        o.avg
     );
     for s in &o.cpus {
         crate::println!(
