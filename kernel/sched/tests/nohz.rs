@@ -29,9 +29,8 @@ fn snaps(busy: &[bool]) -> Vec<RqSnapshot> {
         .collect()
 }
 
-#[test]
-fn a_stats_kick_waits_for_next_blocked_and_picks_a_tickless_idle_cpu() {
-    let cpus = snaps(&[true, false, false, false]);
+/// Blocked load due after jiffy 10; CPUs 2 and 3 tickless idle.
+fn blocked_with_idle_2_and_3() -> Nohz {
     let mut n = Nohz {
         has_blocked: true,
         next_blocked_j: 10,
@@ -39,6 +38,13 @@ fn a_stats_kick_waits_for_next_blocked_and_picks_a_tickless_idle_cpu() {
     };
     n.idle_cpus.set(CpuId(2));
     n.idle_cpus.set(CpuId(3));
+    n
+}
+
+#[test]
+fn a_stats_kick_waits_for_next_blocked_and_picks_a_tickless_idle_cpu() {
+    let cpus = snaps(&[true, false, false, false]);
+    let mut n = blocked_with_idle_2_and_3();
     assert_eq!(n.stats_kick(CpuId(0), 10, cpus.as_slice()), None, "not yet");
     assert_eq!(n.stats_kick(CpuId(0), 11, cpus.as_slice()), Some(CpuId(2)));
     // CPU 1 is idle but not tickless; CPU 2 is the kicker itself here.
@@ -88,13 +94,7 @@ fn an_offline_idle_cpu_is_never_kicked_nor_balanced_for() {
     let mut n = Nohz::default();
     assert_eq!(n.balance_kick(&this, 5, cpus.as_slice()), None);
 
-    let mut n = Nohz {
-        has_blocked: true,
-        next_blocked_j: 10,
-        ..Nohz::default()
-    };
-    n.idle_cpus.set(CpuId(2));
-    n.idle_cpus.set(CpuId(3));
+    let n = blocked_with_idle_2_and_3();
     assert_eq!(n.stats_kick(CpuId(0), 11, cpus.as_slice()), None);
     cpus[3].online = true;
     assert_eq!(n.stats_kick(CpuId(0), 11, cpus.as_slice()), Some(CpuId(3)));
