@@ -479,8 +479,6 @@ fn set_overutilized(v: Option<bool>) {
     }
 }
 
-/// A cpufreq domain changed governor: EAS needs schedutil on every domain (Linux
-/// `sched_cpufreq_governor_change` → `rebuild_sched_domains_energy`).
 /// Whether the online CPUs have more than one capacity (`sched_is_eas_possible`'s
 /// `sched_asym_cpucap_active` over `cpu_active_mask`): with only one kind of CPU up, EAS has
 /// nothing to choose between and stays off. Until [`online_cpus_changed`], every CPU of the DT
@@ -493,15 +491,7 @@ static ASYM_ONLINE: AtomicBool = AtomicBool::new(true);
 /// possible only if they still differ in capacity. Not for interrupt context (it allocates).
 pub fn online_cpus_changed() {
     let Some(st) = STATE.get() else { return };
-    let online = crate::smp::online_mask();
-    let mut caps = st
-        .topology
-        .cpus()
-        .iter()
-        .filter(|c| online & (1 << c.id.index()) != 0)
-        .map(|c| c.capacity_orig);
-    let first = caps.next();
-    let asym = caps.any(|c| Some(c) != first);
+    let asym = st.topology.nr_capacities(online_mask()) > 1;
     ASYM_ONLINE.store(asym, Ordering::Relaxed);
     if !asym && st.em.is_some() {
         crate::println!("sched: the online CPUs have one capacity: EAS off");
@@ -511,6 +501,8 @@ pub fn online_cpus_changed() {
     }
 }
 
+/// A cpufreq domain changed governor: EAS needs schedutil on every domain (Linux
+/// `sched_cpufreq_governor_change` → `rebuild_sched_domains_energy`).
 pub fn governors_changed(all_schedutil: bool) {
     SCHEDUTIL_EVERYWHERE.store(all_schedutil, Ordering::Relaxed);
 }

@@ -353,6 +353,20 @@ impl Topology {
         self.asym_cpucapacity
     }
 
+    /// How many different `capacity_orig` values the CPUs of `mask` have (those beyond the
+    /// topology ignored): Linux's `asym_cap_list` entries that meet `mask`. More than one over
+    /// the active CPUs is `sched_asym_cpucap_active`.
+    pub fn nr_capacities(&self, mask: CpuMask) -> usize {
+        let mut caps: heapless::Vec<u32, MAX_CPUS> = self
+            .cpus()
+            .iter()
+            .filter(|c| mask.contains(c.id))
+            .map(|c| c.capacity_orig.0)
+            .collect();
+        caps.sort_unstable();
+        caps.windows(2).filter(|w| w[0] != w[1]).count() + usize::from(!caps.is_empty())
+    }
+
     /// The largest `capacity_orig` (1024 by construction).
     pub fn max_capacity(&self) -> Capacity {
         self.cpus()

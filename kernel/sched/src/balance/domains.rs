@@ -198,7 +198,7 @@ impl SchedDomains {
             hz,
             tick_nsec,
             max_load_balance_interval: (hz as u64 * all.weight() as u64 / 10).max(1),
-            asym_cpucapacity: distinct_capacities(topo, all) > 1,
+            asym_cpucapacity: topo.nr_capacities(all) > 1,
         })
     }
 
@@ -276,14 +276,6 @@ fn group_of(topo: &Topology, span: CpuMask) -> SchedGroup {
     }
 }
 
-/// How many different `capacity_orig` values the CPUs of `m` have.
-fn distinct_capacities(topo: &Topology, m: CpuMask) -> usize {
-    let mut caps: Vec<u32> = m.iter().map(|c| topo.capacity_orig(c).0).collect();
-    caps.sort_unstable();
-    caps.dedup();
-    caps.len()
-}
-
 /// `sd_init` for one level, with `asym_cpu_capacity_classify(span, cpu_map)`: `cpu_map` the
 /// CPUs the domains are built over.
 fn sd_init(
@@ -303,10 +295,10 @@ fn sd_init(
     if level == SdLevel::Mc {
         flags.insert(SdFlags::SHARE_LLC);
     }
-    let here = distinct_capacities(topo, span);
+    let here = topo.nr_capacities(span);
     if here > 1 {
         flags.insert(SdFlags::ASYM_CPUCAPACITY);
-        if here == distinct_capacities(topo, cpu_map) {
+        if here == topo.nr_capacities(cpu_map) {
             flags.insert(SdFlags::ASYM_CPUCAPACITY_FULL);
         }
     }
