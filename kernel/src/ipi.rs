@@ -59,8 +59,19 @@ pub fn init() -> Result<(), GicError> {
 
 /// Sends `kind` to `target` (Linux `smp_cross_call` for one CPU). Memory written before the call
 /// is visible to the target's handler.
+///
+/// Then a `yield`: a hint on hardware, but under QEMU's round-robin TCG (`-icount`) an SGI to
+/// another vCPU only marks it pending (every vCPU runs on the sender's host thread, so QEMU
+/// does not kick it) and the target runs when the sender's time slice ends, up to a tick of
+/// guest time later if the sender stays busy. `yield` ends the slice. Seen without it: a
+/// thread forked onto an idle CPU by a spawner that went on spawning waited up to 1.6 ms of
+/// guest time to run; the runnable_avg that wait added (2 % above util_avg) kept util_est's
+/// ewma at the fork-time 512 (`util_est_update` keeps the ewma while runnable exceeds util by
+/// more than the margin), and the task stayed misfit for the LITTLE CPUs for tens of periods.
 pub fn send(target: CpuId, kind: IpiKind) -> Result<(), GicError> {
-    gic::send_sgi(kind as u8, target)
+    gic::send_sgi(kind as u8, target)?;
+    crate::arch::aarch64::cpu_regs::cpu_yield();
+    Ok(())
 }
 
 /// How many IPIs of `kind` `cpu` has received.
