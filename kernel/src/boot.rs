@@ -250,6 +250,8 @@ pub extern "C" fn kernel_main(dtb_pa: usize, entry_el: u64) -> ! {
         crate::println!("asym: timer init failed: {}", e);
         crate::panic::end_fatal(1);
     }
+    // The requests cpufreq made at its set-up complete through its timer, which runs now.
+    crate::cpufreq::start_timer();
     crate::timer::set_highres(cmd.highres);
     if !cmd.highres {
         crate::println!(

@@ -1,33 +1,43 @@
-//! The kernel's cpufreq: one [`CpufreqCore`] (policies, schedutil state, the driver) behind a
-//! lock, the per-CPU `arch_freq_scale`, and the schedutil trigger called from the tick. The
-//! driver is the board's DVFS firmware driver when the DT describes one (`crate::dvfs`: Juno's
-//! SCMI, the HiKey stub clocks, or the emulated boards' firmware stand-in), else the emulated
-//! driver.
+//! The kernel's cpufreq: each performance domain's policy and schedutil state under its own
+//! lock, the driver under another, the per-CPU `arch_freq_scale`, the schedutil trigger
+//! called from the tick, and the driver's completion timer. The driver is the board's DVFS
+//! firmware driver when the DT describes one (`crate::dvfs`: Juno's SCMI, the HiKey stub
+//! clocks, or the emulated boards' firmware stand-in), else the emulated driver.
 //!
 //! Re-derives the mechanism half of Linux's `drivers/cpufreq/cpufreq.c` (policy limits,
 //! governor switch), `kernel/sched/cpufreq.c` (`cpufreq_update_util`) and
 //! `drivers/base/arch_topology.c` (`arch_freq_scale`, a per-CPU value the cpufreq side writes
-//! and the scheduler reads at each clock update). The decisions are the policy crate's.
+//! and the scheduler reads at each clock update). The decisions are the policy crate's
+//! (`asym_sched::cpufreq::policies::PolicyState`, the same code the simulator's
+//! `CpufreqCore` runs).
 //!
-//! Deliberate differences: the driver is polled from the tick of any CPU ([`tick`]), not from a
-//! timer at [`CpufreqCore::next_poll`] or the firmware's interrupt, so a transition is seen up
-//! to one tick late (the emulated driver applies a request after the domain's transition
-//! latency; a firmware driver when the firmware reports it). Schedutil reads the other
-//! CPUs of a domain from the snapshots each CPU publishes after every change of its run queue
-//! (`sched::snapshot`) instead of their run queues: Linux reads remote `cpu_util` without the
-//! remote rq lock too, and taking remote rq locks from the tick would add a lock order.
+//! Locks: a tick that runs schedutil takes its own domain's policy lock (Linux's
+//! `sg_policy->update_lock`) and, only when schedutil asks for a new frequency (at most once
+//! per `rate_limit_us`), the driver's lock for that one call; a tick without an update takes
+//! no cpufreq lock. Policy locks never nest with each other; the driver's lock is taken inside
+//! a policy's or alone, and nothing but leaves is taken inside it. Both are taken with no
+//! run-queue lock held.
 //!
-//! Lock order: the core's lock is taken with no rq lock held; it may take snapshot locks
-//! (leaves).
+//! Completion is asynchronous: a request arms a one-shot timer on the requesting CPU at the
+//! driver's [`CpufreqDriver::next_poll`] (the emulated driver's transition end; the firmware's
+//! reply poll or settle check), and the timer's handler ([`poll`]) applies what completed and
+//! re-arms for what is still outstanding, on Juno as Linux's SCMI transport polls for a reply
+//! or takes the MHU's completion interrupt. So a transition is seen when it completes, not up
+//! to a tick later, and an idle domain's CPUs may stop their ticks while one is in flight.
+//!
+//! Deliberate difference: schedutil reads the other CPUs of a domain from the snapshots each
+//! CPU publishes after every change of its run queue (`sched::snapshot`) instead of their run
+//! queues: Linux reads remote `cpu_util` without the remote rq lock too, and taking remote rq
+//! locks from the tick would add a lock order.
 
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use alloc::boxed::Box;
 use asym_sched::cpufreq::driver::{
     Completion, CpufreqDriver, EmulatedDriver, Request, REQUEST_LOG_LEN,
 };
-use asym_sched::cpufreq::policies::CpufreqCore;
+use asym_sched::cpufreq::policies::{CpufreqCore, PolicyState};
 use asym_sched::cpufreq::{CpufreqError, CpufreqPolicy, Governor};
 use asym_sched::features::SchedFeatures;
 use asym_sched::rq::CpufreqUpdate;
@@ -39,9 +49,6 @@ use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, Nanos, SCHED_CAPACITY_SCA
 use crate::dt::MAX_CPUS;
 use crate::percpu::PerCpu;
 use crate::sync::{InitOnce, IrqSpinLock, LockRank};
-
-/// The board's cpufreq: every domain's policy, governor and the driver.
-pub type Core = CpufreqCore<Driver>;
 
 /// The cpufreq driver: the board's firmware, or the emulated one.
 #[derive(Debug)]
@@ -243,21 +250,76 @@ impl fmt::Display for InitError {
 }
 
 struct State {
-    /// A `CpufreqCore` keeps its policies, governor state and driver tables on the heap
-    /// (about 100 bytes itself), so it sits here directly.
-    core: IrqSpinLock<Core>,
+    /// `policies[pd]`: policy `pd` with its schedutil state and request bookkeeping, under its
+    /// own lock (Linux's `policy->rwsem` with `sg_policy->update_lock`). A tick that runs
+    /// schedutil takes its own domain's lock and no other.
+    policies: Box<[IrqSpinLock<Policy>]>,
+    /// `cpus[pd]`: policy `pd`'s CPUs, fixed at [`init`], so a CPU finds its policy without a
+    /// lock.
+    cpus: Box<[CpuMask]>,
+    /// The driver, one firmware channel for every domain: taken for one driver call at a time
+    /// (a request, a poll, a read-back), inside a policy's lock or with none held.
+    driver: IrqSpinLock<Driver>,
     board: &'static BoardDesc,
 }
 
 static STATE: InitOnce<State> = InitOnce::new();
 
-/// Whether the driver has a frequency transition in flight (it completes at a tick, so some
-/// CPU must keep ticking: an idle CPU does not stop its tick while this is set).
-static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
+/// One policy's state as the kernel keeps it.
+pub type Policy = PolicyState<DriverError>;
+
+/// When the driver next needs a poll, in ns of guest time (`u64::MAX`: nothing outstanding).
+/// Written under the driver's lock, so the latest write is the driver's latest state; read
+/// without it ([`transition_pending`], and [`start_timer`] at boot).
+static NEXT_POLL: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// Linux's per-CPU `arch_freq_scale`: `cur / cpuinfo.max_freq × 1024` of the CPU's domain.
 static ARCH_FREQ_SCALE: PerCpu<AtomicU32> =
     PerCpu::new([const { AtomicU32::new(SCHED_CAPACITY_SCALE) }; MAX_CPUS]);
+
+/// The driver as the policy operations see it: each call takes the driver's lock for itself
+/// only, so a policy's lock is never held across another policy's driver call.
+struct LockedDriver<'a>(&'a IrqSpinLock<Driver>);
+
+impl CpufreqDriver for LockedDriver<'_> {
+    type Error = DriverError;
+
+    fn name(&self) -> &'static str {
+        self.0.lock().name()
+    }
+
+    fn target(
+        &mut self,
+        policy: &CpufreqPolicy,
+        freq: Khz,
+        now: Nanos,
+    ) -> Result<Nanos, DriverError> {
+        let mut d = self.0.lock();
+        let r = d.target(policy, freq, now);
+        NEXT_POLL.store(d.next_poll().map_or(u64::MAX, |t| t.0), Ordering::Release);
+        r
+    }
+
+    fn get(&self, pd: usize) -> Khz {
+        self.0.lock().get(pd)
+    }
+
+    fn fast_switch_possible(&self) -> bool {
+        self.0.lock().fast_switch_possible()
+    }
+
+    fn transition_latency_ns(&self, pd: usize) -> u64 {
+        self.0.lock().transition_latency_ns(pd)
+    }
+
+    fn poll(&mut self, now: Nanos) -> Option<Completion<DriverError>> {
+        self.0.lock().poll(now)
+    }
+
+    fn next_poll(&self) -> Option<Nanos> {
+        self.0.lock().next_poll()
+    }
+}
 
 /// A refused cpufreq request from a kernel API or the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,10 +353,11 @@ impl fmt::Display for Error {
     }
 }
 
-/// Builds the cpufreq core for `board` (every domain on schedutil) at `now`, with the
-/// boot-time seed-era switches of `features` (`CpufreqCore::apply_seed_era`; changing them
-/// later at run time does not rebuild the policies). Errors are returned for the caller to
-/// report; cpufreq then stays off.
+/// Builds cpufreq for `board` (every domain on schedutil) at `now`, with the boot-time
+/// seed-era switches of `features` (`PolicyState::apply_seed_era`; changing them later at run
+/// time does not rebuild the policies). Errors are returned for the caller to report; cpufreq
+/// then stays off. The requests made here complete through the driver's timer, armed by
+/// [`start_timer`] once the timers run.
 pub fn init(
     plat: &crate::dt::Platform,
     board: &'static BoardDesc,
@@ -314,35 +377,50 @@ pub fn init(
             expected: real_board.dvfs,
         });
     }
-    let core = IrqSpinLock::with_rank(
-        CpufreqCore::new(
-            board,
-            &caps[..topo.nr_cpus()],
-            Governor::Schedutil,
-            now,
-            |p| match firmware {
-                Some(d) => Driver::Firmware(Box::new(d), Box::new(RequestLog::new())),
-                None => Driver::Emulated(EmulatedDriver::new(p, true)),
-            },
-        )
-        .map_err(InitError::Policy)?,
-        LockRank::CPUFREQ,
-    );
-    core.lock().apply_seed_era(features);
-    for c in topo.cpus() {
-        let core = core.lock();
-        let scale = core.arch_scale_freq_capacity(c.id);
-        ARCH_FREQ_SCALE.of(c.id).store(scale, Ordering::Relaxed);
-        if let Some(p) = core
-            .policy_of(c.id)
-            .and_then(|pd| core.policy(pd).map(|p| (pd, p)))
-        {
-            let uw = crate::energy::opp_power_uw(board, p.0, p.1.cur());
+    let (policies, driver) =
+        CpufreqCore::<Driver>::build(board, &caps[..topo.nr_cpus()], now, |p| match firmware {
+            Some(d) => Driver::Firmware(Box::new(d), Box::new(RequestLog::new())),
+            None => Driver::Emulated(EmulatedDriver::new(p, true)),
+        })
+        .map_err(InitError::Policy)?;
+    let driver = IrqSpinLock::with_rank(driver, LockRank::CPUFREQ_DRIVER);
+    let cpus: Box<[CpuMask]> = policies.iter().map(|p| p.cpus).collect();
+    let policies: Box<[IrqSpinLock<Policy>]> = policies
+        .into_iter()
+        .map(|p| {
+            let mut s = PolicyState::new(p);
+            // As `CpufreqCore::new` then `apply_seed_era`, the simulator's order.
+            s.set_governor(&mut LockedDriver(&driver), Governor::Schedutil, now);
+            s.apply_seed_era(features);
+            IrqSpinLock::with_rank(s, LockRank::CPUFREQ_POLICY)
+        })
+        .collect();
+    for (pd, l) in policies.iter().enumerate() {
+        let p = l.lock();
+        let p = p.policy();
+        let scale = p.arch_scale_freq_capacity();
+        let uw = crate::energy::opp_power_uw(board, pd, p.cur());
+        for c in topo.cpus().iter().filter(|c| p.cpus.contains(c.id)) {
+            ARCH_FREQ_SCALE.of(c.id).store(scale, Ordering::Relaxed);
             crate::energy::set_power(c.id, uw, now.0);
         }
     }
-    let _ = STATE.set(State { core, board });
+    let _ = STATE.set(State {
+        policies,
+        cpus,
+        driver,
+        board,
+    });
     Ok(())
+}
+
+/// Arms the driver's timer for the requests made before the timers ran ([`init`], the command
+/// line's `cpufreq.*`). Call once after `timer::init` on the boot CPU.
+pub fn start_timer() {
+    let t = NEXT_POLL.load(Ordering::Acquire);
+    if t != u64::MAX {
+        crate::timer::arm_cpufreq(crate::time::ns_to_cyc(t));
+    }
 }
 
 /// Whether the board has cpufreq (OPP tables in its DT).
@@ -369,47 +447,55 @@ pub fn domain_by_name(name: &str) -> Option<usize> {
         })
 }
 
-/// The domain `cpu` belongs to.
+/// The domain `cpu` belongs to (no lock).
 pub fn domain_of(cpu: CpuId) -> Option<usize> {
-    STATE.get()?.core.lock().policy_of(cpu)
+    STATE.get()?.cpus.iter().position(|m| m.contains(cpu))
+}
+
+/// How many policies (performance domains) there are; 0 without cpufreq.
+pub fn nr_policies() -> usize {
+    STATE.get().map_or(0, |st| st.policies.len())
 }
 
 /// A copy of policy `pd` (limits, current frequency, statistics); allocates, so not for
 /// the tick path.
 pub fn policy(pd: usize) -> Option<CpufreqPolicy> {
-    STATE.get()?.core.lock().policy(pd).cloned()
+    Some(STATE.get()?.policies.get(pd)?.lock().policy().clone())
 }
 
-/// Runs `f` on the core under its lock (for self tests and reports).
-pub fn with_core<R>(f: impl FnOnce(&mut Core) -> R) -> Option<R> {
-    Some(f(&mut STATE.get()?.core.lock()))
+/// Runs `f` on policy `pd`'s state under its lock (for self tests and reports).
+pub fn with_policy<R>(pd: usize, f: impl FnOnce(&mut Policy) -> R) -> Option<R> {
+    Some(f(&mut STATE.get()?.policies.get(pd)?.lock()))
+}
+
+/// Runs `f` on the driver under its lock (for self tests and reports).
+pub fn with_driver<R>(f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
+    Some(f(&mut STATE.get()?.driver.lock()))
 }
 
 /// Switches domain `pd` to `gov` (`scaling_governor`).
 pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
     let st = STATE.get().ok_or(Error::NoCpufreq)?;
-    let now = crate::sched::now();
-    let mut core = st.core.lock();
-    let r = core.set_governor(pd, gov, now).map_err(Error::Policy);
-    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
-    let cpus = core.policy(pd).map(|p| p.cpus);
-    let all_schedutil = (0..core.nr_policies()).all(|i| {
-        core.policy(i)
-            .is_none_or(|p| p.governor() == Governor::Schedutil)
-    });
-    drop(core);
+    let lock = st.policies.get(pd).ok_or(Error::NoSuchDomain)?;
+    let cpus = {
+        let mut p = lock.lock();
+        p.set_governor(&mut LockedDriver(&st.driver), gov, crate::sched::now());
+        p.policy().cpus
+    };
+    arm_timer(st);
+    let all_schedutil = st
+        .policies
+        .iter()
+        .all(|l| l.lock().policy().governor() == Governor::Schedutil);
     crate::sched::governors_changed(all_schedutil);
-    if r.is_ok() {
-        kick_domain(cpus);
-    }
-    r
+    kick_domain(cpus);
+    Ok(())
 }
 
 /// Schedutil runs from ticks: a domain whose CPUs all stopped theirs would never apply a new
 /// governor's or new limits' choice. Each CPU of `cpus` evaluates at a tick it restarts for
-/// that (call with the cpufreq core's lock dropped).
-fn kick_domain(cpus: Option<CpuMask>) {
-    let Some(cpus) = cpus else { return };
+/// that (call with no cpufreq lock held).
+fn kick_domain(cpus: CpuMask) {
     for c in 0..MAX_CPUS {
         let id = CpuId(c as u16);
         if cpus.contains(id) {
@@ -422,97 +508,141 @@ fn kick_domain(cpus: Option<CpuMask>) {
 /// clamps, a value outside the OPP table's range is refused with [`Error::OutOfRange`].
 pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
     let st = STATE.get().ok_or(Error::NoCpufreq)?;
-    let now = crate::sched::now();
-    let mut core = st.core.lock();
-    let p = core.policy(pd).ok_or(Error::NoSuchDomain)?;
-    let table = p.table();
-    let (lo, hi) = (
-        table.first().map_or(0, |e| e.frequency.0),
-        table.last().map_or(0, |e| e.frequency.0),
-    );
-    for f in [min.0, max.0] {
-        if !(lo..=hi).contains(&f) {
-            return Err(Error::OutOfRange {
-                pd,
-                khz: f,
-                min: lo,
-                max: hi,
-            });
+    let lock = st.policies.get(pd).ok_or(Error::NoSuchDomain)?;
+    let (r, cpus) = {
+        let mut p = lock.lock();
+        let table = p.policy().table();
+        let (lo, hi) = (
+            table.first().map_or(0, |e| e.frequency.0),
+            table.last().map_or(0, |e| e.frequency.0),
+        );
+        for f in [min.0, max.0] {
+            if !(lo..=hi).contains(&f) {
+                return Err(Error::OutOfRange {
+                    pd,
+                    khz: f,
+                    min: lo,
+                    max: hi,
+                });
+            }
         }
-    }
-    let r = core.set_limits(pd, min, max, now).map_err(Error::Policy);
-    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
-    let cpus = core.policy(pd).map(|p| p.cpus);
-    drop(core);
+        let now = crate::sched::now();
+        let r = p.set_limits(&mut LockedDriver(&st.driver), min, max, now);
+        (r, p.policy().cpus)
+    };
+    arm_timer(st);
     // A limit that leaves `cur` inside it (a lowered minimum under schedutil) takes effect at
     // the governor's next evaluation, which an idle domain would never have.
     if r.is_ok() {
         kick_domain(cpus);
     }
-    r
+    r.map(|_| ()).map_err(Error::Policy)
 }
 
-/// The tick's cpufreq work on `cpu` at `now`: run schedutil if the rq asked
-/// (`cpufreq_update_util`), then apply the transitions the driver completed and update
-/// `arch_freq_scale` of their CPUs.
+/// The tick's cpufreq work on `cpu` at `now`, when the rq asked for it
+/// (`cpufreq_update_util`): schedutil on `cpu`'s domain under that domain's lock, and a new
+/// frequency handed to the driver. Nothing is polled here: the driver's completions arrive
+/// through its timer ([`poll`]). Without an update the tick takes no cpufreq lock.
 pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: SchedFeatures) {
-    let Some(st) = STATE.get() else {
+    let Some(req) = update else { return };
+    let Some(st) = STATE.get() else { return };
+    let Some(lock) = st
+        .cpus
+        .iter()
+        .position(|m| m.contains(cpu))
+        .and_then(|pd| st.policies.get(pd))
+    else {
         return;
     };
-    let mut core = st.core.lock();
-    if let Some(req) = update {
-        let flags = if req.iowait {
-            UpdateFlags::IOWAIT
-        } else {
-            UpdateFlags::NONE
-        };
-        let caps = |c: CpuId| -> Capacity { crate::sched::capacity_orig(c) };
-        let uclamp_used = crate::sched::uclamp_used();
-        core.update_util(now, cpu, flags, features, uclamp_used, |c| {
-            crate::sched::snapshot(c).unwrap_or_else(|| RqSnapshot::idle(c, caps(c)))
-        });
+    let flags = if req.iowait {
+        UpdateFlags::IOWAIT
+    } else {
+        UpdateFlags::NONE
+    };
+    let caps = |c: CpuId| -> Capacity { crate::sched::capacity_orig(c) };
+    let uclamp_used = crate::sched::uclamp_used();
+    let requested = lock.lock().update_util(
+        &mut LockedDriver(&st.driver),
+        now,
+        cpu,
+        flags,
+        features,
+        uclamp_used,
+        |c| crate::sched::snapshot(c).unwrap_or_else(|| RqSnapshot::idle(c, caps(c))),
+    );
+    if requested.is_some() {
+        arm_timer(st);
     }
-    // Not the tick's `now`: completions are stamped with the time they are seen, and the
-    // tick's was read before the lock wait and schedutil's update.
-    apply_completions(&mut core, crate::sched::now());
 }
 
-/// Polls the driver (outside the tick: a self test waiting for a transition) and applies
-/// what completed, as the tick does. The time is read with the lock held: one read before
-/// could be older than the read-back it stamps by a whole lock wait (under QEMU's round-robin
-/// vCPUs, a time slice), and a transition would look quicker than it was.
+/// Arms the calling CPU's cpufreq timer for the driver's next poll, if it wants one.
+fn arm_timer(st: &State) {
+    let next = st.driver.lock().next_poll();
+    if let Some(t) = next {
+        crate::timer::arm_cpufreq(crate::time::ns_to_cyc(t.0));
+    }
+}
+
+/// The driver's timer (Linux: the firmware's completion interrupt, or the SCMI transport's
+/// poll): takes every transition the driver completed, applies each to its policy and the
+/// policy's CPUs' `arch_freq_scale`, and re-arms the calling CPU's timer for the driver's next
+/// poll. Also called by self tests that wait for a transition. The time is read with the
+/// driver's lock held: a read before could be older than the read-back it stamps by a whole
+/// lock wait (under QEMU's round-robin vCPUs, a time slice), and a transition would look
+/// quicker than it was.
 pub fn poll() {
-    if let Some(st) = STATE.get() {
-        let mut core = st.core.lock();
-        apply_completions(&mut core, crate::sched::now());
+    let Some(st) = STATE.get() else { return };
+    loop {
+        let (c, hw, next) = {
+            let mut d = st.driver.lock();
+            let c = d.poll(crate::sched::now());
+            let hw = match &c {
+                Some(c) if c.result.is_err() => d.get(c.pd),
+                _ => Khz(0),
+            };
+            let next = d.next_poll();
+            NEXT_POLL.store(next.map_or(u64::MAX, |t| t.0), Ordering::Release);
+            (c, hw, next)
+        };
+        let Some(c) = c else {
+            if let Some(t) = next {
+                crate::timer::arm_cpufreq(crate::time::ns_to_cyc(t.0));
+            }
+            return;
+        };
+        apply_completion(st, c, hw);
     }
 }
 
-/// Applies every transition the driver completed by `now` and updates `arch_freq_scale` of
-/// their CPUs.
-fn apply_completions(core: &mut Core, now: Nanos) {
-    let board = STATE.get().map(|s| s.board);
-    while let Some((pd, _)) = core.poll(now) {
-        if let Some(p) = core.policy(pd) {
-            let scale = p.arch_scale_freq_capacity();
-            let uw = board.map_or(0, |b| crate::energy::opp_power_uw(b, pd, p.cur()));
-            for c in 0..MAX_CPUS {
-                let id = CpuId(c as u16);
-                if p.cpus.contains(id) {
-                    ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
-                    // The meter changes power at the trace event's instant, so both agree.
-                    let at = crate::tracing::cpu_frequency(id, p.cur().0);
-                    crate::energy::set_power(id, uw, at.unwrap_or(now.0));
-                }
-            }
+/// Applies completion `c` to its policy and, when the policy moved, to its CPUs'
+/// `arch_freq_scale`, the trace and the energy meter (under the policy's lock, so two CPUs
+/// applying completions of one domain leave the newest).
+fn apply_completion(st: &State, c: Completion<DriverError>, hw: Khz) {
+    let Some(lock) = st.policies.get(c.pd) else {
+        return;
+    };
+    let mut p = lock.lock();
+    if p.complete(c, hw).is_none() {
+        return;
+    }
+    let p = p.policy();
+    let scale = p.arch_scale_freq_capacity();
+    let uw = crate::energy::opp_power_uw(st.board, c.pd, p.cur());
+    let now = crate::sched::now();
+    for i in 0..MAX_CPUS {
+        let id = CpuId(i as u16);
+        if p.cpus.contains(id) {
+            ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
+            // The meter changes power at the trace event's instant, so both agree.
+            let at = crate::tracing::cpu_frequency(id, p.cur().0);
+            crate::energy::set_power(id, uw, at.unwrap_or(now.0));
         }
     }
-    IN_FLIGHT.store(core.driver.next_poll().is_some(), Ordering::Release);
 }
 
-/// Whether a frequency transition is in flight (see [`IN_FLIGHT`]).
+/// Whether the driver has a frequency transition (or a firmware reply) outstanding.
 pub fn transition_pending() -> bool {
-    IN_FLIGHT.load(Ordering::Acquire)
+    NEXT_POLL.load(Ordering::Acquire) != u64::MAX
 }
 
 /// Prints each domain: CPUs, OPPs and governor (the boot banner's cpufreq part).
@@ -521,10 +651,16 @@ pub fn print_domains() {
         crate::println!("cpufreq: none (no operating-points-v2 tables in the DT)");
         return;
     };
-    let core = st.core.lock();
-    crate::println!("cpufreq: driver {}", core.driver.name());
+    crate::println!("cpufreq: driver {}", st.driver.lock().name());
     for (pd, d) in st.board.perf_domains.iter().enumerate() {
-        let Some(p) = core.policy(pd) else { continue };
+        let Some(lock) = st.policies.get(pd) else {
+            continue;
+        };
+        let (cpus, gov, cur) = {
+            let p = lock.lock();
+            let p = p.policy();
+            (p.cpus, p.governor(), p.cur())
+        };
         let mut line: heapless::String<160> = heapless::String::new();
         for o in d.opps {
             let _ = fmt::Write::write_fmt(&mut line, format_args!(" {}", o.freq.0 / 1000));
@@ -533,11 +669,11 @@ pub fn print_domains() {
             "cpufreq: policy {} ({}) cpus {:?} OPPs MHz{} latency {} us governor {:?} cur {} MHz",
             pd,
             d.name,
-            p.cpus,
+            cpus,
             line.as_str(),
             d.transition_latency_ns / 1000,
-            p.governor(),
-            p.cur().0 / 1000
+            gov,
+            cur.0 / 1000
         );
     }
 }

@@ -32,9 +32,11 @@ static HEAP: KernelHeap = KernelHeap(IrqSpinLock::with_rank(Heap::empty(), LockR
 // inside the region given to `init`; the lock serialises all access.
 unsafe impl GlobalAlloc for KernelHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // No allocation with a run-queue or thread lock held (they are taken on the
-        // scheduling and interrupt paths, which must not allocate).
-        if crate::sync::holds_rank(LockRank::THREAD, LockRank::CPUFREQ)
+        // No allocation with a run-queue, thread or cpufreq driver lock held (they are taken
+        // on the scheduling and interrupt paths, which must not allocate). A cpufreq policy's
+        // lock may be held: `cpufreq::policy` copies one (thread context only).
+        if crate::sync::holds_rank(LockRank::THREAD, LockRank::CPUFREQ_POLICY)
+            || crate::sync::holds_rank(LockRank::CPUFREQ_DRIVER, LockRank::BALANCE)
             || crate::sync::holds_rank(LockRank::RQ, LockRank::LEAF)
         {
             panic!(

@@ -24,9 +24,9 @@
 //! - No wake list (`ttwu_queue_wakelist`): a waker enqueues on the target's run queue itself
 //!   and sends the reschedule IPI when the target must preempt.
 //! - The cpufreq requests a run-queue change raises outside the tick (wake-up, sleep,
-//!   switch) are kept on the CPU and evaluated at its next tick: the cpufreq core is one lock
-//!   for the board (never taken on the switch or wake-up path); an idle CPU keeps ticking
-//!   while one is pending.
+//!   switch) are kept on the CPU and evaluated at its next tick, under its domain's policy
+//!   lock (never taken on the switch or wake-up path); an idle CPU keeps ticking while one is
+//!   pending.
 //! - Blocked averages of an idle run queue are decayed by its own tick, which keeps running
 //!   until they reach 0 (Linux stops the tick at once and lets the NOHZ idle balancer decay
 //!   them remotely, `NOHZ_STATS_KICK`, which [`balance`] does not do yet).
@@ -944,7 +944,7 @@ fn idle_main(cpu: usize) {
             schedule();
             continue;
         }
-        let quiet = cpu_quiet(cpu) && !crate::cpufreq::transition_pending();
+        let quiet = cpu_quiet(cpu);
         let irq = arch::irq_save_disable();
         if !NEED_RESCHED.of(cpu).load(Ordering::Acquire) {
             if quiet {

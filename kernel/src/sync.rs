@@ -36,8 +36,12 @@ impl LockRank {
     pub const WAIT_QUEUE: LockRank = LockRank(10);
     /// A thread's scheduling lock (Linux `p->pi_lock`), held by `try_to_wake_up`.
     pub const THREAD: LockRank = LockRank(20);
-    /// The board's cpufreq core: taken only with no run-queue lock held.
-    pub const CPUFREQ: LockRank = LockRank(25);
+    /// One cpufreq policy with its schedutil state (`sg_policy->update_lock`): taken only with
+    /// no run-queue lock held, one policy at a time.
+    pub const CPUFREQ_POLICY: LockRank = LockRank(25);
+    /// The cpufreq driver (the firmware channel): one driver call at a time, inside a policy's
+    /// lock or alone.
+    pub const CPUFREQ_DRIVER: LockRank = LockRank(26);
     /// A CPU's load-balance state (its sched domains and transit lists): run-queue locks are
     /// taken under it, one at a time.
     pub const BALANCE: LockRank = LockRank(28);

@@ -16,7 +16,8 @@
 //! counter timestamps of the console agree.
 //!
 //! Each CPU's queue ([`TimerQueue`]) holds one sleep timer per thread (key = thread slot), the
-//! tick (key [`TICK_KEY`]) and one wake-up timer (key [`WAKE_KEY`], [`arm_wakeup`]); `CNTV_CVAL` always holds the earliest. Tick deadlines are
+//! tick (key [`TICK_KEY`]), one wake-up timer (key [`WAKE_KEY`], [`arm_wakeup`]) and one cpufreq
+//! timer (key [`CPUFREQ_KEY`], [`arm_cpufreq`]); `CNTV_CVAL` always holds the earliest. Tick deadlines are
 //! `base + n × freq / HZ` exactly (integer, no accumulated rounding); when interrupts were held
 //! off past whole periods those periods are skipped and counted in [`missed`] rather than
 //! replayed, so [`ticks`] counts tick interrupts actually taken. An idle CPU with nothing due
@@ -127,9 +128,13 @@ pub const TICK_KEY: usize = MAX_THREADS;
 /// else, for a thread that waits in `wfi` while it stands for a running workload.
 pub const WAKE_KEY: usize = MAX_THREADS + 1;
 
+/// The key of a CPU's cpufreq timer ([`arm_cpufreq`]): the driver's next poll, for a request
+/// this CPU made.
+pub const CPUFREQ_KEY: usize = MAX_THREADS + 2;
+
 /// One CPU's timers.
 struct CpuTimers {
-    queue: TimerQueue<{ MAX_THREADS + 2 }>,
+    queue: TimerQueue<{ MAX_THREADS + 3 }>,
     /// The tick is out of the queue (NOHZ idle).
     tick_stopped: bool,
 }
@@ -282,6 +287,22 @@ pub fn arm_wakeup(at_cyc: u64) {
     let mut t = timers(current_cpu()).lock();
     t.queue.insert(WAKE_KEY, at_cyc);
     program(&t);
+}
+
+/// Arms the calling CPU's cpufreq timer at counter value `at_cyc` (re-arms it if armed): its
+/// expiry runs `cpufreq::poll`, which applies the transitions the driver completed. Before
+/// [`init`] there are no timers and this does nothing (`cpufreq::start_timer` arms it then).
+pub fn arm_cpufreq(at_cyc: u64) {
+    if TIMERS.get().is_none() {
+        return;
+    }
+    let irq = crate::arch::irq_save_disable();
+    {
+        let mut t = timers(current_cpu()).lock();
+        t.queue.insert(CPUFREQ_KEY, at_cyc);
+        program(&t);
+    }
+    crate::arch::irq_restore(irq);
 }
 
 /// Cancels the calling CPU's wake-up timer, if armed.
@@ -462,6 +483,7 @@ fn handle_timer(_intid: IntId) {
     let now = cpu_regs::cntvct();
     let mut woken: heapless::Vec<u16, 16> = heapless::Vec::new();
     let mut tick = false;
+    let mut cpufreq = false;
     {
         let mut t = timers(cpu).lock();
         while let Some((at, key)) = t.queue.peek() {
@@ -484,6 +506,9 @@ fn handle_timer(_intid: IntId) {
             } else if key == WAKE_KEY {
                 // Its interrupt was the point: the `wfi` waiting for it has ended.
                 t.queue.remove(key);
+            } else if key == CPUFREQ_KEY {
+                t.queue.remove(key);
+                cpufreq = true;
             } else if woken.push(key as u16).is_ok() {
                 t.queue.remove(key);
                 let _ = crate::task::slot(key).timer_cpu.compare_exchange(
@@ -503,6 +528,11 @@ fn handle_timer(_intid: IntId) {
     // tick's deadlines stay on their grid; its work runs a wake-up later).
     for s in woken {
         crate::sched::wake_timer(usize::from(s));
+    }
+    // A completed frequency transition before the tick, whose clock update then reads the new
+    // `arch_freq_scale`.
+    if cpufreq {
+        crate::cpufreq::poll();
     }
     if tick {
         LAST_TICK_AT.of(cpu).store(now, Ordering::Relaxed);

@@ -308,15 +308,40 @@ fn emulated_driver_applies_after_the_latency_and_fails_on_request() {
         .target(&policies[1], mhz(1200), Nanos(3_000_000))
         .unwrap();
     assert_eq!(t, Nanos(3_000_000 + 1_450_000 + 5_000_000));
+    // The same frequency again while it is on its way joins the transition in flight.
+    let again = drv
+        .target(&policies[1], mhz(1200), Nanos(4_000_000))
+        .unwrap();
+    assert_eq!(again, t, "a repeated request restarted the transition");
+    assert_eq!(drv.pending(1), Some((mhz(1200), t)));
     let log: Vec<_> = drv
         .requests()
         .map(|r| (r.freq, r.effective.is_some()))
         .collect();
     assert_eq!(
         log,
-        [(mhz(600), true), (mhz(1200), false), (mhz(1200), true)]
+        [
+            (mhz(600), true),
+            (mhz(1200), false),
+            (mhz(1200), true),
+            (mhz(1200), true)
+        ]
     );
-    assert_eq!(drv.nr_requests(), 3);
+    assert_eq!(drv.nr_requests(), 4);
+    let c = drv.poll(t).unwrap();
+    assert_eq!((c.requested_at, c.at), (Nanos(3_000_000), t));
+    // Another frequency replaces it, its latency counted from the new request.
+    drv.set_extra_delay(1, 0);
+    let t = drv
+        .target(&policies[1], mhz(600), Nanos(9_000_000))
+        .unwrap();
+    drv.target(&policies[1], mhz(1000), Nanos(9_500_000))
+        .unwrap();
+    assert_eq!(
+        drv.pending(1),
+        Some((mhz(1000), Nanos(9_500_000 + 1_450_000)))
+    );
+    assert!(t < Nanos(9_500_000 + 1_450_000));
 }
 
 proptest! {
@@ -417,9 +442,9 @@ fn cpufreq_core_runs_schedutil_through_the_driver() {
         input(900),
     );
     assert_eq!(t, None);
-    assert_eq!(core.failed_requests, 1);
+    assert_eq!(core.failed_requests(), 1);
     assert_eq!(
-        core.last_error,
+        core.last_error(),
         Some((
             1,
             CpufreqError::DriverFailed {
@@ -474,7 +499,7 @@ fn cpufreq_state_is_sized_from_the_board_not_on_the_stack() {
     })
     .unwrap();
     assert_eq!(core.policies().len(), JUNO.perf_domains.len());
-    for (pd, p) in core.policies().iter().enumerate() {
+    for (pd, p) in core.policies().iter().map(|s| s.policy()).enumerate() {
         assert_eq!(p.table().len(), JUNO.perf_domains[pd].opps.len());
         assert_eq!(core.sugov(pd).unwrap().cpus(), p.cpus);
     }
@@ -611,8 +636,8 @@ fn cpufreq_core_counts_late_failures_and_resyncs_cur() {
     assert_eq!(core.next_poll(), Some(Nanos(1010)));
     core.driver.script.push((1, Err("timeout"), mhz(1200)));
     assert_eq!(core.poll(Nanos(2000)), None);
-    assert_eq!(core.failed_requests, 1);
-    assert_eq!(core.last_error, Some((1, "timeout")));
+    assert_eq!(core.failed_requests(), 1);
+    assert_eq!(core.last_error(), Some((1, "timeout")));
     assert_eq!(core.policy(1).unwrap().cur(), mhz(1200));
     assert_eq!(core.last_completion(1).unwrap().result, Err("timeout"));
     // Again, and this time the firmware reports an error but did move to 1000 MHz.
@@ -624,7 +649,7 @@ fn cpufreq_core_counts_late_failures_and_resyncs_cur() {
         .script
         .push((1, Err("read back 1000 MHz"), mhz(1000)));
     assert_eq!(core.poll(Nanos(5000)), Some((1, mhz(1000))));
-    assert_eq!(core.failed_requests, 2);
+    assert_eq!(core.failed_requests(), 2);
     assert_eq!(core.policy(1).unwrap().cur(), mhz(1000));
     // A success applies the reported frequency.
     core.set_governor(1, Governor::Performance, Nanos(5500))
@@ -632,7 +657,7 @@ fn cpufreq_core_counts_late_failures_and_resyncs_cur() {
     core.driver.script.push((1, Ok(mhz(1200)), mhz(1200)));
     assert_eq!(core.poll(Nanos(6000)), Some((1, mhz(1200))));
     assert_eq!(core.policy(1).unwrap().cur(), mhz(1200));
-    assert_eq!(core.failed_requests, 2);
+    assert_eq!(core.failed_requests(), 2);
     assert_eq!(core.poll(Nanos(7000)), None);
 }
 
@@ -690,4 +715,47 @@ fn governor_change_overrides_a_pending_request_even_for_the_current_frequency() 
     core.set_governor(1, Governor::Performance, Nanos(20_000_000))
         .unwrap();
     assert_eq!(core.driver.nr_requests(), n);
+}
+
+/// The kernel keeps each policy under its own lock and the driver under another, so two CPUs
+/// can each take a completion from the driver in order and reach the policy's lock in the other
+/// order: the older completion, applied second, must not undo the newer.
+#[test]
+fn policy_state_ignores_a_completion_older_than_the_one_applied() {
+    use asym_sched::cpufreq::policies::{CpufreqCore, PolicyState};
+    let caps = [Capacity(1024); 6];
+    let (policies, mut driver) =
+        CpufreqCore::<EmulatedDriver>::build(&JUNO, &caps, Nanos(0), |p| {
+            EmulatedDriver::new(p, true)
+        })
+        .unwrap();
+    let mut big = PolicyState::new(policies[0].clone());
+    big.set_governor(&mut driver, Governor::Schedutil, Nanos(0));
+    let lat = big.policy().transition_latency_ns;
+    let (lo, hi) = (
+        big.policy().table().first().unwrap().frequency,
+        big.policy().table().last().unwrap().frequency,
+    );
+    // Request lo, let it complete (CPU A polls it), then request hi and let that complete (CPU
+    // B polls it); B reaches the policy first.
+    big.set_limits(&mut driver, lo, lo, Nanos(1_000)).unwrap();
+    let a = driver.poll(Nanos(1_000 + lat)).unwrap();
+    big.set_limits(&mut driver, hi, hi, Nanos(2_000 + lat))
+        .unwrap();
+    let b = driver.poll(Nanos(2_000 + 2 * lat)).unwrap();
+    assert_eq!((a.result, b.result), (Ok(lo), Ok(hi)));
+    assert_eq!(big.complete(b, Khz(0)), Some(hi));
+    assert_eq!(
+        big.complete(a, Khz(0)),
+        None,
+        "the stale completion moved the policy"
+    );
+    assert_eq!(big.policy().cur(), hi);
+    assert_eq!(big.last_completion().unwrap().requested, hi);
+    // In order, both apply.
+    big.set_limits(&mut driver, lo, lo, Nanos(3_000 + 2 * lat))
+        .unwrap();
+    let c = driver.poll(Nanos(3_000 + 3 * lat)).unwrap();
+    assert_eq!(big.complete(c, Khz(0)), Some(lo));
+    assert_eq!(big.policy().cur(), lo);
 }

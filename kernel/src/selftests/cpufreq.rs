@@ -22,6 +22,10 @@ crate::selftest!(
     name = "cpufreq_limits_apply_on_idle_domain",
     limits_on_idle_domain
 );
+crate::selftest!(
+    name = "cpufreq_transition_seen_when_it_completes",
+    transition_seen_when_it_completes
+);
 
 /// Work of the test task: 4 ms at a big CPU's top OPP.
 const WORK_NS: u64 = 4_000_000;
@@ -239,6 +243,79 @@ fn limits_on_idle_domain() -> TestResult {
         fmin.0
     );
     Ok(())
+}
+
+/// How late after the board's transition latency a transition may be seen: the firmware's
+/// reply (the stand-in's vCPU under `-icount`: 40–230 µs), the completion timer's interrupt and
+/// this test's 10 µs polling. A kernel that noticed completions only at a tick would be up to a
+/// tick period (4 ms at HZ=250) late, and within this bound a quarter of the time at most.
+const SEEN_SLACK_NS: u64 = 1_000_000;
+
+/// Transitions are applied when the driver completes them, from the driver's timer, not at a
+/// later tick: six changes of a domain's frequency (pinned by its limits), each seen by a thread
+/// that only sleeps and reads the policy, within the board's latency plus
+/// [`SEEN_SLACK_NS`] of its request.
+fn transition_seen_when_it_completes() -> TestResult {
+    let cpu = little_cpu();
+    let Some(pd) = cpufreq::domain_of(cpu) else {
+        crate::println!("selftest cpufreq_transition_seen_when_it_completes: skipped: no cpufreq");
+        return Ok(());
+    };
+    let p = cpufreq::policy(pd).ok_or(err("no policy"))?;
+    let (lo, hi) = (p.min(), p.max());
+    let fmin = p.table().first().map_or(Khz(0), |e| e.frequency);
+    let fmax = p.table().last().map_or(Khz(0), |e| e.frequency);
+    let latency = p.transition_latency_ns;
+    let r = (|| {
+        let mut worst = 0u64;
+        for i in 0..6 {
+            let cur = cpufreq::policy(pd).map_or(Khz(0), |p| p.cur());
+            let f = if cur == fmax { fmin } else { fmax };
+            // Off the tick grid by a different amount each time.
+            sched::sleep_ns(10_000 + 370_000 * i);
+            let t0 = sched::now().0;
+            cpufreq::set_limits(pd, f, f).map_err(err)?;
+            let end = t0 + latency + 20 * SEEN_SLACK_NS;
+            while cpufreq::policy(pd).is_some_and(|p| p.cur() != f) && sched::now().0 < end {
+                sched::sleep_ns(10_000);
+            }
+            let seen = sched::now().0 - t0;
+            test_assert!(
+                cpufreq::policy(pd).is_some_and(|p| p.cur() == f),
+                "domain {} never reached {} kHz ({} us after the request)",
+                pd,
+                f.0,
+                seen / 1000
+            );
+            // When the driver took the completion (its poll's clock), from the request.
+            let polled = cpufreq::with_policy(pd, |p| p.last_completion().map(|c| c.at.0))
+                .flatten()
+                .map_or(0, |at| at.saturating_sub(t0));
+            test_assert!(
+                seen <= latency + SEEN_SLACK_NS,
+                "domain {} reached {} kHz {} us after the request (the driver took the \
+                 completion after {} us), its latency is {} us (seen at a tick, not when it \
+                 completed?)",
+                pd,
+                f.0,
+                seen / 1000,
+                polled / 1000,
+                latency / 1000
+            );
+            worst = worst.max(seen);
+        }
+        crate::println!(
+            "cpufreq: domain {} transitions seen at most {} us after their request (latency {} us)",
+            pd,
+            worst / 1000,
+            latency / 1000
+        );
+        Ok(())
+    })();
+    // Whatever happened, the domain's limits and governor as they were.
+    cpufreq::set_limits(pd, lo, hi).map_err(err)?;
+    cpufreq::set_governor(pd, Governor::Schedutil).map_err(err)?;
+    r
 }
 
 fn fmax_str(f: u32) -> heapless::String<16> {

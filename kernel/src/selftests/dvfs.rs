@@ -67,7 +67,7 @@ fn firmware_present() -> Result<bool, TestError> {
             )))
         }
     };
-    let driven = cpufreq::with_core(|c| c.driver.firmware().is_some()).unwrap_or(false);
+    let driven = cpufreq::with_driver(|d| d.firmware().is_some()).unwrap_or(false);
     test_assert!(
         driven,
         "the DT describes {} but cpufreq runs no firmware driver (see the boot log)",
@@ -83,7 +83,7 @@ fn every_opp() -> TestResult {
         );
         return Ok(());
     }
-    let nr = cpufreq::with_core(|c| c.nr_policies()).unwrap_or(0);
+    let nr = cpufreq::nr_policies();
     for pd in 0..nr {
         let p = cpufreq::policy(pd).ok_or(err("no policy"))?;
         let (lo_f, hi_f) = (p.min(), p.max());
@@ -111,8 +111,8 @@ fn every_opp() -> TestResult {
 
 /// The driver's recent requests of domain `pd` (for a failure's report).
 fn show_requests(pd: usize, since: u64) {
-    cpufreq::with_core(|c| {
-        for r in c.driver.requests().filter(|r| r.pd == pd) {
+    cpufreq::with_driver(|d| {
+        for r in d.requests().filter(|r| r.pd == pd) {
             crate::println!(
                 "dvfs: domain {} request {} kHz at {} us{}, effective {:?} (test began {} us)",
                 pd,
@@ -202,9 +202,8 @@ fn every_opp_of(pd: usize) -> TestResult {
         }
         // This test's own request (other CPUs' schedutil may repeat it, or ask it again
         // later with an older clock): the first request for `f` made since `t0`.
-        let mine = cpufreq::with_core(|c| {
-            c.driver
-                .requests()
+        let mine = cpufreq::with_driver(|d| {
+            d.requests()
                 .find(|r| r.pd == pd && r.freq == f && r.at.0 >= t0)
                 .copied()
         })
@@ -216,10 +215,10 @@ fn every_opp_of(pd: usize) -> TestResult {
                 pd,
                 f.0,
                 (end - t0) / 1000,
-                cpufreq::with_core(|c| c.last_completion(pd).copied()).flatten()
+                cpufreq::with_policy(pd, |p| p.last_completion().copied()).flatten()
             )));
         };
-        let hw = cpufreq::with_core(|c| c.driver.get(pd)).unwrap_or(Khz(0));
+        let hw = cpufreq::with_driver(|d| d.get(pd)).unwrap_or(Khz(0));
         test_assert!(
             hw == f,
             "domain {} at {} kHz, the firmware reports {} kHz",
@@ -229,9 +228,8 @@ fn every_opp_of(pd: usize) -> TestResult {
         );
         // The transition started with the request it served first: this one, or one for the
         // same frequency made since (schedutil's, pinned to it) that it joined.
-        let started = cpufreq::with_core(|c| {
-            c.driver
-                .requests()
+        let started = cpufreq::with_driver(|d| {
+            d.requests()
                 .filter(|r| {
                     r.pd == pd && r.freq == f && r.effective == Some(effective) && r.at.0 >= t0
                 })
@@ -282,7 +280,7 @@ fn every_opp_of(pd: usize) -> TestResult {
         pd,
         name,
         opps.len(),
-        cpufreq::with_core(|c| c.driver.name()).unwrap_or("?"),
+        cpufreq::with_driver(|d| d.name()).unwrap_or("?"),
         min_lat / 1000,
         max_lat / 1000,
         latency / 1000
@@ -327,8 +325,7 @@ fn non_opp_refused() -> TestResult {
     }
     let p = cpufreq::policy(0).ok_or(err("no policy 0"))?;
     let bad = Khz(p.max().0 + 1);
-    let r =
-        cpufreq::with_core(|c| c.driver.target(&p, bad, sched::now())).ok_or(err("no cpufreq"))?;
+    let r = cpufreq::with_driver(|d| d.target(&p, bad, sched::now())).ok_or(err("no cpufreq"))?;
     test_assert!(
         r == Err(cpufreq::DriverError::Firmware(asym_dvfs::Error::NotAnOpp {
             pd: 0,

@@ -377,10 +377,10 @@ fn schedutil_ramp_and_fall() -> TestResult {
 /// Σ (1 − f/fmax) × time over `[t0, t1]` for domain `pd`, which ran at `fmin` from `t0` and
 /// then at each frequency the driver's log shows taking effect (ns of PELT-clock lag).
 fn running_lag(pd: usize, fmin: u32, fmax: u32, t0: u64, t1: u64) -> u64 {
-    cpufreq::with_core(|c| {
+    cpufreq::with_driver(|d| {
         let (mut f, mut since, mut lag) = (u64::from(fmin), t0, 0u64);
         let fmax = u64::from(fmax.max(1));
-        for r in c.driver.requests().filter(|r| r.pd == pd && r.at.0 >= t0) {
+        for r in d.requests().filter(|r| r.pd == pd && r.at.0 >= t0) {
             let Some(eff) = r.effective.map(|t| t.0) else {
                 continue;
             };
@@ -397,9 +397,8 @@ fn running_lag(pd: usize, fmin: u32, fmax: u32, t0: u64, t1: u64) -> u64 {
 /// When the emulated driver's first request for `khz` on `pd` made at or after `since`
 /// took effect.
 fn effective_time(pd: usize, khz: u32, since: u64) -> Option<u64> {
-    cpufreq::with_core(|c| {
-        c.driver
-            .requests()
+    cpufreq::with_driver(|d| {
+        d.requests()
             .filter(|r| r.pd == pd && r.freq.0 == khz && r.at.0 >= since)
             .find_map(|r| r.effective.map(|t| t.0))
     })

@@ -15,7 +15,8 @@
 //! the driver next needs to be polled (an event-driven caller arms a timer there; a tick-driven
 //! one may ignore it). A request made while another is pending on the same domain replaces it
 //! (the hardware only ever ramps to the newest target); for the emulated driver its latency
-//! counts from the new request.
+//! counts from the new request, except that a request for the frequency already on its way
+//! joins that transition.
 //!
 //! The emulated driver keeps its per-domain state and its request log on the heap (sized
 //! from the policies and [`REQUEST_LOG_LEN`]), so it is a few words wherever it is moved.
@@ -225,7 +226,13 @@ impl CpufreqDriver for EmulatedDriver {
         };
         let fail = d.fail_always || d.fail_next > 0;
         d.fail_next = d.fail_next.saturating_sub(1);
-        let effective = if fail {
+        // The same frequency again while it is on its way (schedutil asks again after a limits
+        // change, `need_freq_update`): the hardware is already ramping there, and the request
+        // joins the one in flight, as the SCMI driver's does.
+        let joined = d.pending.filter(|p| !fail && p.freq == freq);
+        let effective = if let Some(p) = joined {
+            Some(p.effective)
+        } else if fail {
             None
         } else {
             let t = Nanos(
