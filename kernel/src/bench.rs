@@ -5,8 +5,10 @@
 //! none).
 //!
 //! Lines: `bench switch <name> n=<ops> total_ns=<ns> per_op_ns=<ns>` for
-//! - `yield_same_cpu`: two threads on one CPU yielding to each other (a round trip is two
-//!   switches);
+//! - `yield_same_cpu`: two threads on one CPU yielding to each other (a round trip is a yield
+//!   of each), timed from the moment both are on the CPU; EEVDF lets a yield return to the
+//!   yielder when its partner is not eligible, so `switches=` says how many round trips
+//!   switched;
 //! - `wait_wake_same_cpu`, `wait_wake_cross_cpu`: two threads completing each other's
 //!   completion (a round trip is two wake-ups and two switches; across CPUs each wake-up is a
 //!   remote enqueue and a reschedule IPI);
@@ -56,7 +58,7 @@
 //! that, maxima are not.
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use asym_sched::features::Feature;
 use asym_sched::types::{CpuId, CpuMask, Nanos};
@@ -227,6 +229,15 @@ el0_program!(futex_program, __el0_futex_pp_start, __el0_futex_pp_end);
 static A: Completion = Completion::new();
 static B: Completion = Completion::new();
 static N: AtomicU64 = AtomicU64::new(0);
+/// The yielders' start gate: the first to start waits on it for its partner. A yield with no
+/// one else on the CPU switches to no one, and how many of those the first thread made while
+/// the second was still being spawned varied from run to run (from a few to all 20,000: the
+/// row read 1,571 to 3,286 instructions for one kernel).
+static YIELD_GATE: Completion = Completion::new();
+/// Yielders that have started ([`yielder`]); reset before each pair.
+static YIELD_READY: AtomicU32 = AtomicU32::new(0);
+/// When the second yielder started: the yield row's window opens there.
+static YIELD_T0: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicBool = AtomicBool::new(false);
 
 fn spawn_pinned(name: &str, cpu: Option<CpuId>, f: fn(usize)) -> Option<ThreadId> {
@@ -299,10 +310,49 @@ fn report(name: &str, n: u64, total_ns: u64) {
     );
 }
 
+/// A round-trip line with the context switches its CPUs made in the window: a yield that
+/// finds its partner not eligible (EEVDF) or not yet spawned switches to no one and is much
+/// cheaper, so the instructions per round trip only compare at the same switches per round
+/// trip (two for every row here when each operation switches).
+fn report_round_trips(name: &str, n: u64, total_ns: u64, switches: u64) {
+    crate::println!(
+        "bench switch {} n={} total_ns={} per_op_ns={} switches={}",
+        name,
+        n,
+        total_ns,
+        total_ns / n.max(1),
+        switches
+    );
+}
+
+/// Context switches made so far by `cpus` together (`rq->nr_switches`).
+fn nr_switches(cpus: &[CpuId]) -> u64 {
+    cpus.iter()
+        .filter_map(|&c| sched::rq_lock(c).ok().map(|g| g.nr_switches()))
+        .sum()
+}
+
 fn yielder(_: usize) {
+    if YIELD_READY.fetch_add(1, Ordering::AcqRel) == 0 {
+        YIELD_GATE.wait();
+    } else {
+        YIELD_T0.store(sched::now().0, Ordering::Relaxed);
+        YIELD_GATE.complete();
+    }
     for _ in 0..N.load(Ordering::Relaxed) {
         sched::yield_now();
     }
+}
+
+/// Two yielders on `cpu`: guest ns from the moment both are there to the second join.
+fn yield_pair(cpu: CpuId) -> Option<u64> {
+    YIELD_READY.store(0, Ordering::Relaxed);
+    pair(yielder, Some(cpu), yielder, Some(cpu))?;
+    Some(
+        sched::now()
+            .0
+            .saturating_sub(YIELD_T0.load(Ordering::Relaxed)),
+    )
 }
 
 fn pinger(_: usize) {
@@ -359,17 +409,21 @@ pub fn run_switch() -> bool {
     let mut ok = true;
 
     N.store(ROUND_TRIPS, Ordering::Relaxed);
-    match pair(yielder, Some(x), yielder, Some(x)) {
-        Some(t) => report("yield_same_cpu", ROUND_TRIPS, t),
-        None => ok = false,
-    }
-    match pair(pinger, Some(x), ponger, Some(x)) {
-        Some(t) => report("wait_wake_same_cpu", ROUND_TRIPS, t),
-        None => ok = false,
-    }
-    match pair(pinger, Some(x), ponger, Some(y)) {
-        Some(t) => report("wait_wake_cross_cpu", ROUND_TRIPS, t),
-        None => ok = false,
+    for (name, cb) in [
+        ("yield_same_cpu", x),
+        ("wait_wake_same_cpu", x),
+        ("wait_wake_cross_cpu", y),
+    ] {
+        let s0 = nr_switches(&[x, y]);
+        let t = if name == "yield_same_cpu" {
+            yield_pair(x)
+        } else {
+            pair(pinger, Some(x), ponger, Some(cb))
+        };
+        match t {
+            Some(t) => report_round_trips(name, ROUND_TRIPS, t, nr_switches(&[x, y]) - s0),
+            None => ok = false,
+        }
     }
 
     // The tick on a CPU running one thread, over 1 s.
@@ -618,15 +672,18 @@ pub fn run_sched_costs() -> bool {
 
     // Round trips: the lock traffic of switches and wake-ups.
     N.store(COST_ROUND_TRIPS, Ordering::Relaxed);
+    match yield_pair(x) {
+        Some(t) => costs_line("rt_yield_same_cpu", COST_ROUND_TRIPS, t),
+        None => ok = false,
+    }
     for (name, fa, ca, fb, cb) in [
         (
-            "rt_yield_same_cpu",
-            yielder as fn(usize),
+            "rt_wait_wake_same_cpu",
+            pinger as fn(usize),
             x,
-            yielder as fn(usize),
+            ponger as fn(usize),
             x,
         ),
-        ("rt_wait_wake_same_cpu", pinger, x, ponger, x),
         ("rt_wait_wake_cross_cpu", pinger, x, ponger, y),
     ] {
         match pair(fa, Some(ca), fb, Some(cb)) {

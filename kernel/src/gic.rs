@@ -28,7 +28,7 @@ use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use asym_sched::types::CpuId;
 
 use crate::dt::{GicDesc, Platform};
-use crate::sync::IrqSpinLock;
+use crate::sync::InitOnce;
 
 /// A GIC interrupt ID (SGI 0–15, PPI 16–31, SPI 32–1019).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,7 +125,9 @@ const PRIORITY_MASK: u8 = 0xf0;
 
 /// 0 until [`init`] succeeds, then 2 or 3.
 static VERSION: AtomicU8 = AtomicU8::new(0);
-static HANDLERS: IrqSpinLock<[Option<IrqHandler>; NR_IRQS]> = IrqSpinLock::new([None; NR_IRQS]);
+/// Each INTID's handler, written once when it is registered and read without a lock by every
+/// interrupt on every CPU (Linux's `irq_desc->handle_irq`, read under no lock either).
+static HANDLERS: [InitOnce<IrqHandler>; NR_IRQS] = [const { InitOnce::new() }; NR_IRQS];
 /// Interrupts acknowledged with no handler registered (they are EOIed and counted).
 static UNHANDLED: AtomicU64 = AtomicU64::new(0);
 
@@ -176,15 +178,14 @@ pub fn register_handler(intid: IntId, handler: IrqHandler) -> Result<(), GicErro
     if slot >= NR_IRQS {
         return Err(GicError::InvalidIntId(intid.0));
     }
-    let mut handlers = HANDLERS.lock();
-    match handlers[slot] {
-        Some(old) if !core::ptr::fn_addr_eq(old, handler) => {
-            Err(GicError::HandlerConflict(intid.0))
-        }
-        _ => {
-            handlers[slot] = Some(handler);
-            Ok(())
-        }
+    match HANDLERS[slot].set(handler) {
+        Ok(_) => Ok(()),
+        // Registering the same handler again is allowed (a CPU's set-up after the boot
+        // CPU's); a second registration racing the first counts as a conflict.
+        Err(_) => match HANDLERS[slot].get() {
+            Some(&old) if core::ptr::fn_addr_eq(old, handler) => Ok(()),
+            _ => Err(GicError::HandlerConflict(intid.0)),
+        },
     }
 }
 
@@ -251,7 +252,10 @@ pub fn send_sgi(sgi: u8, target: CpuId) -> Result<(), GicError> {
 
 /// Runs the registered handler for `intid`, or counts it as unhandled.
 fn dispatch(intid: IntId) {
-    let handler = HANDLERS.lock().get(intid.0 as usize).copied().flatten();
+    let handler = HANDLERS
+        .get(intid.0 as usize)
+        .and_then(InitOnce::get)
+        .copied();
     match handler {
         Some(h) => h(intid),
         None => {

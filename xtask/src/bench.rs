@@ -231,6 +231,8 @@ pub struct SwitchLine {
     pub n: u64,
     pub total_ns: u64,
     pub per_op_ns: u64,
+    /// Context switches of the row's CPUs in its window (round-trip rows only).
+    pub switches: Option<u64>,
 }
 
 /// The `bench switch` lines of a run.
@@ -256,6 +258,7 @@ pub fn parse_switch<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<SwitchL
                 n,
                 total_ns,
                 per_op_ns,
+                switches: fields.get("switches").copied(),
             });
         }
     }
@@ -370,18 +373,23 @@ pub fn switch(machine: &MachineArgs, board: Board, timeout: Duration) -> Result<
         machine.gic
     );
     println!(
-        "{:<42} {:>8} {:>14} {:>8}",
-        "operation", "n", "instructions", "goal"
+        "{:<42} {:>8} {:>14} {:>8} {:>13}",
+        "operation", "n", "instructions", "goal", "switches/op"
     );
     let mut complete = true;
     for (key, what, goal) in SWITCH_ROWS {
         match got.iter().find(|l| l.name == *key) {
             Some(l) => println!(
-                "{:<42} {:>8} {:>14} {:>8}",
+                "{:<42} {:>8} {:>14} {:>8} {:>13}",
                 what,
                 l.n,
                 l.per_op_ns,
-                goal.map_or("-".to_string(), |g| format!("<= {g}"))
+                goal.map_or("-".to_string(), |g| format!("<= {g}")),
+                l.switches.map_or("-".to_string(), |s| format!(
+                    "{}.{:02}",
+                    s / l.n.max(1),
+                    s * 100 / l.n.max(1) % 100
+                ))
             ),
             None => {
                 complete = false;

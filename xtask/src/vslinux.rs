@@ -1220,6 +1220,7 @@ mod tests {
             n: 10,
             total_ns: per_op_ns * 10,
             per_op_ns,
+            switches: None,
         };
         let run = |ok| AsymRuns {
             boot: Err("not run".into()),
