@@ -21,6 +21,7 @@ pub const KERNEL_CRATES: &[&str] = &[
     "asym-juno-r2",
     "asym-hikey960",
     "asym-hikey",
+    "asym-abi",
     "asym-sched",
     "asym-rtapp",
     "asym-trace",

@@ -35,6 +35,7 @@ const JUNO_MPIDRS: [u64; 6] = [0x0, 0x1, 0x100, 0x101, 0x102, 0x103];
 /// Host crates for clippy and tests: the default members plus the kernel library, which
 /// compiles on the host for its unit tests (kernel/CONTRACTS.md, "Host tests").
 const HOST_CRATES: &[&str] = &[
+    "asym-abi",
     "asym-sched",
     "asym-rtapp",
     "asym-trace",

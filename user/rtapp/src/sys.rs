@@ -1,32 +1,15 @@
 //! The kernel's system calls (`docs/syscalls.md`, the one place the ABI is written down; the
-//! kernel names the same numbers `SYS_*` in `kernel/src/user.rs`): `svc #0`, number in `x8`,
+//! numbers come from the `asym-abi` crate the kernel uses too): `svc #0`, number in `x8`,
 //! arguments in `x0`–`x5`, result in `x0` (≥ 0, or a negative Linux errno).
 
 use core::arch::asm;
 
-pub const SYS_EXIT: u64 = 0;
-pub const SYS_YIELD: u64 = 1;
-pub const SYS_SLEEP_UNTIL: u64 = 3;
-pub const SYS_CLOCK: u64 = 4;
-pub const SYS_WRITE: u64 = 5;
-pub const SYS_SCHED_SETATTR: u64 = 6;
-pub const SYS_SCHED_SETAFFINITY: u64 = 7;
-pub const SYS_THREAD_CREATE: u64 = 11;
-pub const SYS_FUTEX_WAIT: u64 = 12;
-pub const SYS_FUTEX_WAKE: u64 = 13;
-pub const SYS_TRACE_MARKER: u64 = 14;
-pub const SYS_THREAD_CLOCK: u64 = 15;
-pub const SYS_SET_NAME: u64 = 16;
-pub const SYS_RUN_UNTIL: u64 = 17;
-
-/// `thread_clock`'s work clock (capacity-invariant ns of work done by the caller).
-pub const THREAD_CLOCK_WORK: u64 = 1;
-
-/// `sched_setattr` flags (Linux `include/uapi/linux/sched.h`).
-const SCHED_FLAG_UTIL_CLAMP_MIN: u64 = 0x20;
-const SCHED_FLAG_UTIL_CLAMP_MAX: u64 = 0x40;
-/// `SCHED_ATTR_SIZE_VER1`: the struct with the clamps.
-const SCHED_ATTR_SIZE_VER1: u32 = 56;
+use asym_abi::{SCHED_ATTR_SIZE_VER1, SCHED_FLAG_UTIL_CLAMP_MAX, SCHED_FLAG_UTIL_CLAMP_MIN};
+pub use asym_abi::{
+    SYS_CLOCK, SYS_EXIT, SYS_FUTEX_WAIT, SYS_FUTEX_WAKE, SYS_RUN_UNTIL, SYS_SCHED_SETAFFINITY,
+    SYS_SCHED_SETATTR, SYS_SET_NAME, SYS_SLEEP_UNTIL, SYS_THREAD_CLOCK, SYS_THREAD_CREATE,
+    SYS_TRACE_MARKER, SYS_WRITE, SYS_YIELD, THREAD_CLOCK_WORK,
+};
 
 /// A system call with up to four arguments.
 ///
@@ -120,9 +103,9 @@ pub fn set_name(name: &str) -> i64 {
 
 /// The caller's nice and, if `uclamp` is given, its clamps (`sched_setattr(0, …)`).
 pub fn set_sched(nice: i32, uclamp: Option<(u32, u32)>) -> i64 {
-    let mut attr = [0u8; SCHED_ATTR_SIZE_VER1 as usize];
+    let mut attr = [0u8; SCHED_ATTR_SIZE_VER1];
     let mut put = |at: usize, v: u32| attr[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    put(0, SCHED_ATTR_SIZE_VER1);
+    put(0, SCHED_ATTR_SIZE_VER1 as u32);
     let mut flags = 0;
     if let Some((lo, hi)) = uclamp {
         flags = SCHED_FLAG_UTIL_CLAMP_MIN | SCHED_FLAG_UTIL_CLAMP_MAX;
