@@ -273,6 +273,12 @@ pub type Policy = PolicyState<DriverError>;
 /// without it ([`transition_pending`], and [`start_timer`] at boot).
 static NEXT_POLL: AtomicU64 = AtomicU64::new(u64::MAX);
 
+/// Per CPU: how long its cpufreq timer waits at least before the next poll
+/// ([`rearm_after_poll`]), ns.
+static POLL_BACKOFF_NS: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+/// The first back-off after a poll that found nothing.
+const POLL_BACKOFF_MIN_NS: u64 = 10_000;
+
 /// Linux's per-CPU `arch_freq_scale`: `cur / cpuinfo.max_freq × 1024` of the CPU's domain.
 static ARCH_FREQ_SCALE: PerCpu<AtomicU32> =
     PerCpu::new([const { AtomicU32::new(SCHED_CAPACITY_SCALE) }; MAX_CPUS]);
@@ -539,11 +545,12 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
     r.map(|_| ()).map_err(Error::Policy)
 }
 
-/// The tick's cpufreq work on `cpu` at `now`, when the rq asked for it
-/// (`cpufreq_update_util`): schedutil on `cpu`'s domain under that domain's lock, and a new
-/// frequency handed to the driver. Nothing is polled here: the driver's completions arrive
-/// through its timer ([`poll`]). Without an update the tick takes no cpufreq lock.
-pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: SchedFeatures) {
+/// `cpufreq_update_util` for `cpu` at `now`, when its rq asked for it (from its tick, or from
+/// a NOHZ balancer that decayed its blocked load): schedutil on `cpu`'s domain under that
+/// domain's lock, and a new frequency handed to the driver. Nothing is polled here: the
+/// driver's completions arrive through its timer ([`poll`]). Without an update no cpufreq
+/// lock is taken.
+pub fn update_util(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: SchedFeatures) {
     let Some(req) = update else { return };
     let Some(st) = STATE.get() else { return };
     let Some(lock) = st
@@ -579,8 +586,35 @@ pub fn tick(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: Sch
 fn arm_timer(st: &State) {
     let next = st.driver.lock().next_poll();
     if let Some(t) = next {
+        let irq = crate::arch::irq_save_disable();
+        POLL_BACKOFF_NS
+            .of(crate::percpu::current_cpu())
+            .store(0, Ordering::Relaxed);
         crate::timer::arm_cpufreq(crate::time::ns_to_cyc(t.0));
+        crate::arch::irq_restore(irq);
     }
+}
+
+/// Re-arms the calling CPU's cpufreq timer after a poll, at the driver's `next` poll but not
+/// sooner than the CPU's back-off: 0 after a request or a completion, then doubling from
+/// [`POLL_BACKOFF_MIN_NS`] with every poll that found nothing, up to a tick period. A firmware
+/// that does not answer (every request times out) then costs a CPU a few interrupts and then
+/// one per tick, not one every few µs for the whole timeout (the SCMI driver asks for a poll
+/// 10 µs after its last one, less than the poll's own cost under `-icount`).
+fn rearm_after_poll(next: Option<Nanos>, progressed: bool) {
+    let Some(t) = next else { return };
+    let irq = crate::arch::irq_save_disable();
+    let b = POLL_BACKOFF_NS.of(crate::percpu::current_cpu());
+    let backoff = if progressed {
+        0
+    } else {
+        let tick = 1_000_000_000 / u64::from(crate::timer::hz().max(1));
+        (b.load(Ordering::Relaxed) * 2).clamp(POLL_BACKOFF_MIN_NS, tick)
+    };
+    b.store(backoff, Ordering::Relaxed);
+    let at = t.0.max(crate::sched::now().0.saturating_add(backoff));
+    crate::timer::arm_cpufreq(crate::time::ns_to_cyc(at));
+    crate::arch::irq_restore(irq);
 }
 
 /// The driver's timer (Linux: the firmware's completion interrupt, or the SCMI transport's
@@ -592,6 +626,7 @@ fn arm_timer(st: &State) {
 /// quicker than it was.
 pub fn poll() {
     let Some(st) = STATE.get() else { return };
+    let mut progressed = false;
     loop {
         let (c, hw, next) = {
             let mut d = st.driver.lock();
@@ -605,11 +640,10 @@ pub fn poll() {
             (c, hw, next)
         };
         let Some(c) = c else {
-            if let Some(t) = next {
-                crate::timer::arm_cpufreq(crate::time::ns_to_cyc(t.0));
-            }
+            rearm_after_poll(next, progressed);
             return;
         };
+        progressed = true;
         apply_completion(st, c, hw);
     }
 }

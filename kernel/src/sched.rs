@@ -27,9 +27,10 @@
 //!   switch) are kept on the CPU and evaluated at its next tick, under its domain's policy
 //!   lock (never taken on the switch or wake-up path); an idle CPU keeps ticking while one is
 //!   pending.
-//! - Blocked averages of an idle run queue are decayed by its own tick, which keeps running
-//!   until they reach 0 (Linux stops the tick at once and lets the NOHZ idle balancer decay
-//!   them remotely, `NOHZ_STATS_KICK`, which [`balance`] does not do yet).
+//! - Blocked averages of an idle run queue: with load balancing on, an idle CPU stops its
+//!   tick with blocked load left and the NOHZ idle balancer decays it remotely
+//!   (`NOHZ_STATS_KICK`, [`balance`]), as Linux does; with `sched_balance=off` its own tick
+//!   keeps running and decays them until they reach 0.
 //! - Load balancing ([`balance`]): the tick's `sched_balance_trigger` raises `SCHED_SOFTIRQ`
 //!   (`crate::softirq`), a busy tick may kick an idle CPU to balance the idle ones, and
 //!   `schedule()` about to go idle runs the newidle balance with its rq unlocked.
@@ -610,17 +611,25 @@ fn publish(cs: &CpuSched) {
 }
 
 /// Whether `cpu` has nothing left for its tick to do while idle: nothing runs or is queued,
-/// no blocked signals to decay, no removal waiting to be taken in and no cpufreq request
-/// pending (the NOHZ condition, see the module docs).
+/// no removal waiting to be taken in, no cpufreq request pending and, with load balancing
+/// off, no blocked signals to decay (with it on, the NOHZ idle balancer decays them; see the
+/// module docs).
 pub fn cpu_quiet(cpu: CpuId) -> bool {
     let Some(s) = snapshot(cpu) else {
         return false;
     };
     let blocked = s.load_avg != 0 || s.runnable_avg != 0 || s.util.cfs.util_avg.0 != 0;
     s.idle
-        && !blocked
+        && (!blocked || balance::nohz_stats_active())
         && !snapshot::removed_pending(cpu)
         && !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed)
+}
+
+/// `nohz_balance_enter_idle` for `cpu`, whose tick just stopped.
+fn nohz_enter_idle(cpu: CpuId) {
+    if let Some(lock) = cpu_lock(cpu) {
+        balance::nohz_enter_idle(&mut lock.lock());
+    }
 }
 
 /// Makes `cpu` evaluate cpufreq at its next tick, restarting its tick if it stopped it (a
@@ -944,11 +953,14 @@ fn idle_main(cpu: usize) {
             schedule();
             continue;
         }
+        balance::nohz_run_idle_balance(cpu, now());
         let quiet = cpu_quiet(cpu);
         let irq = arch::irq_save_disable();
         if !NEED_RESCHED.of(cpu).load(Ordering::Acquire) {
             if quiet {
-                crate::timer::nohz_stop_tick(cpu);
+                if crate::timer::nohz_stop_tick(cpu) {
+                    nohz_enter_idle(cpu);
+                }
             } else if crate::timer::tick_stopped(cpu) {
                 // Something became due while the tick was off (a cpufreq kick).
                 crate::timer::nohz_restart_tick(cpu);
@@ -1085,7 +1097,7 @@ pub fn tick(cpu: CpuId) {
             st.cpus.len(),
         ));
     }
-    crate::cpufreq::tick(cpu, t, upd, feat);
+    crate::cpufreq::update_util(cpu, t, upd, feat);
     TICK_CYC
         .of(cpu)
         .fetch_add(arch::counter() - t0, Ordering::Relaxed);

@@ -315,22 +315,24 @@ pub fn cancel_wakeup() {
 
 /// Going idle on `cpu` (the calling CPU, IRQs masked) with nothing for the tick to do: takes
 /// the tick out of the queue unless another timer is due before it anyway (Linux
-/// `tick_nohz_idle_stop_tick`).
-pub fn nohz_stop_tick(cpu: CpuId) {
+/// `tick_nohz_idle_stop_tick`). Whether the tick stopped now (Linux then calls
+/// `nohz_balance_enter_idle`).
+pub fn nohz_stop_tick(cpu: CpuId) -> bool {
     let mut t = timers(cpu).lock();
     if t.tick_stopped {
-        return;
+        return false;
     }
     let Some(next_tick) = t.queue.remove(TICK_KEY) else {
-        return;
+        return false;
     };
     if t.queue.peek().is_some_and(|(at, _)| at <= next_tick) {
         t.queue.insert(TICK_KEY, next_tick);
-        return;
+        return false;
     }
     t.tick_stopped = true;
     NOHZ_STOPS.of(cpu).fetch_add(1, Ordering::Relaxed);
     program(&t);
+    true
 }
 
 /// Leaving idle on `cpu` (the calling CPU, IRQs masked): puts a stopped tick back, on the first

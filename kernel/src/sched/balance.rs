@@ -45,10 +45,22 @@
 //! stopper (`super::stop`), which runs [`active_load_balance_cpu_stop`] with the preempted
 //! task off the CPU.
 //!
-//! Deliberate differences: the NOHZ kick's `NOHZ_STATS_KICK` part is not done (idle CPUs
-//! keep ticking while they have blocked load, see `crate::sched`).
+//! - **NOHZ blocked load** (`NOHZ_STATS_KICK`): an idle CPU stops its tick with blocked load
+//!   left (`nohz_balance_enter_idle`, [`nohz_enter_idle`]); a busy tick asks the crate's
+//!   `Nohz::stats_kick` whether `nohz.next_blocked` has passed and kicks the idle load
+//!   balancer, whose `_nohz_idle_balance(NOHZ_STATS_KICK)` decays every tickless idle CPU's
+//!   blocked averages under that CPU's rq lock (`update_nohz_stats`) and runs schedutil for each
+//!   that decayed, every `LOAD_AVG_PERIOD` (32 ms); a CPU about to idle that expects to stay
+//!   idle longer than a migration costs does the same itself when it is due
+//!   (`nohz_newidle_balance` → `nohz_run_idle_balance`, [`nohz_run_idle_balance`]). With
+//!   every CPU idle nothing decays, as on Linux. With `sched_balance=off` an idle CPU keeps
+//!   its tick while its own blocked averages decay instead.
+//!
+//! Deliberate differences: a kicked CPU walks the idle CPUs once for the blocked load and
+//! once for balancing (Linux does both in one `_nohz_idle_balance` walk); an idle CPU whose tick
+//! still runs decays its own blocked averages at every tick (Linux at its `SCHED_SOFTIRQ`).
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -57,7 +69,10 @@ use asym_sched::balance::{
     RqAccess, SchedDomains, Snapshots, TaskOnCpu, Transit,
 };
 use asym_sched::features::Feature;
-use asym_sched::nohz::{idle_tick_kept, ilb_order, nohz_balance_due, Nohz};
+use asym_sched::nohz::{
+    blocked_load_check, idle_tick_kept, ilb_order, nohz_balance_due, update_blocked_load,
+    BlockedLoad, Nohz,
+};
 use asym_sched::rq::{Rq, RqSnapshot};
 use asym_sched::sched_core;
 use asym_sched::topology::Topology;
@@ -96,8 +111,20 @@ static NEWIDLE_BOUND: PerCpu<AtomicU64> =
 static SKIP_CONST: InitOnce<(u32, bool)> = InitOnce::new();
 /// `nohz.next_balance` (jiffies).
 static NOHZ_NEXT_BALANCE: AtomicU64 = AtomicU64::new(0);
-/// Per CPU: a NOHZ balance kick is pending (`NOHZ_BALANCE_KICK` in `nohz_flags(cpu)`).
-static NOHZ_KICKED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+/// Per CPU: the NOHZ kicks pending for it (`nohz_flags(cpu)`: [`NOHZ_BALANCE_KICK`],
+/// [`NOHZ_STATS_KICK`]).
+static NOHZ_FLAGS: PerCpu<AtomicU8> = PerCpu::new([const { AtomicU8::new(0) }; MAX_CPUS]);
+/// `NOHZ_BALANCE_KICK`: balance the idle CPUs whose `next_balance` is due.
+const NOHZ_BALANCE_KICK: u8 = 1;
+/// `NOHZ_STATS_KICK`: decay the idle CPUs' blocked load.
+const NOHZ_STATS_KICK: u8 = 2;
+/// `nohz.idle_cpus_mask`: CPUs that stopped their tick going idle and have not ticked busy
+/// since (`rq->nohz_tick_stopped`).
+static NOHZ_IDLE_CPUS: AtomicU64 = AtomicU64::new(0);
+/// `nohz.has_blocked`: some tickless idle CPU may still have blocked load to decay.
+static NOHZ_HAS_BLOCKED: AtomicBool = AtomicBool::new(false);
+/// `nohz.next_blocked` (jiffies): when the next blocked-load update is due.
+static NOHZ_NEXT_BLOCKED: AtomicU64 = AtomicU64::new(0);
 
 /// Per CPU counters ([`Stats`]).
 struct Counters {
@@ -105,6 +132,7 @@ struct Counters {
     newidle: AtomicU64,
     newidle_moved: AtomicU64,
     nohz: AtomicU64,
+    nohz_stats: AtomicU64,
     lb_runs: AtomicU64,
     moved: AtomicU64,
     active_pushed: AtomicU64,
@@ -121,6 +149,7 @@ static COUNTERS: PerCpu<Counters> = PerCpu::new(
             newidle: AtomicU64::new(0),
             newidle_moved: AtomicU64::new(0),
             nohz: AtomicU64::new(0),
+            nohz_stats: AtomicU64::new(0),
             lb_runs: AtomicU64::new(0),
             moved: AtomicU64::new(0),
             active_pushed: AtomicU64::new(0),
@@ -143,6 +172,9 @@ pub struct Stats {
     pub newidle_moved: u64,
     /// `sched_balance_domains` runs on this CPU's behalf by a NOHZ balancer.
     pub nohz: u64,
+    /// `_nohz_idle_balance(NOHZ_STATS_KICK)` walks this CPU ran (kicked, or itself about
+    /// to idle), each decaying every tickless idle CPU's blocked load.
+    pub nohz_stats: u64,
     /// `sched_balance_rq` calls.
     pub lb_runs: u64,
     /// Tasks moved to this CPU by its balances (pulled, or pushed by an active balance).
@@ -172,6 +204,7 @@ pub fn stats(cpu: CpuId) -> Stats {
         newidle: l(&c.newidle),
         newidle_moved: l(&c.newidle_moved),
         nohz: l(&c.nohz),
+        nohz_stats: l(&c.nohz_stats),
         lb_runs: l(&c.lb_runs),
         moved: l(&c.moved),
         active_pushed: l(&c.active_pushed),
@@ -539,16 +572,24 @@ pub(super) fn trigger(now: Nanos, cs: &CpuSched, busy: bool) -> bool {
 /// `SCHED_SOFTIRQ`'s action on `cpu` (`run_rebalance_domains`), IRQs masked: a NOHZ balance
 /// for the idle CPUs if this CPU was kicked, else `sched_balance_softirq` for itself.
 pub fn sched_balance_softirq(cpu: CpuId) {
-    let kicked = NOHZ_KICKED
+    let flags = NOHZ_FLAGS
         .get(cpu)
-        .is_some_and(|k| k.swap(false, Ordering::AcqRel));
+        .map_or(0, |k| k.swap(0, Ordering::AcqRel));
     if !enabled() {
         return;
     }
     let (Some(st), Some(lbs)) = (STATE.get(), LB.get()) else {
         return;
     };
-    if kicked && nohz_idle_balance(cpu, st, lbs) {
+    if flags & NOHZ_STATS_KICK != 0 {
+        nohz_stats_update(cpu, st);
+        if flags & NOHZ_BALANCE_KICK == 0 {
+            // Linux's `nohz_idle_balance` returns true for any kick: the kicked CPU does not
+            // balance its own domains in the same softirq.
+            return;
+        }
+    }
+    if flags & NOHZ_BALANCE_KICK != 0 && nohz_idle_balance(cpu, st, lbs) {
         return;
     }
     let Some(l) = lbs.get(cpu.index()) else {
@@ -629,37 +670,152 @@ pub(super) fn nohz_balancer_kick(cpu: CpuId, this: &RqSnapshot, now: Nanos) {
         return;
     }
     let Some(st) = STATE.get() else { return };
+    // `nohz_balance_exit_idle`: this CPU ticks busy again.
+    let bit = CpuMask::of(cpu).0;
+    if NOHZ_IDLE_CPUS.load(Ordering::Relaxed) & bit != 0 {
+        NOHZ_IDLE_CPUS.fetch_and(!bit, Ordering::AcqRel);
+    }
     let j = now.0 / TICK_NSEC.load(Ordering::Relaxed);
+    let view = KernelSnaps(st.cpus.len());
+    let mut flags = 0;
+    let mut target = nohz_state().stats_kick(cpu, j, &view);
+    if target.is_some() {
+        flags |= NOHZ_STATS_KICK;
+    }
     let old = NOHZ_NEXT_BALANCE.load(Ordering::Relaxed);
     let mut nohz = Nohz {
         next_balance_j: old,
         ..Nohz::default()
     };
-    let view = KernelSnaps(st.cpus.len());
-    let Some(ilb) = nohz.balance_kick(this, j, &view) else {
-        return;
-    };
-    // One kicker per jiffy: the others see the new deadline.
-    if NOHZ_NEXT_BALANCE
-        .compare_exchange(
-            old,
-            nohz.next_balance_j,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        )
-        .is_err()
-    {
-        return;
+    // One balance kicker per jiffy: the others see the new deadline.
+    if let Some(ilb) = nohz.balance_kick(this, j, &view) {
+        if NOHZ_NEXT_BALANCE
+            .compare_exchange(
+                old,
+                nohz.next_balance_j,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            flags |= NOHZ_BALANCE_KICK;
+            target = Some(ilb);
+        }
     }
-    let Some(k) = NOHZ_KICKED.get(ilb) else {
+    let Some(ilb) = target else { return };
+    let Some(k) = NOHZ_FLAGS.get(ilb) else {
         return;
     };
-    if k.swap(true, Ordering::AcqRel) {
+    // `kick_ilb`: a kick already pending there carries these flags too.
+    if k.fetch_or(flags, Ordering::AcqRel) != 0 {
         return;
     }
     crate::softirq::raise_on(ilb, crate::softirq::SCHED_SOFTIRQ);
     COUNTERS.of(cpu).kicks_sent.fetch_add(1, Ordering::Relaxed);
     let _ = crate::ipi::send(ilb, crate::ipi::IpiKind::Ping);
+}
+
+/// The NOHZ state as the crate's [`Nohz`] (its parts are separate atomics here).
+fn nohz_state() -> Nohz {
+    Nohz {
+        idle_cpus: CpuMask(NOHZ_IDLE_CPUS.load(Ordering::Acquire)),
+        has_blocked: NOHZ_HAS_BLOCKED.load(Ordering::Acquire),
+        next_blocked_j: NOHZ_NEXT_BLOCKED.load(Ordering::Relaxed),
+        next_balance_j: NOHZ_NEXT_BALANCE.load(Ordering::Relaxed),
+    }
+}
+
+/// Whether idle CPUs leave their blocked load to the NOHZ idle balancer (load balancing on),
+/// so blocked load does not keep an idle CPU's tick.
+pub fn nohz_stats_active() -> bool {
+    enabled() && LB.get().is_some()
+}
+
+/// `nohz_balance_enter_idle` for `cs`'s CPU, which just stopped its tick (its rq lock held):
+/// it is in `nohz.idle_cpus_mask` with blocked load to decay from now on.
+pub(super) fn nohz_enter_idle(cs: &mut CpuSched) {
+    if !nohz_stats_active() {
+        return;
+    }
+    let mut n = Nohz::default();
+    n.enter_idle(&mut cs.rq);
+    NOHZ_IDLE_CPUS.fetch_or(n.idle_cpus.0, Ordering::AcqRel);
+    // After the mask, as Linux's `smp_mb()` before `WRITE_ONCE(nohz.has_blocked, 1)`: a
+    // balancer that clears `has_blocked` then walks the mask sees this CPU.
+    NOHZ_HAS_BLOCKED.store(true, Ordering::Release);
+}
+
+/// `nohz_newidle_balance` + `nohz_run_idle_balance` on `cpu` about to wait in idle (no lock
+/// held): when it expects to stay idle longer than a migration costs and a blocked-load
+/// update is due, it runs that update itself instead of waiting for a kick.
+pub(super) fn nohz_run_idle_balance(cpu: CpuId, now: Nanos) {
+    if !nohz_stats_active() {
+        return;
+    }
+    let n = nohz_state();
+    let j = now.0 / TICK_NSEC.load(Ordering::Relaxed);
+    // The cheap part of the gate first: most idle entries end here without the rq lock.
+    if !n.has_blocked || j < n.next_blocked_j {
+        return;
+    }
+    let (Some(st), Some(lock)) = (STATE.get(), super::cpu_lock(cpu)) else {
+        return;
+    };
+    let avg_idle = lock.lock().rq.avg_idle();
+    if n.newidle_stats_due(avg_idle, lb::SYSCTL_SCHED_MIGRATION_COST_NS, j) {
+        nohz_stats_update(cpu, st);
+    }
+}
+
+/// `_nohz_idle_balance(NOHZ_STATS_KICK)` on `this` (no lock held): `update_nohz_stats` for
+/// every idle CPU from the one after `this`, `this` last; the next update is due
+/// `LOAD_AVG_PERIOD` later.
+fn nohz_stats_update(this: CpuId, st: &super::State) {
+    NOHZ_HAS_BLOCKED.store(false, Ordering::Release);
+    let mut has_blocked = false;
+    for c in ilb_order(this, st.cpus.len()) {
+        let idle = super::snapshot::read(c).is_some_and(|s| s.online && s.pelt.idle);
+        if idle {
+            has_blocked |= update_nohz_stats(c);
+        }
+    }
+    let j = super::now().0 / TICK_NSEC.load(Ordering::Relaxed);
+    let mut n = nohz_state();
+    n.stats_end(has_blocked, j, crate::timer::hz());
+    NOHZ_NEXT_BLOCKED.store(n.next_blocked_j, Ordering::Relaxed);
+    if has_blocked {
+        NOHZ_HAS_BLOCKED.store(true, Ordering::Release);
+    }
+    COUNTERS.of(this).nohz_stats.fetch_add(1, Ordering::Relaxed);
+}
+
+/// `update_nohz_stats` → `sched_balance_update_blocked_averages` for idle `cpu`: under its
+/// rq lock, its clock updated, its blocked averages decayed (at most once a jiffy); then, with
+/// the lock dropped, schedutil for its domain if they decayed. Whether it still has blocked
+/// load.
+fn update_nohz_stats(cpu: CpuId) -> bool {
+    let Some(lock) = super::cpu_lock(cpu) else {
+        return false;
+    };
+    let (still, update, now, features) = {
+        let mut g = lock.lock();
+        let cs = &mut *g;
+        let now = super::now();
+        let j = now.0 / TICK_NSEC.load(Ordering::Relaxed);
+        match blocked_load_check(&nohz_state(), &cs.rq, j) {
+            BlockedLoad::Done(still) => return still,
+            BlockedLoad::Update => {}
+        }
+        let now = super::clock_only(cs);
+        let (decayed, still) = update_blocked_load(&mut cs.rq, j);
+        let update = cs.rq.take_cpufreq_update().filter(|_| decayed);
+        super::publish(cs);
+        (still, update, now, cs.rq.features())
+    };
+    if update.is_some() {
+        crate::cpufreq::update_util(cpu, now, update, features);
+    }
+    still
 }
 
 /// Every CPU's published snapshot, read-only.

@@ -27,6 +27,13 @@
 //! two: one of the waiting threads then last ran at least a slice ago, so `task_hot` (ran less
 //! than `sysctl_sched_migration_cost` ago) cannot refuse every candidate.
 
+//!
+//! Oracle for the NOHZ blocked-load update (Linux `nohz_balance_enter_idle`,
+//! `nohz_balancer_kick`'s `NOHZ_STATS_KICK`, `_nohz_idle_balance`): a CPU that goes idle with
+//! blocked load stops its tick at once, and while another CPU ticks busy the idle load
+//! balancer decays that blocked load every `LOAD_AVG_PERIOD` (32 ms) without the idle CPU
+//! taking a tick: PELT halves a signal every 32 ms, so 200 ms leave well under half of it.
+
 #![allow(clippy::result_large_err)] // `TestError` carries its message by design.
 
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
@@ -53,6 +60,11 @@ crate::selftest!(
 crate::selftest!(
     name = "sched_newidle_balance_pulls_when_a_cpu_goes_idle",
     newidle_pulls
+);
+
+crate::selftest!(
+    name = "sched_nohz_idle_balancer_decays_blocked_load",
+    nohz_decays_blocked_load
 );
 
 /// Waits (up to 2 s) until no CPU has more than one task queued: earlier tests' threads gone.
@@ -580,5 +592,116 @@ fn check_newidle(crowded: CpuId, idle: CpuId, ids: &[task::ThreadId]) -> TestRes
         after.newidle - before.newidle,
         after.moved - before.moved
     );
+    Ok(())
+}
+
+/// How long the idle CPU may take to stop its tick after its thread ended, guest ns (the
+/// thread's exit, a switch to idle and the idle loop: well under a tick).
+const NOHZ_STOP_WITHIN_NS: u64 = 8_000_000;
+/// How long the blocked load is watched decaying, guest ns.
+const NOHZ_DECAY_NS: u64 = 200_000_000;
+
+fn nohz_decays_blocked_load() -> TestResult {
+    const NAME: &str = "sched_nohz_idle_balancer_decays_blocked_load";
+    let me = current_cpu();
+    let Some(cpu) = crate::smp::online_cpus().filter(|&c| c != me).last() else {
+        crate::println!("selftest {NAME}: skipped: one CPU");
+        return Ok(());
+    };
+    if !sched::balance::enabled() {
+        crate::println!("selftest {NAME}: skipped: load balancing off");
+        return Ok(());
+    }
+    wait_quiet()?;
+    let util = |c: CpuId| sched::snapshot(c).map_or(0, |s| s.util.cfs.util_avg.0);
+    // A thread that works on `cpu`, then sleeps there: its utilisation stays in the CPU's
+    // averages as blocked load (a thread that exited would be removed from them instead).
+    NOHZ_WORKED.store(false, Ordering::Relaxed);
+    let params = ThreadParams {
+        affinity: CpuMask::of(cpu),
+        ..ThreadParams::default()
+    };
+    let id = spawn_with("nohz-sleeper", params, nohz_sleeper, 0)?;
+    let r = nohz_check(cpu, util);
+    task::join(id).map_err(err)?;
+    r
+}
+
+/// The sleeper of [`nohz_decays_blocked_load`] has done its work and gone to sleep.
+static NOHZ_WORKED: AtomicBool = AtomicBool::new(false);
+
+fn nohz_sleeper(_: usize) {
+    sched::work(30_000_000);
+    NOHZ_WORKED.store(true, Ordering::Release);
+    sched::sleep_ns(NOHZ_STOP_WITHIN_NS + NOHZ_DECAY_NS + 100_000_000);
+}
+
+fn nohz_check(cpu: CpuId, util: impl Fn(CpuId) -> u32) -> TestResult {
+    let worked = super::sched::wait_until(2_000_000_000, || NOHZ_WORKED.load(Ordering::Acquire));
+    test_assert!(
+        worked,
+        "the sleeper on cpu {} did not finish its work",
+        cpu.0
+    );
+    let ended = sched::now().0;
+    // This thread stays on its CPU from here on, so this CPU's ticks are busy ones and kick
+    // the idle load balancer.
+    let spin_until = |deadline: u64, mut done: Option<&mut dyn FnMut() -> bool>| {
+        while sched::now().0 < deadline {
+            if done.as_mut().is_some_and(|f| f()) {
+                return true;
+            }
+            sched::spin_hint();
+        }
+        false
+    };
+    let mut stopped = || crate::timer::tick_stopped(cpu);
+    let stopped = spin_until(ended + NOHZ_STOP_WITHIN_NS, Some(&mut stopped));
+    let u0 = util(cpu);
+    test_assert!(
+        stopped,
+        "cpu {} did not stop its tick within {} ms of going idle (blocked util {})",
+        cpu.0,
+        NOHZ_STOP_WITHIN_NS / 1_000_000,
+        u0
+    );
+    test_assert!(
+        u0 > 0,
+        "cpu {} had no blocked utilisation left to decay",
+        cpu.0
+    );
+    let stats0: u64 = crate::smp::online_cpus()
+        .map(|c| sched::balance::stats(c).nohz_stats)
+        .sum();
+    let ticks0 = crate::timer::ticks(cpu);
+    spin_until(sched::now().0 + NOHZ_DECAY_NS, None);
+    let (u1, ticks1) = (util(cpu), crate::timer::ticks(cpu));
+    let stats1: u64 = crate::smp::online_cpus()
+        .map(|c| sched::balance::stats(c).nohz_stats)
+        .sum();
+    crate::println!(
+        "balance: idle cpu {}: blocked util {} -> {} over {} ms with {} ticks of its own, {} NOHZ blocked-load updates",
+        cpu.0,
+        u0,
+        u1,
+        NOHZ_DECAY_NS / 1_000_000,
+        ticks1 - ticks0,
+        stats1 - stats0
+    );
+    test_assert!(
+        u1 * 2 < u0,
+        "cpu {}'s blocked util went only from {} to {} in {} ms",
+        cpu.0,
+        u0,
+        u1,
+        NOHZ_DECAY_NS / 1_000_000
+    );
+    test_assert!(
+        ticks1 - ticks0 <= 1,
+        "idle cpu {} took {} ticks while its blocked load decayed",
+        cpu.0,
+        ticks1 - ticks0
+    );
+    test_assert!(stats1 > stats0, "no NOHZ blocked-load update ran");
     Ok(())
 }

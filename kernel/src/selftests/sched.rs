@@ -335,18 +335,28 @@ fn schedutil_ramp_and_fall() -> TestResult {
         hi / 1000
     );
     // Fall: blocked util decays at real time while idle; the domain's lowest OPP is chosen
-    // once util ≤ down_thr, noticed at a tick, after the rate limit and the latency. When the
+    // once util ≤ down_thr, noticed at a tick or a NOHZ blocked-load update, after the rate
+    // limit and the latency. When the
     // rq goes idle, its PELT clock catches up with the task clock (Linux
     // `update_idle_rq_clock_pelt`: the rq was not saturated, so the lag is idle time at full
     // speed it would have had): the blocked util decays at once by the lag accumulated while
     // running below fmax, Σ (1 − f/fmax) × time, which the driver's log gives. Each change
     // reaches the rq's freq_scale at its next tick, so the lag is up to a tick × Δscale more.
+    // With load balancing on the idle CPU stops its tick and its blocked util is decayed by
+    // the NOHZ idle balancer every `LOAD_AVG_PERIOD` (`nohz.next_blocked`), kicked at a busy
+    // tick: the crossing is noticed up to that period and a tick later than at a tick.
     let lag = running_lag(pd, fmin, fmax, t0, t1);
     let lag_extra = steps * tick / 2;
     let n = periods_to_fall(u_sleep, down_thr);
+    let notice = if sched::balance::nohz_stats_active() {
+        asym_sched::nohz::LOAD_AVG_PERIOD_MS * 1_000_000 + tick
+    } else {
+        0
+    };
     let lo = (n.saturating_sub(3) * PERIOD_NS).saturating_sub(lag + lag_extra) + latency;
     let hi = ((n + 3) * PERIOD_NS).saturating_sub(lag)
         + 2 * tick
+        + notice
         + steps * (rate_limit + latency + tick);
     let ok = wait_until(hi + 200_000_000, || {
         cpufreq::policy(pd).is_some_and(|p| p.cur().0 == fmin)
