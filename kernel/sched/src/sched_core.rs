@@ -21,6 +21,13 @@
 //! | tick | [`RQ[this]`] `update_rq_clock`, `apply_removed`, `set_freq_scale`, [`sched_tick`] (or `update_blocked_averages` when idle), publish → (no rq lock) `balance::sched_balance_trigger` → raise `SCHED_SOFTIRQ`; cpufreq; reschedule on [`Resched::Yes`] at interrupt return |
 //! | exit | [`RQ[this]`] dequeue (`DEQUEUE_SLEEP`), then [`task_dead_fair`] over this CPU's [`Rq::pelt_remote`] and [`Rq::apply_removed`] of the result → `schedule()` |
 //!
+//! Delayed dequeue (`DELAY_DEQUEUE`, v6.12; the simulator only, the kernel refuses it): the
+//! blocking task's dequeue is [`block_task`], which may leave it queued; the pick is then
+//! [`schedule_pick_with`] / [`schedule_repick_with`], which hand back each delayed task whose
+//! dequeue they finish (`pick_next_entity`); a wake-up first tries [`ttwu_runnable`] on the
+//! task's CPU (`try_to_wake_up`: `p->on_rq && ttwu_runnable()`), and only a task that is not
+//! queued goes on to [`ttwu_select`] and [`ttwu_activate`].
+//!
 //! No step allocates, blocks or takes a lock; none holds two run queues.
 //!
 //! Deliberate differences: `update_misfit_status` runs only while load balancing is on

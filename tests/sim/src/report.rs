@@ -70,6 +70,11 @@ pub struct Report {
     pub counters: CountersReport,
 }
 
+/// `skip_serializing_if` for counters absent while zero.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// `skip_serializing_if` for fields whose default is `true`.
 fn is_true(b: &bool) -> bool {
     *b
@@ -355,6 +360,10 @@ pub struct CountersReport {
     pub overutilized_ns: u64,
     /// Context switches.
     pub context_switches: u64,
+    /// Wake-ups of a delayed task (`DELAY_DEQUEUE`'s `ttwu_runnable`: no CPU selection);
+    /// present only when there were any, so runs without the feature keep their reports.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wakeups_delayed: u64,
 }
 
 /// Nearest-rank percentiles of `v` (sorted in place).
@@ -551,6 +560,7 @@ pub fn build(
             ),
             overutilized_ns: c.overutilized_ns,
             context_switches: c.context_switches,
+            wakeups_delayed: c.wakeups_delayed,
         },
     }
 }
