@@ -199,6 +199,8 @@ pub enum SchedError {
     NoSuchThread(ThreadId),
     /// The policy crate refused (message from its error).
     Rq(asym_sched::rq::RqError),
+    /// A scheduler feature this kernel does not support yet.
+    Unsupported(Feature),
 }
 
 impl fmt::Display for SchedError {
@@ -209,6 +211,9 @@ impl fmt::Display for SchedError {
             SchedError::SameCpu(c) => write!(f, "sched: cpu {} locked with itself", c.0),
             SchedError::NoSuchThread(t) => write!(f, "sched: no thread {t:?}"),
             SchedError::Rq(e) => write!(f, "sched: {e}"),
+            SchedError::Unsupported(feat) => {
+                write!(f, "sched: feature {} is not supported", feat.name())
+            }
         }
     }
 }
@@ -289,6 +294,10 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         } else if k == "sched_features" {
             if let Err(e) = features.apply_list(v) {
                 crate::println!("cmdline: sched_features={}: {} (rest ignored)", v, e);
+            }
+            if features.enabled(Feature::DELAY_DEQUEUE) {
+                crate::println!("cmdline: sched_features: DELAY_DEQUEUE is not supported by this kernel (ignored)");
+                features = features.with(Feature::DELAY_DEQUEUE, false);
             }
         } else if cpufreq_opts.push((k, v)).is_err() {
             crate::println!("cmdline: {}: more than 8 cpufreq options (ignored)", k);
@@ -582,7 +591,14 @@ pub fn features() -> SchedFeatures {
 
 /// Changes the feature set at run time on every run queue (Linux writing
 /// `/sys/kernel/debug/sched/features`).
+///
+/// `DELAY_DEQUEUE` is refused ([`SchedError::Unsupported`]): a thread that blocks here always
+/// leaves its run queue at once (its task goes back to the thread), so no task could stay
+/// queued while its thread sleeps, nor be handed back by a later pick.
 pub fn set_features(f: SchedFeatures) -> Result<(), SchedError> {
+    if f.enabled(Feature::DELAY_DEQUEUE) {
+        return Err(SchedError::Unsupported(Feature::DELAY_DEQUEUE));
+    }
     let st = STATE.get().ok_or(SchedError::NotInitialised)?;
     let mut w = st.features.lock();
     *w = f;

@@ -139,6 +139,7 @@ fn bench_pelt_se() -> f64 {
         weight: 1024,
         on_rq: true,
         running: true,
+        sched_delayed: false,
     };
     let mut now = 1u64 << 20;
     let mut res = Vec::new();

@@ -16,12 +16,15 @@
 //! - `set_next_entity`/`put_prev_entity`, `yield_task_fair`,
 //!   `check_preempt_wakeup_fair` with `do_preempt_short`, and `reweight_entity` in
 //!   its v6.14 form (lag and relative deadline scaled by old/new weight, then
-//!   re-placed; backported to v6.12.y) for the dequeued case `set_user_nice` uses.
+//!   re-placed; backported to v6.12.y) for the dequeued case `set_user_nice` uses;
+//! - delayed dequeue's EEVDF half: `finish_delayed_dequeue_entity` (`DELAY_ZERO` drops a
+//!   positive lag) and `requeue_delayed_entity` (`DELAY_ZERO`: `update_entity_lag`, a
+//!   positive lag clamped to 0 and the entity re-placed); the delay itself changes nothing
+//!   here (the entity stays in the tree, the load and V), see [`crate::rq`].
 //!
 //! Deliberate differences:
 //! - No cgroups (no group entities, `FAIR_GROUP_SCHED`), no CFS bandwidth, no
-//!   delayed dequeue (`DELAY_DEQUEUE` is as if off: a sleeping task leaves the tree at
-//!   once, its lag is kept for its wake-up), no `NEXT_BUDDY`, no custom slices
+//!   `NEXT_BUDDY`, no custom slices
 //!   (`sched_attr.sched_runtime`), no SCHED_IDLE/SCHED_BATCH policies. Without custom
 //!   slices every entity has the base slice, so `PREEMPT_SHORT` (which compares
 //!   slices) only acts if the base slice changes with the CPU count while tasks
@@ -280,6 +283,10 @@ pub struct SchedEntity {
     pub picked_deadline: Option<u64>,
     /// `se->nr_migrations`.
     pub nr_migrations: u64,
+    /// `se->sched_delayed` (`DELAY_DEQUEUE`): the task blocked while not eligible and stays
+    /// queued (`on_rq`, in the tree, in the load and in V) until a pick finishes its dequeue
+    /// or a wake-up requeues it.
+    pub sched_delayed: bool,
 }
 
 impl SchedEntity {
@@ -299,6 +306,7 @@ impl SchedEntity {
             rel_deadline: false,
             picked_deadline: None,
             nr_migrations: 0,
+            sched_delayed: false,
         }
     }
 
@@ -691,6 +699,45 @@ impl CfsRq {
         if !mode.save {
             let curr = if is_curr { None } else { curr };
             self.update_min_vruntime(curr);
+        }
+    }
+
+    /// `finish_delayed_dequeue_entity`, after [`CfsRq::dequeue_entity`] of a delayed entity
+    /// (`DEQUEUE_DELAYED`): it is no longer delayed, and under `DELAY_ZERO` the positive lag
+    /// it earned while it waited in the queue is dropped (a negative one is kept).
+    pub fn finish_delayed_dequeue_entity(se: &mut SchedEntity, feat: SchedFeatures) {
+        debug_assert!(se.sched_delayed && !se.on_rq);
+        se.sched_delayed = false;
+        if feat.enabled(Feature::DELAY_ZERO) && se.vlag > 0 {
+            se.vlag = 0;
+        }
+    }
+
+    /// The EEVDF half of `requeue_delayed_entity` (a wake-up of a delayed entity,
+    /// `ENQUEUE_DELAYED`): the entity never left the queue, so it keeps its place; only
+    /// under `DELAY_ZERO`, if its lag is now positive (V moved past it while it was
+    /// delayed), the lag is clamped to 0 and the entity re-placed at V. `curr` is the
+    /// running entity (never `se`). The caller clears `sched_delayed` after its PELT update.
+    pub fn requeue_delayed_entity(
+        &mut self,
+        curr: Option<&SchedEntity>,
+        se: &mut SchedEntity,
+        feat: SchedFeatures,
+    ) {
+        debug_assert!(se.sched_delayed && se.on_rq && self.curr != Some(se.id));
+        if !feat.enabled(Feature::DELAY_ZERO) {
+            return;
+        }
+        // update_entity_lag: V with `se` still in it.
+        se.vlag = self.entity_lag(self.avg_vruntime(curr), se);
+        if se.vlag > 0 {
+            // Out of the tree and of nr_running, so that place_entity's V is the others'.
+            self.nr_running -= 1;
+            self.dequeue_timeline(se);
+            se.vlag = 0;
+            self.place_entity(curr, se, PlaceFlags::default(), feat);
+            self.enqueue_timeline(se);
+            self.nr_running += 1;
         }
     }
 

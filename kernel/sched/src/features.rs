@@ -130,6 +130,19 @@ sched_features! {
     /// experiment: it saves energy but adds deadline misses on pipelines whose deadline is on
     /// a chain of small stages (`docs/experiments.md`, "the 25 % DVFS margin").
     SUGOV_GROWTH_HEADROOM = false,
+    /// EEVDF delayed dequeue (v6.12, `features.h` default on; off here): a task that blocks
+    /// while not eligible (negative lag) stays queued, `se->sched_delayed`, keeping its weight
+    /// in the queue's load and in the average V until a pick finds it (then its dequeue is
+    /// finished) or it wakes first (then it is requeued in place on its CPU: `ttwu_runnable`,
+    /// no `select_task_rq`). Off in asym until the kernel keeps a blocked thread's task on
+    /// its run queue (`kernel/src/sched`'s block path hands every sleeper back at once and
+    /// refuses this switch on the command line); the policy crate and the simulator do it.
+    DELAY_DEQUEUE = false,
+    /// With `DELAY_DEQUEUE`: a delayed entity's positive lag is dropped when its dequeue is
+    /// finished (`finish_delayed_dequeue_entity`) and, at a wake-up that requeues it,
+    /// clamped to 0 and the entity re-placed (`requeue_delayed_entity`) — lag earned while
+    /// delayed is not kept (v6.12 default on; off here with `DELAY_DEQUEUE`).
+    DELAY_ZERO = false,
 }
 
 /// A set of enabled [`Feature`]s. `Default` is Linux's defaults.

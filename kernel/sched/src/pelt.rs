@@ -186,6 +186,9 @@ pub struct EntityState {
     pub on_rq: bool,
     /// `cfs_rq->curr == se`.
     pub running: bool,
+    /// `se->sched_delayed`: queued but blocked (`DELAY_DEQUEUE`). v6.12's `se_runnable`
+    /// is false for it, so it adds load (`on_rq`) but no runnable time.
+    pub sched_delayed: bool,
 }
 
 /// The PELT inputs of a cfs_rq at an update (`__update_load_avg_cfs_rq`).
@@ -354,12 +357,13 @@ impl SchedAvg {
         false
     }
 
-    /// `__update_load_avg_se()` for a task: load = `on_rq`, runnable = `on_rq`, running =
-    /// current. Clears util_est's UNCHANGED flag when util_avg was recomputed
-    /// (`cfs_se_util_change`).
+    /// `__update_load_avg_se()` for a task: load = `on_rq`, runnable = `se_runnable` (`on_rq`
+    /// unless delayed, v6.12 "Fixup PELT vs DELAYED_DEQUEUE"), running = current. Clears
+    /// util_est's UNCHANGED flag when util_avg was recomputed (`cfs_se_util_change`).
     pub fn update_se(&mut self, now: u64, se: EntityState, scale: PeltScale) -> bool {
         let on_rq = se.on_rq as u64;
-        if self.update_load_sum(now, on_rq, on_rq, se.running, scale) {
+        let runnable = (se.on_rq && !se.sched_delayed) as u64;
+        if self.update_load_sum(now, on_rq, runnable, se.running, scale) {
             self.update_load_avg(se.weight);
             crate::util_est::cfs_se_util_change(self);
             return true;

@@ -22,7 +22,19 @@
 //!   (`remove_entity_load_avg`, `migrate_se_pelt_lag` when that CPU is idle) whose
 //!   removal the old CPU takes in with [`Rq::apply_removed`], then attach on the new CPU
 //!   (`rq/remote.rs`);
-//! - `sched_balance_update_blocked_averages` (`__update_blocked_fair` for the root).
+//! - `sched_balance_update_blocked_averages` (`__update_blocked_fair` for the root);
+//! - `DELAY_DEQUEUE` / `DELAY_ZERO` (v6.12, off by default here): `block_task` →
+//!   `dequeue_entity` of a task that is not eligible returns early with `sched_delayed`
+//!   ([`Rq::block_task_into`]); `pick_next_entity` finishing a delayed task's dequeue
+//!   (`dequeue_entities(DEQUEUE_SLEEP | DEQUEUE_DELAYED)`, `finish_delayed_dequeue_entity`,
+//!   `__block_task`: [`Rq::pick_next_task_with`] hands it to the caller); `ttwu_runnable` →
+//!   `enqueue_task(ENQUEUE_DELAYED)` → `requeue_delayed_entity` ([`Rq::requeue_delayed_task`]);
+//!   v6.12's skips for a delayed task in `dequeue_task_fair`/`enqueue_task_fair` (no
+//!   `util_est_dequeue`/`_enqueue` when it migrates or is saved/restored) and in
+//!   `uclamp_rq_dec`/`_inc`. v6.12 has no `h_nr_delayed` (v6.13): a delayed task stays in
+//!   `nr_running`/`h_nr_running` and so in the root cfs_rq's runnable signal, while its own
+//!   runnable signal stops (`se_runnable`); `can_migrate_task` does not exclude it (v6.14
+//!   does), so the balancer may move it, still delayed.
 //!
 //! Ownership: an [`Rq`] owns its queued [`Task`]s (running included); a dequeued task
 //! is handed back by value and owned by the caller while it sleeps or migrates, so
@@ -54,13 +66,15 @@
 //! Deliberate differences: one class only (no RT/DL/idle classes: `nr_running` is
 //! `cfs.h_nr_running`; the CPU is "idle" — `is_idle_task(rq->curr)`, which drives
 //! `clock_pelt` — from a [`Rq::pick_next_task`] that found nothing until the next one
-//! that finds a task); no cgroups; no delayed dequeue. A dequeue of the running task
+//! that finds a task); no cgroups. A dequeue of the running task
 //! also does `put_prev_task`'s bookkeeping (Linux keeps `cfs_rq->curr` pointing at it
 //! until `schedule()` picks the next task; the caller must call [`Rq::pick_next_task`]
-//! next, and [`Rq::need_resched`] says so). `util_est_update` runs after
-//! `dequeue_entity`'s PELT update, as up to v6.11 (v6.12 calls it before
-//! `dequeue_entities` because of delayed dequeue, which we do not have), so the
-//! sample is the task's util at the moment it sleeps.
+//! next, and [`Rq::need_resched`] says so); a delayed running task is put back into the
+//! tree at once the same way. `util_est_update` runs after `dequeue_entity`'s PELT update,
+//! as up to v6.11 (v6.12 calls it before `dequeue_entities`, one update earlier), also for a
+//! delayed dequeue, so the sample is the task's util at the moment it sleeps. A finished
+//! delayed dequeue is handed to the caller through a sink ([`Rq::pick_next_task_with`])
+//! rather than kept: the run queue owns queued tasks only.
 //! `rq->clock` and `rq->clock_task` are equal (no IRQ-time or steal accounting).
 //!
 //! `cpu_util` inputs come from [`Rq::cpu_snapshot`] and [`Rq::task_util`] in the
@@ -92,7 +106,9 @@ pub use arena::ListIter;
 use arena::TaskArena;
 pub use remote::{migrate_task_rq_fair, sync_entity_load_avg, synced_avg, PeltRemote};
 pub use snapshot::RqSnapshot;
-pub use task::{CpufreqUpdate, DequeueFlags, EnqueueError, EnqueueFlags, Resched, RqError, Task};
+pub use task::{
+    Block, CpufreqUpdate, DequeueFlags, EnqueueError, EnqueueFlags, Resched, RqError, Task,
+};
 
 /// How to build an [`Rq`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -301,7 +317,8 @@ impl Rq {
             .set_invariance(PeltInvariance::from_features(features));
         if features.enabled(Feature::UTIL_EST) != util_est_was {
             self.cfs_avg.avg.util_est = 0;
-            for t in self.tasks.iter() {
+            // A delayed task's estimate left the cfs_rq when it blocked.
+            for t in self.tasks.iter().filter(|t| !t.se.sched_delayed) {
                 util_est_enqueue(&mut self.cfs_avg.avg, &t.avg, features);
             }
         }
@@ -606,8 +623,13 @@ impl Rq {
             }
             task.cpu = Some(self.cpu);
         }
-        // enqueue_task_fair: util_est first, so schedutil sees it.
-        util_est_enqueue(&mut self.cfs_avg.avg, &task.avg, feat);
+        // enqueue_task_fair: util_est first, so schedutil sees it. A delayed task (moved by
+        // the balancer, or restored after an attribute change) left the estimate when it
+        // blocked and stays delayed: v6.12 skips it, and its clamps (`uclamp_rq_inc`).
+        let delayed = task.se.sched_delayed;
+        if !delayed {
+            util_est_enqueue(&mut self.cfs_avg.avg, &task.avg, feat);
+        }
         if task.in_iowait {
             self.request_cpufreq(true);
         }
@@ -638,8 +660,10 @@ impl Rq {
         }
         self.h_nr_running += 1;
         // uclamp_rq_inc after the class enqueue (v6.12 order).
-        self.uclamp
-            .inc(&mut task.uclamp, &self.uclamp_sysctl, false);
+        if !delayed {
+            self.uclamp
+                .inc(&mut task.uclamp, &self.uclamp_sysctl, false);
+        }
         task.in_iowait = false;
         let id = task.id;
         // account_entity_enqueue: list_add at the head. check_enqueue ruled a duplicate
@@ -681,9 +705,12 @@ impl Rq {
         };
         let task = out.insert(removed);
         let feat = self.features;
-        // uclamp_rq_dec before the class dequeue (v6.12 order).
-        self.uclamp.dec(&mut task.uclamp);
-        util_est_dequeue(&mut self.cfs_avg.avg, &task.avg, feat);
+        // uclamp_rq_dec before the class dequeue (v6.12 order). A delayed task (moved by the
+        // balancer, or saved for an attribute change) was taken out of both when it blocked.
+        if !task.se.sched_delayed {
+            self.uclamp.dec(&mut task.uclamp);
+            util_est_dequeue(&mut self.cfs_avg.avg, &task.avg, feat);
+        }
         // dequeue_entity.
         let is_curr = self.cfs.curr() == Some(id);
         if is_curr {
@@ -736,6 +763,164 @@ impl Rq {
         Ok(())
     }
 
+    /// `block_task` (`__schedule` of a task that blocks) → `dequeue_task(DEQUEUE_SLEEP | flags)`:
+    /// as [`Rq::dequeue_task_into`] with [`DequeueFlags::SLEEP`], except that under
+    /// `DELAY_DEQUEUE` a task that is not eligible (negative lag) and not blocking in a
+    /// [`DequeueFlags::SPECIAL`] state stays queued ([`Block::Delayed`], `out` untouched):
+    /// v6.12 `dequeue_entity` returns early with `se->sched_delayed` set, after
+    /// `update_load_avg(se, 0)`; its weight stays in `cfs_rq->load` and in V, and it stays
+    /// counted in `nr_running`/`h_nr_running` (v6.12 has no `h_nr_delayed`; the cfs_rq's
+    /// runnable signal counts it, its own does not: `se_runnable`). `dequeue_task` has
+    /// already done `uclamp_rq_dec`, and `dequeue_task_fair` `util_est_dequeue` and
+    /// `util_est_update` (after the PELT update here, as for every dequeue: module docs).
+    /// A running task that is delayed is put back into the tree (`put_prev_task`'s
+    /// bookkeeping, as every dequeue of `curr` here) and `need_resched` is set.
+    pub fn block_task_into(
+        &mut self,
+        id: TaskId,
+        flags: DequeueFlags,
+        out: &mut Option<Task>,
+    ) -> Result<Block, RqError> {
+        let flags = flags | DequeueFlags::SLEEP;
+        let feat = self.features;
+        if !feat.enabled(Feature::DELAY_DEQUEUE) || flags.contains(DequeueFlags::SPECIAL) {
+            self.dequeue_task_into(id, flags, out)?;
+            return Ok(Block::Dequeued);
+        }
+        let cpu = self.cpu;
+        if self.tasks.get(id).is_none() {
+            return Err(RqError::NotQueued { task: id, cpu });
+        }
+        // dequeue_entity: update_curr, then the eligibility test against V with `curr` in it.
+        self.update_curr();
+        let curr = self.cfs.curr();
+        let curr_se = curr.and_then(|c| self.tasks.get(c)).map(|t| t.se);
+        let Some(task) = self.tasks.get(id) else {
+            return Err(RqError::NotQueued { task: id, cpu });
+        };
+        debug_assert!(!task.se.sched_delayed, "a delayed task cannot block again");
+        if self.cfs.entity_eligible(curr_se.as_ref(), &task.se) {
+            self.dequeue_task_into(id, flags, out)?;
+            return Ok(Block::Dequeued);
+        }
+        let Some(task) = self.tasks.get_mut(id) else {
+            return Err(RqError::NotQueued { task: id, cpu });
+        };
+        self.uclamp.dec(&mut task.uclamp);
+        util_est_dequeue(&mut self.cfs_avg.avg, &task.avg, feat);
+        // update_load_avg(cfs_rq, se, 0) while still runnable: the time up to now counts.
+        let changed = Self::update_load_avg(
+            &mut self.cfs_avg,
+            &self.pelt,
+            &self.cfs,
+            self.h_nr_running,
+            task,
+            0,
+        );
+        task.se.sched_delayed = true;
+        util_est_update(&mut task.avg, true, self.capacity_orig, feat);
+        if changed {
+            self.request_cpufreq(false);
+        }
+        if curr == Some(id) {
+            self.put_prev_task();
+            self.need_resched = true;
+        }
+        Ok(Block::Delayed)
+    }
+
+    /// `enqueue_task(ENQUEUE_DELAYED)` → `enqueue_task_fair` → `requeue_delayed_entity`: a
+    /// delayed task wakes up where it is queued (`ttwu_runnable`). `util_est_enqueue`, then
+    /// under `DELAY_ZERO` a positive lag is clamped to 0 and the entity re-placed, then
+    /// `update_load_avg(se, 0)` (the delayed time was not runnable), `sched_delayed`
+    /// cleared and `uclamp_rq_inc`. No `update_curr`, no change of `nr_running`, no iowait
+    /// cpufreq kick and no overutilized check: `enqueue_task_fair` returns right after the
+    /// requeue.
+    pub fn requeue_delayed_task(&mut self, id: TaskId) -> Result<(), RqError> {
+        let cpu = self.cpu;
+        let feat = self.features;
+        let curr_se = self
+            .cfs
+            .curr()
+            .and_then(|c| self.tasks.get(c))
+            .map(|t| t.se);
+        let Some(task) = self.tasks.get_mut(id) else {
+            return Err(RqError::NotQueued { task: id, cpu });
+        };
+        if !task.se.sched_delayed {
+            return Err(RqError::NotDelayed { task: id, cpu });
+        }
+        util_est_enqueue(&mut self.cfs_avg.avg, &task.avg, feat);
+        self.cfs
+            .requeue_delayed_entity(curr_se.as_ref(), &mut task.se, feat);
+        let changed = Self::update_load_avg(
+            &mut self.cfs_avg,
+            &self.pelt,
+            &self.cfs,
+            self.h_nr_running,
+            task,
+            0,
+        );
+        task.se.sched_delayed = false;
+        self.uclamp
+            .inc(&mut task.uclamp, &self.uclamp_sysctl, false);
+        if changed {
+            self.request_cpufreq(false);
+        }
+        Ok(())
+    }
+
+    /// `dequeue_entities(rq, se, DEQUEUE_SLEEP | DEQUEUE_DELAYED)` of a delayed task, into
+    /// `out`: its dequeue is finished (`dequeue_entity`: `update_curr`, `update_load_avg`,
+    /// lag saved, out of the tree, load and V, `update_min_vruntime`, then
+    /// `finish_delayed_dequeue_entity`: `DELAY_ZERO` drops a positive lag; `h_nr_running--`;
+    /// `__block_task`). A pick does this when it finds a delayed task; v6.12 also does it
+    /// from `task_dead_fair` and before an affinity change moves a queued task (here: the
+    /// caller, when it needs the task off the queue). No `util_est` or `uclamp` change: both
+    /// were done when it blocked.
+    pub fn dequeue_delayed_task_into(
+        &mut self,
+        id: TaskId,
+        out: &mut Option<Task>,
+    ) -> Result<(), RqError> {
+        let cpu = self.cpu;
+        match self.tasks.get(id) {
+            None => return Err(RqError::NotQueued { task: id, cpu }),
+            Some(t) if !t.se.sched_delayed => return Err(RqError::NotDelayed { task: id, cpu }),
+            Some(_) => {}
+        }
+        let Some(removed) = self.tasks.remove(id) else {
+            return Err(RqError::NotQueued { task: id, cpu });
+        };
+        let task = out.insert(removed);
+        let feat = self.features;
+        self.update_curr();
+        let changed = Self::update_load_avg(
+            &mut self.cfs_avg,
+            &self.pelt,
+            &self.cfs,
+            self.h_nr_running,
+            task,
+            0,
+        );
+        if changed {
+            self.request_cpufreq(false);
+        }
+        let curr = self
+            .cfs
+            .curr()
+            .and_then(|c| self.tasks.get(c))
+            .map(|t| &t.se);
+        let mode = DequeueMode {
+            sleep: true,
+            save: false,
+        };
+        self.cfs.dequeue_entity(curr, &mut task.se, mode, feat);
+        CfsRq::finish_delayed_dequeue_entity(&mut task.se, feat);
+        self.h_nr_running -= 1;
+        Ok(())
+    }
+
     /// `detach_task` (load balancing): dequeue as migrating; the signals leave with
     /// the task, the lag is kept relative to this queue's average.
     pub fn detach_task(&mut self, id: TaskId) -> Result<Task, RqError> {
@@ -761,8 +946,20 @@ impl Rq {
     /// `pick_next_task` for the fair class: choose and set `curr`. A still-running
     /// `curr` competes (v6.12 `pick_task_fair` + `put_prev_set_next_task`). Returns
     /// `None` when nothing is runnable: the rq goes idle (`update_idle_rq_clock_pelt`).
+    ///
+    /// A delayed task the pick finds has its dequeue finished and is dropped (debug builds
+    /// panic): callers that may have delayed tasks (`DELAY_DEQUEUE`) use
+    /// [`Rq::pick_next_task_with`].
     pub fn pick_next_task(&mut self) -> Option<TaskId> {
-        let next = self.pick_next_task_fair();
+        self.pick_next_task_with(&mut no_delayed_tasks)
+    }
+
+    /// [`Rq::pick_next_task`] handing each delayed task whose dequeue the pick finished to
+    /// `blocked` (v6.12 `pick_next_entity`: a delayed entity picked is dequeued with
+    /// `DEQUEUE_SLEEP | DEQUEUE_DELAYED` — [`Rq::dequeue_delayed_task_into`] — and the pick
+    /// starts again). From then on the caller owns it, as any sleeping task.
+    pub fn pick_next_task_with(&mut self, blocked: &mut dyn FnMut(Task)) -> Option<TaskId> {
+        let next = self.pick_next_task_fair(blocked);
         if next.is_none() {
             self.go_idle();
         }
@@ -775,7 +972,16 @@ impl Rq {
     /// pulled, so a CPU that pulls work keeps its `clock_pelt` lag. Follow a `None` with
     /// the balance and then [`Rq::pick_next_task`], which goes idle if still empty.
     pub fn pick_next_task_before_newidle(&mut self) -> Option<TaskId> {
-        self.pick_next_task_fair()
+        self.pick_next_task_fair(&mut no_delayed_tasks)
+    }
+
+    /// [`Rq::pick_next_task_before_newidle`] handing finished delayed tasks to `blocked`
+    /// (see [`Rq::pick_next_task_with`]).
+    pub fn pick_next_task_before_newidle_with(
+        &mut self,
+        blocked: &mut dyn FnMut(Task),
+    ) -> Option<TaskId> {
+        self.pick_next_task_fair(blocked)
     }
 
     /// The rq goes idle: `curr` is the idle task and `clock_pelt` is resynced
@@ -786,13 +992,31 @@ impl Rq {
         self.pelt.update_idle_rq_clock_pelt(util_sum);
     }
 
-    fn pick_next_task_fair(&mut self) -> Option<TaskId> {
+    fn pick_next_task_fair(&mut self, blocked: &mut dyn FnMut(Task)) -> Option<TaskId> {
         let feat = self.features;
         self.need_resched = false;
         self.update_curr();
         let prev = self.cfs.curr();
-        let curr_se = prev.and_then(|c| self.tasks.get(c)).map(|t| &t.se);
-        let next = self.cfs.pick_eevdf(curr_se, feat);
+        // pick_task_fair: `pick_next_entity` → `pick_eevdf`; a delayed entity picked is
+        // dequeued (`DEQUEUE_SLEEP | DEQUEUE_DELAYED`) and the pick starts again. `curr` is
+        // never delayed here: a delayed running task was put back into the tree.
+        let next = loop {
+            let curr_se = prev.and_then(|c| self.tasks.get(c)).map(|t| &t.se);
+            let next = self.cfs.pick_eevdf(curr_se, feat);
+            let Some(id) = next.filter(|&n| self.tasks.get(n).is_some_and(|t| t.se.sched_delayed))
+            else {
+                break next;
+            };
+            debug_assert!(Some(id) != prev, "the running task is never delayed");
+            let mut out = None;
+            if self.dequeue_delayed_task_into(id, &mut out).is_err() {
+                debug_assert!(false, "a picked delayed task could not be dequeued");
+                break None;
+            }
+            if let Some(task) = out {
+                blocked(task);
+            }
+        };
         if next.is_some() {
             self.curr_is_idle = false;
         }
@@ -1123,6 +1347,7 @@ impl Rq {
             weight: task.se.weight(),
             on_rq: task.se.on_rq,
             running: cfs.curr() == Some(task.id),
+            sched_delayed: task.se.sched_delayed,
         };
         cfs_avg.update_load_avg(
             pelt.rq_clock_pelt(),
@@ -1133,4 +1358,13 @@ impl Rq {
             pelt.contrib_scale(),
         )
     }
+}
+
+/// The pick's sink for callers that never have delayed tasks (`DELAY_DEQUEUE` off).
+fn no_delayed_tasks(task: Task) {
+    debug_assert!(
+        false,
+        "task {:?} finished its delayed dequeue with no caller to take it: use pick_next_task_with",
+        task.id
+    );
 }

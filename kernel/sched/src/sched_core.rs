@@ -21,6 +21,13 @@
 //! | tick | [`RQ[this]`] `update_rq_clock`, `apply_removed`, `set_freq_scale`, [`sched_tick`] (or `update_blocked_averages` when idle), publish → (no rq lock) `balance::sched_balance_trigger` → raise `SCHED_SOFTIRQ`; cpufreq; reschedule on [`Resched::Yes`] at interrupt return |
 //! | exit | [`RQ[this]`] dequeue (`DEQUEUE_SLEEP`), then [`task_dead_fair`] over this CPU's [`Rq::pelt_remote`] and [`Rq::apply_removed`] of the result → `schedule()` |
 //!
+//! Delayed dequeue (`DELAY_DEQUEUE`, v6.12; the simulator only, the kernel refuses it): the
+//! blocking task's dequeue is [`block_task`], which may leave it queued; the pick is then
+//! [`schedule_pick_with`] / [`schedule_repick_with`], which hand back each delayed task whose
+//! dequeue they finish (`pick_next_entity`); a wake-up first tries [`ttwu_runnable`] on the
+//! task's CPU (`try_to_wake_up`: `p->on_rq && ttwu_runnable()`), and only a task that is not
+//! queued goes on to [`ttwu_select`] and [`ttwu_activate`].
+//!
 //! No step allocates, blocks or takes a lock; none holds two run queues.
 //!
 //! Deliberate differences: `update_misfit_status` runs only while load balancing is on
@@ -37,8 +44,8 @@ use crate::features::SchedFeatures;
 use crate::pelt::RemovedLoad;
 use crate::root_domain::{OverutilizedCheck, OverutilizedRule, RootDomain};
 use crate::rq::{
-    migrate_task_rq_fair, synced_avg, EnqueueError, EnqueueFlags, PeltRemote, Rq, RqError,
-    RqSnapshot, Task,
+    migrate_task_rq_fair, synced_avg, Block, DequeueFlags, EnqueueError, EnqueueFlags, PeltRemote,
+    Rq, RqError, RqSnapshot, Task,
 };
 use crate::topology::Topology;
 use crate::types::{CpuId, Nanos, TaskId};
@@ -254,6 +261,47 @@ pub fn ttwu_activate_from(
     })
 }
 
+/// `try_to_wake_up`'s `ttwu_runnable` for a task still queued on `rq` because its dequeue was
+/// delayed (`DELAY_DEQUEUE`), under that rq's lock after its clock update: no
+/// `select_task_rq` (so no wake-up placement, EAS or otherwise, and no `record_wakee`), no
+/// migration, no `avg_idle` update; `enqueue_task(ENQUEUE_DELAYED)`
+/// ([`Rq::requeue_delayed_task`]) and `wakeup_preempt`. `enqueue_task_fair` returns right
+/// after `requeue_delayed_entity`, so neither the overutilized nor the overloaded flag is
+/// touched. Returns `Ok(None)` when `id` is not delayed on `rq` (not queued there: the
+/// caller takes the usual path, [`ttwu_select`] then [`ttwu_activate`]).
+pub fn ttwu_runnable(rq: &mut Rq, id: TaskId) -> Result<Option<WakeOutcome>, RqError> {
+    if !rq.task(id).is_some_and(|t| t.se.sched_delayed) {
+        return Ok(None);
+    }
+    rq.requeue_delayed_task(id)?;
+    // `!task_on_cpu(rq, p)`: a delayed task is never the running one here.
+    let resched = Resched::from_bool(rq.check_preempt_wakeup(id)?);
+    Ok(Some(WakeOutcome {
+        resched,
+        overutilized: None,
+        overloaded: false,
+    }))
+}
+
+/// `__schedule`'s `block_task` for the running task `id` of `rq` (under its lock, after its
+/// clock update): `dequeue_task(DEQUEUE_SLEEP)`, with `DEQUEUE_SPECIAL` when it blocks in a
+/// special state (`special`: here, exit — `TASK_DEAD`). Under `DELAY_DEQUEUE` a task that is
+/// not eligible stays queued ([`Block::Delayed`]; see [`Rq::block_task_into`]); otherwise it
+/// is moved into `out`. Then [`schedule_pick_with`].
+pub fn block_task(
+    rq: &mut Rq,
+    id: TaskId,
+    special: bool,
+    out: &mut Option<Task>,
+) -> Result<Block, RqError> {
+    let flags = if special {
+        DequeueFlags::SLEEP | DequeueFlags::SPECIAL
+    } else {
+        DequeueFlags::SLEEP
+    };
+    rq.block_task_into(id, flags, out)
+}
+
 /// `attach_task`'s `wakeup_preempt` for a task the balancer moved to `rq` (under its
 /// lock): an idle CPU always runs it; a busy one reschedules if EEVDF says so.
 pub fn attach_preempt(rq: &mut Rq, id: TaskId) -> Result<Resched, RqError> {
@@ -266,24 +314,45 @@ pub fn attach_preempt(rq: &mut Rq, id: TaskId) -> Result<Resched, RqError> {
 /// `__schedule`'s `pick_next_task` under this CPU's rq lock (after a blocking task was
 /// dequeued): `put_prev_task` + `pick_next_task_fair`. With load balancing on, finding
 /// nothing asks the caller for a newidle balance ([`Pick::Newidle`]).
+///
+/// For a caller that never has delayed tasks (`DELAY_DEQUEUE` off); otherwise
+/// [`schedule_pick_with`].
 pub fn schedule_pick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Pick {
+    schedule_pick_with(rq, ctx, &mut |_| {
+        debug_assert!(false, "a delayed task was picked: use schedule_pick_with");
+    })
+}
+
+/// [`schedule_pick`] handing every delayed task whose dequeue the pick finished
+/// (`pick_next_entity` → `dequeue_entities(DEQUEUE_SLEEP | DEQUEUE_DELAYED)` →
+/// `__block_task`) to `blocked`: from then on the caller owns it as a sleeping task.
+pub fn schedule_pick_with(rq: &mut Rq, ctx: &CoreCtx<'_>, blocked: &mut dyn FnMut(Task)) -> Pick {
     if !ctx.load_balance {
-        return match rq.pick_next_task() {
+        return match rq.pick_next_task_with(blocked) {
             Some(id) => Pick::Next(id),
             None => Pick::Idle,
         };
     }
     // The rq goes idle (clock_pelt resync) only after newidle found nothing.
-    match rq.pick_next_task_before_newidle() {
+    match rq.pick_next_task_before_newidle_with(blocked) {
         Some(id) => Pick::Next(id),
         None => Pick::Newidle,
     }
 }
 
 /// The pick after a newidle balance (`goto again` when it pulled something): never
-/// [`Pick::Newidle`].
+/// [`Pick::Newidle`]. For a caller that never has delayed tasks; otherwise
+/// [`schedule_repick_with`].
 pub fn schedule_repick(rq: &mut Rq) -> Pick {
-    match rq.pick_next_task() {
+    schedule_repick_with(rq, &mut |_| {
+        debug_assert!(false, "a delayed task was picked: use schedule_repick_with");
+    })
+}
+
+/// [`schedule_repick`] handing finished delayed tasks to `blocked` (see
+/// [`schedule_pick_with`]).
+pub fn schedule_repick_with(rq: &mut Rq, blocked: &mut dyn FnMut(Task)) -> Pick {
+    match rq.pick_next_task_with(blocked) {
         Some(id) => Pick::Next(id),
         None => Pick::Idle,
     }
@@ -339,6 +408,9 @@ fn own_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool>
 /// `task_dead_fair` → `remove_entity_load_avg` for a task that exited on `prev` (already
 /// dequeued): its signals leave `prev`'s cfs_rq at the next update instead of decaying
 /// there as blocked load. The caller hands the result to `prev`'s [`Rq::apply_removed`].
+/// v6.12's `task_dead_fair` first finishes a delayed dequeue; here an exiting task blocks
+/// with `DEQUEUE_SPECIAL` ([`block_task`] with `special`), as `TASK_DEAD` does in v6.12, so
+/// it is never delayed and always reaches this dequeued.
 pub fn task_dead_fair(
     prev: &PeltRemote,
     task: &mut Task,

@@ -13,6 +13,7 @@ const TASK: EntityState = EntityState {
     weight: 1024,
     on_rq: true,
     running: true,
+    sched_delayed: false,
 };
 
 #[test]
@@ -204,6 +205,7 @@ fn periodic_util(duty_pct: u64, cap: u32, freq: u32) -> (f64, u64, u64) {
     let sleeping = EntityState {
         on_rq: false,
         running: false,
+        sched_delayed: false,
         ..TASK
     };
     let (mut sum, mut samples) = (0u64, 0u64);
@@ -352,10 +354,12 @@ fn attach_detach_and_remove_move_exactly_the_task_signals() {
     let sleeping = EntityState {
         on_rq: false,
         running: false,
+        sched_delayed: false,
         ..TASK
     };
     let queued = EntityState {
         running: false,
+        sched_delayed: false,
         ..TASK
     };
     src.update_load_avg(clock.rq_clock_pelt(), &mut a, TASK, busy, DO_ATTACH, scale);
@@ -639,6 +643,7 @@ fn migrate_se_pelt_lag_estimates_an_idle_rq_clock() {
     let sleeping = EntityState {
         on_rq: false,
         running: false,
+        sched_delayed: false,
         ..TASK
     };
     cfs.update_load_avg(clock.rq_clock_pelt(), &mut se, TASK, busy, DO_ATTACH, scale);

@@ -376,6 +376,7 @@ fn synced(avg: &SchedAvg, now: u64, weight: u64, running: bool) -> SchedAvg {
         weight,
         on_rq: true,
         running,
+        sched_delayed: false,
     };
     a.update_se(now, st, PeltScale::NONE);
     a

@@ -64,10 +64,11 @@ use asym_sched::nohz::{
 };
 use asym_sched::pelt::SchedAvg;
 use asym_sched::root_domain::{OverutilizedCheck, OverutilizedRule, RootDomain};
-use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, Rq, RqConfig, RqError, RqSnapshot, Task};
+use asym_sched::rq::{migrate_task_rq_fair, Block, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
-    self, attach_preempt, sched_tick, schedule_finish, schedule_pick, schedule_repick,
-    task_dead_fair, tick_overutilized, ttwu_activate, ttwu_select, CoreCtx, Pick, WakeCtx,
+    self, attach_preempt, block_task, sched_tick, schedule_finish, schedule_pick_with,
+    schedule_repick_with, task_dead_fair, tick_overutilized, ttwu_activate, ttwu_runnable,
+    ttwu_select, CoreCtx, Pick, WakeCtx,
 };
 use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::arch_scale_freq_capacity;
@@ -256,6 +257,9 @@ pub struct Counters {
     pub overutilized_ns: u64,
     /// Context switches.
     pub context_switches: u64,
+    /// Wake-ups of a task whose dequeue was delayed (`DELAY_DEQUEUE`): requeued where it
+    /// was queued (`ttwu_runnable`), with no CPU selection.
+    pub wakeups_delayed: u64,
 }
 
 /// Everything a run produces besides the trace.
@@ -356,7 +360,9 @@ enum TState {
 }
 
 /// The simulator's side of a task; the policy side ([`Task`]) lives in its CPU's
-/// [`Rq`] while queued and in `parked` while it sleeps.
+/// [`Rq`] while queued and in `parked` while it sleeps — except a sleeper whose dequeue was
+/// delayed (`DELAY_DEQUEUE`), which stays in the [`Rq`] of `cpu` until a pick there hands it
+/// back (then `parked`) or it wakes (`ttwu_runnable`).
 struct SimTask {
     comm: String,
     pid: u32,
@@ -1227,6 +1233,11 @@ impl<'a, W: Write> Engine<'a, W> {
             TState::Sleeping | TState::Suspended | TState::NotStarted => {}
             _ => return Ok(()),
         }
+        // try_to_wake_up: `if (p->on_rq && ttwu_runnable(p, wake_flags))` — a sleeper whose
+        // dequeue was delayed is still queued and wakes there, before any select_task_rq.
+        if self.tasks[t].parked.is_none() && self.wake_delayed(t, waker)? {
+            return Ok(());
+        }
         let prev = self.tasks[t].cpu;
         let ctx_cpu = waker.unwrap_or(prev);
         let Some(mut task) = self.tasks[t].parked.take() else {
@@ -1390,6 +1401,97 @@ impl<'a, W: Write> Engine<'a, W> {
         }
     }
 
+    /// The wake-up of `t` while its dequeue is delayed on `task_cpu` (`ttwu_runnable`, on the
+    /// waker's CPU under that rq's lock): no CPU selection, no migration, no `record_wakee`
+    /// (that is `select_task_rq_fair`'s), no IPI. Returns false, having finished the delayed
+    /// dequeue (`t` is then parked, for the usual path), when the program's affinity for
+    /// this activation excludes that CPU: v6.12's `__set_cpus_allowed_ptr` would move the
+    /// queued task (still delayed) to an allowed CPU at the affinity change; the simulator
+    /// applies a program's affinity at wake-ups, so it lets the wake-up choose instead.
+    fn wake_delayed(&mut self, t: usize, waker: Option<usize>) -> Result<bool, SimError> {
+        let cpu = self.tasks[t].cpu;
+        let id = tid(t);
+        let ctx_cpu = waker.unwrap_or(cpu);
+        self.account(cpu)?;
+        self.account(ctx_cpu)?;
+        let mask = CpuMask(self.tasks[t].allowed);
+        if !mask.contains(CpuId(cpu as u16)) {
+            let mut slot = None;
+            self.cpus[cpu]
+                .rq_mut()
+                .dequeue_delayed_task_into(id, &mut slot)?;
+            self.cpufreq_update(cpu);
+            self.tasks[t].parked = slot;
+            return Ok(false);
+        }
+        let Some(queued) = self.cpus[cpu].rq().task(id) else {
+            return Err(SimError::Workload(format!(
+                "task {} sleeps neither parked nor queued on cpu {cpu}",
+                self.tasks[t].comm
+            )));
+        };
+        // The program's affinity and clamps for this activation, as a parked task gets them
+        // at its wake-up: on the queued task (`__do_set_cpus_allowed`, `__setscheduler_uclamp`).
+        let mut uclamp = queued.uclamp;
+        let uclamp_changed = match self.tasks[t].uclamp {
+            Some((lo, hi)) => {
+                let _ = uclamp.set_request(lo, hi);
+                self.uclamp_used = true;
+                uclamp.req != queued.uclamp.req
+            }
+            None => false,
+        };
+        let rq = self.cpus[cpu].rq_mut();
+        rq.set_cpus_allowed(id, mask)?;
+        if uclamp_changed {
+            rq.set_uclamp(id, uclamp)?;
+        }
+        let waker_left_idle = self.cpus[ctx_cpu].running.is_none() && self.idle_exit(ctx_cpu)?;
+        if let Some(w) = self.trace.as_mut() {
+            let task = tref_of(&self.tasks, t);
+            let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+            w.emit(
+                ctx,
+                TraceEvent::SchedWaking {
+                    task,
+                    target_cpu: cpu,
+                },
+            )?;
+        }
+        let st = &mut self.tasks[t];
+        st.stats.activations += 1;
+        st.state = TState::Runnable;
+        st.wake_ts = Some(self.now);
+        let Some(outcome) = ttwu_runnable(self.cpus[cpu].rq_mut(), id)? else {
+            return Err(SimError::Workload(format!(
+                "task {} queued while asleep but not delayed",
+                self.tasks[t].comm
+            )));
+        };
+        self.counters.wakeups_delayed += 1;
+        self.cpufreq_update(cpu);
+        self.trace_pelt_on(ctx_cpu, cpu, Some(t))?;
+        self.trace_util_est_on(ctx_cpu, cpu, t)?;
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+            let task = tref_of(&self.tasks, t);
+            w.emit(
+                ctx,
+                TraceEvent::SchedWakeup {
+                    task,
+                    target_cpu: cpu,
+                },
+            )?;
+        }
+        if outcome.resched.is_yes() {
+            self.push(self.now, Ev::Resched(cpu as u32));
+        }
+        if waker_left_idle && ctx_cpu != cpu {
+            self.idle_enter(ctx_cpu)?;
+        }
+        Ok(true)
+    }
+
     /// Every CPU's [`RqSnapshot`] as of now, into `self.snaps` (what other CPUs would
     /// read).
     fn refresh_snaps(&mut self) {
@@ -1449,12 +1551,24 @@ impl<'a, W: Write> Engine<'a, W> {
     fn schedule(&mut self, cpu: usize, prev_state: PrevState) -> Result<(), SimError> {
         let prev = self.cpus[cpu].running;
         let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
-        let mut pick = schedule_pick(self.cpus[cpu].rq_mut(), &cctx);
+        // A delayed task the pick finds has its dequeue finished and comes back to sleep
+        // here (`__block_task`).
+        let tasks = &mut self.tasks;
+        let mut park = |task: Task| {
+            let t = tidx(task.id);
+            tasks[t].parked = Some(task);
+        };
+        let mut pick = schedule_pick_with(self.cpus[cpu].rq_mut(), &cctx, &mut park);
         if pick == Pick::Newidle {
             // pick_next_task_fair's newidle balance (Linux drops the rq lock here), then
             // the repick, which goes idle (clock_pelt resync) when nothing arrived.
             self.sched_balance_newidle(cpu)?;
-            pick = schedule_repick(self.cpus[cpu].rq_mut());
+            let tasks = &mut self.tasks;
+            let mut park = |task: Task| {
+                let t = tidx(task.id);
+                tasks[t].parked = Some(task);
+            };
+            pick = schedule_repick_with(self.cpus[cpu].rq_mut(), &mut park);
         }
         let next = match pick {
             Pick::Next(id) => Some(tidx(id)),
@@ -1545,17 +1659,25 @@ impl<'a, W: Write> Engine<'a, W> {
         self.cpus[cpu].seg = Some((self.now + dt, self.seq));
     }
 
-    /// The running task of `cpu` blocks (`DEQUEUE_SLEEP`), then `__schedule`.
+    /// The running task of `cpu` blocks (`block_task`: `DEQUEUE_SLEEP`, `DEQUEUE_SPECIAL`
+    /// for exit), then `__schedule`. Under `DELAY_DEQUEUE` it may stay queued (delayed).
     fn block(&mut self, cpu: usize, t: usize, state: TState) -> Result<(), SimError> {
-        let task = self.cpus[cpu]
-            .rq_mut()
-            .dequeue_task(tid(t), DequeueFlags::SLEEP)?;
+        let mut slot = None;
+        let dead = state == TState::Dead;
+        let block = block_task(self.cpus[cpu].rq_mut(), tid(t), dead, &mut slot)?;
         self.cpufreq_update(cpu);
+        let util_avg = match (&slot, block) {
+            (Some(task), Block::Dequeued) => task.avg.util_avg,
+            _ => self.cpus[cpu]
+                .rq()
+                .task(tid(t))
+                .map_or(0, |task| task.avg.util_avg),
+        };
         if self.cfg.features.enabled(Feature::UTIL_EST) {
             // Pre-v6.9 util_est_update: `enqueued` takes the util at each sleep.
-            self.tasks[t].ue_enqueued = task.avg.util_avg as u32;
+            self.tasks[t].ue_enqueued = util_avg as u32;
         }
-        self.tasks[t].parked = Some(task);
+        self.tasks[t].parked = slot;
         self.tasks[t].state = state;
         self.trace_util_est_on(cpu, cpu, t)?;
         self.schedule(cpu, PrevState::Sleeping)

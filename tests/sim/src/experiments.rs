@@ -239,6 +239,7 @@ fn pelt_series(inv: PeltInvariance, cap: u32, freq: u32, periods: u64) -> Vec<u6
         weight: 1024,
         on_rq: true,
         running: true,
+        sched_delayed: false,
     };
     let mut clock = PeltClock::new(Nanos(1_000 * MS), inv);
     let mut se = SchedAvg {

@@ -11,7 +11,7 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde::Serialize as DeriveSerialize;
 
-use asym_sched::features::SchedFeatures;
+use asym_sched::features::{Feature, SchedFeatures};
 
 use crate::board::Board;
 use crate::engine::{CpuSignal, SimConfig, SimResult, TaskSignal};
@@ -29,7 +29,9 @@ pub struct Report {
     pub board: String,
     /// Workload file as given.
     pub workload: String,
-    /// Every scheduler feature and its state, in declaration order.
+    /// Every scheduler feature and its state, in declaration order; those of
+    /// [`LISTED_WHEN_ON`] only when on (as `highres` only when off), so that reports of runs
+    /// without them stay byte-identical with the reports from before they existed.
     pub features: Features,
     /// Governor name.
     pub governor: &'static str,
@@ -68,6 +70,11 @@ pub struct Report {
     pub counters: CountersReport,
 }
 
+/// `skip_serializing_if` for counters absent while zero.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// `skip_serializing_if` for fields whose default is `true`.
 fn is_true(b: &bool) -> bool {
     *b
@@ -83,6 +90,9 @@ pub struct FreqLimitReport {
     /// `scaling_max_freq` (kHz).
     pub max_khz: u32,
 }
+
+/// Features a report lists only when they are on (see [`Report::features`]).
+pub const LISTED_WHEN_ON: [Feature; 2] = [Feature::DELAY_DEQUEUE, Feature::DELAY_ZERO];
 
 /// Features as an ordered JSON object.
 #[derive(Debug)]
@@ -350,6 +360,10 @@ pub struct CountersReport {
     pub overutilized_ns: u64,
     /// Context switches.
     pub context_switches: u64,
+    /// Wake-ups of a delayed task (`DELAY_DEQUEUE`'s `ttwu_runnable`: no CPU selection);
+    /// present only when there were any, so runs without the feature keep their reports.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wakeups_delayed: u64,
 }
 
 /// Nearest-rank percentiles of `v` (sorted in place).
@@ -482,7 +496,13 @@ pub fn build(
         schema: SCHEMA,
         board: board.desc.name.to_string(),
         workload: workload.to_string(),
-        features: Features(features.iter().map(|(f, on)| (f.name(), on)).collect()),
+        features: Features(
+            features
+                .iter()
+                .filter(|&(f, on)| on || !LISTED_WHEN_ON.contains(&f))
+                .map(|(f, on)| (f.name(), on))
+                .collect(),
+        ),
         governor: cfg.governor.name(),
         load_balance: cfg.load_balance,
         eas_active: res.eas_active,
@@ -540,6 +560,7 @@ pub fn build(
             ),
             overutilized_ns: c.overutilized_ns,
             context_switches: c.context_switches,
+            wakeups_delayed: c.wakeups_delayed,
         },
     }
 }

@@ -20,8 +20,16 @@ impl Rq {
         {
             return Err("nr_running mismatch");
         }
-        if self.uclamp.nr_tasks() != self.h_nr_running {
+        // A delayed task is queued but its clamps left the rq when it blocked.
+        let nr_delayed = self.tasks().filter(|t| t.se.sched_delayed).count() as u32;
+        if self.uclamp.nr_tasks() != self.h_nr_running - nr_delayed {
             return Err("uclamp accounts a different number of tasks");
+        }
+        if curr
+            .and_then(|c| self.tasks.get(c))
+            .is_some_and(|t| t.se.sched_delayed)
+        {
+            return Err("the running task is delayed");
         }
         self.tasks.check()?;
         let mut load = 0u64;

@@ -94,7 +94,22 @@ sched_flags! {
         const MIGRATING = 2;
         /// `DEQUEUE_SAVE` (without `DEQUEUE_MOVE`): it comes straight back.
         const SAVE = 4;
+        /// `DEQUEUE_SPECIAL`: the task blocks in a special state (`TASK_DEAD`, stopped,
+        /// traced, parked, frozen), which must not suffer the spurious wake-up a delayed
+        /// dequeue relies on: it is never delayed.
+        const SPECIAL = 8;
     }
+}
+
+/// What [`Rq::block_task_into`](crate::rq::Rq::block_task_into) did with a task that blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// Dequeued: the task is in the caller's slot, owned by the caller while it sleeps.
+    Dequeued,
+    /// `DELAY_DEQUEUE`: not eligible, so it stays queued here (`se->sched_delayed`); its
+    /// dequeue is finished by a later pick (which hands it to the caller then) unless a
+    /// wake-up requeues it first ([`Rq::requeue_delayed_task`](crate::rq::Rq::requeue_delayed_task)).
+    Delayed,
 }
 
 /// Whether the running task should be preempted (`resched_curr`): the answer of
@@ -200,6 +215,14 @@ pub enum RqError {
         /// This CPU.
         cpu: CpuId,
     },
+    /// The task is queued here but not delayed (a requeue of a task that is not
+    /// `sched_delayed`).
+    NotDelayed {
+        /// The task.
+        task: TaskId,
+        /// This CPU.
+        cpu: CpuId,
+    },
     /// The clock went backwards.
     ClockWentBackwards {
         /// This CPU.
@@ -257,6 +280,9 @@ impl fmt::Display for RqError {
                 cpu.0, task.0
             ),
             RqError::NoTask { cpu } => write!(f, "rq {}: no task to enqueue", cpu.0),
+            RqError::NotDelayed { task, cpu } => {
+                write!(f, "rq {}: task {} is queued but not delayed", cpu.0, task.0)
+            }
             RqError::ClockWentBackwards { cpu, clock, now } => write!(
                 f,
                 "rq {}: clock went backwards from {} ns to {} ns",
