@@ -673,13 +673,12 @@ impl Rq {
         flags: DequeueFlags,
         out: &mut Option<Task>,
     ) -> Result<(), RqError> {
-        let Some(removed) = self.tasks.remove(id) else {
+        let Some(task) = self.tasks.remove_into(id, out) else {
             return Err(RqError::NotQueued {
                 task: id,
                 cpu: self.cpu,
             });
         };
-        let task = out.insert(removed);
         let feat = self.features;
         // uclamp_rq_dec before the class dequeue (v6.12 order).
         self.uclamp.dec(&mut task.uclamp);
