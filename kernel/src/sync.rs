@@ -110,6 +110,7 @@ const UNLOCKED: u32 = 0;
 /// Set in the lock word while a held lock is being handed over by a context switch.
 const HANDOVER: u32 = 1 << 31;
 
+#[inline(always)]
 fn owner_word() -> u32 {
     (arch::cpu_index() as u32).wrapping_add(1)
 }
@@ -253,6 +254,7 @@ impl<T: ?Sized> IrqSpinLock<T> {
         self.locked.load(Ordering::Relaxed) == owner_word()
     }
 
+    #[inline(always)]
     fn try_acquire(&self) -> bool {
         self.locked
             .compare_exchange(UNLOCKED, owner_word(), Ordering::Acquire, Ordering::Relaxed)
@@ -275,6 +277,7 @@ impl<T: ?Sized> IrqSpinLock<T> {
         }
     }
 
+    #[inline(always)]
     fn release(&self) {
         let diag = diag();
         if diag != 0 {
