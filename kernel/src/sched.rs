@@ -1868,7 +1868,7 @@ pub enum InvariantError {
     Missing(CpuId, ThreadId),
     /// Threads marked queued vs the run queue's count.
     Count(CpuId, u32, u32),
-    /// The published snapshot's [`RqSnapshot::overloaded`] vs the per-CPU flag newidle's gate reads
+    /// The published snapshot's [`RqSnapshot::overloaded`] vs the per-CPU bit newidle's gate reads
     /// (the snapshot's value).
     OverloadedFlag(CpuId, bool),
 }

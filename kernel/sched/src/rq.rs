@@ -697,13 +697,12 @@ impl Rq {
         flags: DequeueFlags,
         out: &mut Option<Task>,
     ) -> Result<(), RqError> {
-        let Some(removed) = self.tasks.remove(id) else {
+        let Some(task) = self.tasks.remove_into(id, out) else {
             return Err(RqError::NotQueued {
                 task: id,
                 cpu: self.cpu,
             });
         };
-        let task = out.insert(removed);
         let feat = self.features;
         // uclamp_rq_dec before the class dequeue (v6.12 order). A delayed task (moved by the
         // balancer, or saved for an attribute change) was taken out of both when it blocked.
@@ -889,10 +888,9 @@ impl Rq {
             Some(t) if !t.se.sched_delayed => return Err(RqError::NotDelayed { task: id, cpu }),
             Some(_) => {}
         }
-        let Some(removed) = self.tasks.remove(id) else {
+        let Some(task) = self.tasks.remove_into(id, out) else {
             return Err(RqError::NotQueued { task: id, cpu });
         };
-        let task = out.insert(removed);
         let feat = self.features;
         self.update_curr();
         let changed = Self::update_load_avg(

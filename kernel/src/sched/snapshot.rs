@@ -19,7 +19,7 @@
 //! another lock, and a reader never waits for a run-queue lock; `cargo xtask bench switch`
 //! measures what it costs the wake-up path.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use asym_sched::pelt::RemovedLoad;
 use asym_sched::rq::{Rq, RqSnapshot};
@@ -52,10 +52,13 @@ static REMOVED: PerCpu<IrqSpinLock<RemovedLoad>> = PerCpu::new(
     }; MAX_CPUS],
 );
 
-/// Per CPU: its latest snapshot is [`RqSnapshot::overloaded`]. Stored under that CPU's
-/// snapshot lock with the snapshot, so newidle's gate reads these words instead of copying
-/// every CPU's snapshot ([`any_overloaded`]); as stale as the snapshots are.
-static OVERLOADED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
+/// Bit n: CPU n's latest snapshot is [`RqSnapshot::overloaded`]. Each CPU changes its own bit
+/// under its snapshot lock with the snapshot, so newidle's gate reads one word instead of
+/// copying every CPU's snapshot ([`any_overloaded`]); as stale as the snapshots are. One word
+/// rather than a flag per CPU: the gate, on every switch to idle, reads it with one load.
+static OVERLOADED_CPUS: AtomicU64 = AtomicU64::new(0);
+
+const _: () = assert!(MAX_CPUS <= 64, "OVERLOADED_CPUS holds a bit per CPU");
 
 /// Publishes `rq`'s state (call with its run-queue lock held, at the end of a section that
 /// changed it).
@@ -65,7 +68,16 @@ pub fn publish(rq: &Rq) {
     let over = s.overloaded();
     let mut g = SNAPSHOTS.of(cpu).lock();
     *g = Some(s);
-    OVERLOADED.of(cpu).store(over, Ordering::Relaxed);
+    // Only this CPU writes its bit (under the lock held here), so a load decides whether a
+    // read-modify-write of the shared word is needed at all: mostly it is not.
+    let bit = 1u64 << cpu.index();
+    if (OVERLOADED_CPUS.load(Ordering::Relaxed) & bit != 0) != over {
+        if over {
+            OVERLOADED_CPUS.fetch_or(bit, Ordering::Relaxed);
+        } else {
+            OVERLOADED_CPUS.fetch_and(!bit, Ordering::Relaxed);
+        }
+    }
 }
 
 /// `cpu`'s latest snapshot, `online` as the CPU is now (`None` before it published one).
@@ -89,19 +101,21 @@ pub fn read_or_idle(cpu: CpuId) -> RqSnapshot {
 /// [`RqSnapshot::overloaded`] (what reading each with [`read`] would say, without the
 /// copies). `except`: newidle's gate under that CPU's rq lock reads it from its run queue.
 pub fn any_overloaded(nr: usize, except: Option<CpuId>) -> bool {
-    OVERLOADED
-        .iter()
-        .take(nr.min(MAX_CPUS))
-        .any(|(c, o)| Some(c) != except && o.load(Ordering::Relaxed))
+    let cpus = match nr.min(MAX_CPUS) {
+        64 => u64::MAX,
+        n => (1u64 << n) - 1,
+    };
+    let except = except.map_or(0, |c| 1u64.checked_shl(c.index() as u32).unwrap_or(0));
+    OVERLOADED_CPUS.load(Ordering::Relaxed) & cpus & !except != 0
 }
 
-/// `Some(snapshot's value)` when `cpu`'s published snapshot and its [`OVERLOADED`] word
+/// `Some(snapshot's value)` when `cpu`'s published snapshot and its [`OVERLOADED_CPUS`] bit
 /// disagree (a self-test check: call with `cpu`'s run-queue lock held, so nothing
 /// republishes meanwhile).
 pub fn overloaded_flag_mismatch(cpu: CpuId) -> Option<bool> {
     let g = SNAPSHOTS.get(cpu)?.lock();
     let snap = g.is_some_and(|s| s.overloaded());
-    let word = OVERLOADED.get(cpu)?.load(Ordering::Relaxed);
+    let word = OVERLOADED_CPUS.load(Ordering::Relaxed) & (1u64 << cpu.index()) != 0;
     drop(g);
     (snap != word).then_some(snap)
 }

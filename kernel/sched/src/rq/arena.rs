@@ -92,11 +92,18 @@ impl TaskArena {
         }
     }
 
-    /// Unlink and remove `id`.
-    pub(crate) fn remove(&mut self, id: TaskId) -> Option<Task> {
+    /// Unlink and remove `id`, copying it into `out` (where the caller keeps it next): the
+    /// task there, or `None` if `id` is not here. One copy, where a removal that returned
+    /// the task moved it three times on its way out (tree slot, node, return value).
+    pub(crate) fn remove_into<'a>(
+        &mut self,
+        id: TaskId,
+        out: &'a mut Option<Task>,
+    ) -> Option<&'a mut Task> {
         let slot = self.nodes.slot_of(&id)?;
         self.unlink(slot);
-        self.nodes.remove(&id).map(|n| n.task)
+        self.nodes
+            .remove_with(&id, move |n| out.insert(n.task.clone()))
     }
 
     /// `list_move(&p->se.group_node, &rq->cfs_tasks)`. False if `id` is not here.
