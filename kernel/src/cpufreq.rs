@@ -423,10 +423,7 @@ pub fn init(
 /// Arms the driver's timer for the requests made before the timers ran ([`init`], the command
 /// line's `cpufreq.*`). Call once after `timer::init` on the boot CPU.
 pub fn start_timer() {
-    let t = NEXT_POLL.load(Ordering::Acquire);
-    if t != u64::MAX {
-        crate::timer::arm_cpufreq(crate::time::ns_to_cyc(t));
-    }
+    arm_timer();
 }
 
 /// Whether the board has cpufreq (OPP tables in its DT).
@@ -455,7 +452,14 @@ pub fn domain_by_name(name: &str) -> Option<usize> {
 
 /// The domain `cpu` belongs to (no lock).
 pub fn domain_of(cpu: CpuId) -> Option<usize> {
-    STATE.get()?.cpus.iter().position(|m| m.contains(cpu))
+    STATE.get()?.domain_of(cpu)
+}
+
+impl State {
+    /// The domain `cpu` belongs to.
+    fn domain_of(&self, cpu: CpuId) -> Option<usize> {
+        self.cpus.iter().position(|m| m.contains(cpu))
+    }
 }
 
 /// How many policies (performance domains) there are; 0 without cpufreq.
@@ -488,7 +492,7 @@ pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
         p.set_governor(&mut LockedDriver(&st.driver), gov, crate::sched::now());
         p.policy().cpus
     };
-    arm_timer(st);
+    arm_timer();
     let all_schedutil = st
         .policies
         .iter()
@@ -502,11 +506,8 @@ pub fn set_governor(pd: usize, gov: Governor) -> Result<(), Error> {
 /// governor's or new limits' choice. Each CPU of `cpus` evaluates at a tick it restarts for
 /// that (call with no cpufreq lock held).
 fn kick_domain(cpus: CpuMask) {
-    for c in 0..MAX_CPUS {
-        let id = CpuId(c as u16);
-        if cpus.contains(id) {
-            crate::sched::cpufreq_kick(id);
-        }
+    for c in cpus.iter() {
+        crate::sched::cpufreq_kick(c);
     }
 }
 
@@ -536,7 +537,7 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
         let r = p.set_limits(&mut LockedDriver(&st.driver), min, max, now);
         (r, p.policy().cpus)
     };
-    arm_timer(st);
+    arm_timer();
     // A limit that leaves `cur` inside it (a lowered minimum under schedutil) takes effect at
     // the governor's next evaluation, which an idle domain would never have.
     if r.is_ok() {
@@ -553,12 +554,7 @@ pub fn set_limits(pd: usize, min: Khz, max: Khz) -> Result<(), Error> {
 pub fn update_util(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, features: SchedFeatures) {
     let Some(req) = update else { return };
     let Some(st) = STATE.get() else { return };
-    let Some(lock) = st
-        .cpus
-        .iter()
-        .position(|m| m.contains(cpu))
-        .and_then(|pd| st.policies.get(pd))
-    else {
+    let Some(lock) = st.domain_of(cpu).and_then(|pd| st.policies.get(pd)) else {
         return;
     };
     let flags = if req.iowait {
@@ -578,21 +574,24 @@ pub fn update_util(cpu: CpuId, now: Nanos, update: Option<CpufreqUpdate>, featur
         |c| crate::sched::snapshot(c).unwrap_or_else(|| RqSnapshot::idle(c, caps(c))),
     );
     if requested.is_some() {
-        arm_timer(st);
+        arm_timer();
     }
 }
 
-/// Arms the calling CPU's cpufreq timer for the driver's next poll, if it wants one.
-fn arm_timer(st: &State) {
-    let next = st.driver.lock().next_poll();
-    if let Some(t) = next {
-        let irq = crate::arch::irq_save_disable();
-        POLL_BACKOFF_NS
-            .of(crate::percpu::current_cpu())
-            .store(0, Ordering::Relaxed);
-        crate::timer::arm_cpufreq(crate::time::ns_to_cyc(t.0));
-        crate::arch::irq_restore(irq);
+/// Arms the calling CPU's cpufreq timer for the driver's next poll, if it wants one
+/// ([`NEXT_POLL`], which every driver call that changes it stores under the driver's lock),
+/// with no back-off: a request was just made.
+fn arm_timer() {
+    let t = NEXT_POLL.load(Ordering::Acquire);
+    if t == u64::MAX {
+        return;
     }
+    let irq = crate::arch::irq_save_disable();
+    POLL_BACKOFF_NS
+        .of(crate::percpu::current_cpu())
+        .store(0, Ordering::Relaxed);
+    crate::timer::arm_cpufreq(crate::time::ns_to_cyc(t));
+    crate::arch::irq_restore(irq);
 }
 
 /// Re-arms the calling CPU's cpufreq timer after a poll, at the driver's `next` poll but not
@@ -663,14 +662,11 @@ fn apply_completion(st: &State, c: Completion<DriverError>, hw: Khz) {
     let scale = p.arch_scale_freq_capacity();
     let uw = crate::energy::opp_power_uw(st.board, c.pd, p.cur());
     let now = crate::sched::now();
-    for i in 0..MAX_CPUS {
-        let id = CpuId(i as u16);
-        if p.cpus.contains(id) {
-            ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
-            // The meter changes power at the trace event's instant, so both agree.
-            let at = crate::tracing::cpu_frequency(id, p.cur().0);
-            crate::energy::set_power(id, uw, at.unwrap_or(now.0));
-        }
+    for id in p.cpus.iter() {
+        ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
+        // The meter changes power at the trace event's instant, so both agree.
+        let at = crate::tracing::cpu_frequency(id, p.cur().0);
+        crate::energy::set_power(id, uw, at.unwrap_or(now.0));
     }
 }
 

@@ -635,17 +635,15 @@ impl Rq {
         }
         // enqueue_entity.
         self.update_curr();
-        let changed = Self::update_load_avg(
+        Self::update_load_avg(
             &mut self.cfs_avg,
+            &mut self.cpufreq_update,
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
             task,
             DO_ATTACH,
         );
-        if changed {
-            self.request_cpufreq(false);
-        }
         let curr = self
             .cfs
             .curr()
@@ -727,17 +725,15 @@ impl Rq {
         } else {
             0
         };
-        let changed = Self::update_load_avg(
+        Self::update_load_avg(
             &mut self.cfs_avg,
+            &mut self.cpufreq_update,
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
             task,
             pelt_flags,
         );
-        if changed {
-            self.request_cpufreq(false);
-        }
         let curr = self
             .cfs
             .curr()
@@ -808,8 +804,9 @@ impl Rq {
         self.uclamp.dec(&mut task.uclamp);
         util_est_dequeue(&mut self.cfs_avg.avg, &task.avg, feat);
         // update_load_avg(cfs_rq, se, 0) while still runnable: the time up to now counts.
-        let changed = Self::update_load_avg(
+        Self::update_load_avg(
             &mut self.cfs_avg,
+            &mut self.cpufreq_update,
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
@@ -818,9 +815,6 @@ impl Rq {
         );
         task.se.sched_delayed = true;
         util_est_update(&mut task.avg, true, self.capacity_orig, feat);
-        if changed {
-            self.request_cpufreq(false);
-        }
         if curr == Some(id) {
             self.put_prev_task();
             self.need_resched = true;
@@ -852,8 +846,9 @@ impl Rq {
         util_est_enqueue(&mut self.cfs_avg.avg, &task.avg, feat);
         self.cfs
             .requeue_delayed_entity(curr_se.as_ref(), &mut task.se, feat);
-        let changed = Self::update_load_avg(
+        Self::update_load_avg(
             &mut self.cfs_avg,
+            &mut self.cpufreq_update,
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
@@ -863,9 +858,6 @@ impl Rq {
         task.se.sched_delayed = false;
         self.uclamp
             .inc(&mut task.uclamp, &self.uclamp_sysctl, false);
-        if changed {
-            self.request_cpufreq(false);
-        }
         Ok(())
     }
 
@@ -893,17 +885,15 @@ impl Rq {
         };
         let feat = self.features;
         self.update_curr();
-        let changed = Self::update_load_avg(
+        Self::update_load_avg(
             &mut self.cfs_avg,
+            &mut self.cpufreq_update,
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
             task,
             0,
         );
-        if changed {
-            self.request_cpufreq(false);
-        }
         let curr = self
             .cfs
             .curr()
@@ -1042,8 +1032,9 @@ impl Rq {
         // Linux: `__enqueue_entity`, then `update_load_avg(cfs_rq, prev, 0)` while
         // `cfs_rq->curr` is still `prev` (its last segment counts as running), then
         // `cfs_rq->curr = NULL`.
-        let changed = Self::update_load_avg(
+        Self::update_load_avg(
             &mut self.cfs_avg,
+            &mut self.cpufreq_update,
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
@@ -1051,9 +1042,6 @@ impl Rq {
             0,
         );
         self.cfs.put_prev_entity(&mut task.se);
-        if changed {
-            self.request_cpufreq(false);
-        }
     }
 
     /// `task_tick_fair` (`entity_tick`): charge the running task and age its
@@ -1064,17 +1052,15 @@ impl Rq {
         };
         self.update_curr();
         if let Some(task) = self.tasks.get_mut(id) {
-            let changed = Self::update_load_avg(
+            Self::update_load_avg(
                 &mut self.cfs_avg,
+                &mut self.cpufreq_update,
                 &self.pelt,
                 &self.cfs,
                 self.h_nr_running,
                 task,
                 0,
             );
-            if changed {
-                self.request_cpufreq(false);
-            }
         }
         Resched::from_bool(self.need_resched)
     }
@@ -1284,8 +1270,9 @@ impl Rq {
         // Linux: `__dequeue_entity`, `update_load_avg(cfs_rq, se, UPDATE_TG)` with
         // `cfs_rq->curr` still NULL (the task was waiting until now), then
         // `cfs_rq->curr = se`.
-        let changed = Self::update_load_avg(
+        Self::update_load_avg(
             &mut self.cfs_avg,
+            &mut self.cpufreq_update,
             &self.pelt,
             &self.cfs,
             self.h_nr_running,
@@ -1295,9 +1282,6 @@ impl Rq {
         self.cfs.set_next_entity(&mut task.se, now);
         // __set_next_task_fair: the running task moves to the head (most recent).
         self.cfs_tasks_move_to_head(id);
-        if changed {
-            self.request_cpufreq(false);
-        }
     }
 
     /// `reweight_task_fair` on a dequeued task: EEVDF lag/deadline, then the PELT
@@ -1318,9 +1302,13 @@ impl Rq {
     }
 
     fn request_cpufreq(&mut self, iowait: bool) {
-        let u = self
-            .cpufreq_update
-            .get_or_insert_with(CpufreqUpdate::default);
+        Self::request_cpufreq_in(&mut self.cpufreq_update, iowait);
+    }
+
+    /// [`Rq::request_cpufreq`] on the field alone, for callers that hold other fields of the
+    /// run queue borrowed.
+    fn request_cpufreq_in(cpufreq_update: &mut Option<CpufreqUpdate>, iowait: bool) {
+        let u = cpufreq_update.get_or_insert_with(CpufreqUpdate::default);
         u.iowait |= iowait;
     }
 
@@ -1332,29 +1320,36 @@ impl Rq {
         }
     }
 
-    /// `update_load_avg(cfs_rq, se, flags)` for a task on this rq.
+    /// `update_load_avg(cfs_rq, se, flags)` for a task on this rq; when the cfs_rq's averages
+    /// changed, a cpufreq update is requested (`cfs_rq_util_change` →
+    /// `cpufreq_update_util`), as Linux does from inside `update_load_avg`. The run queue's
+    /// fields come one by one: the caller holds `task` borrowed from the arena.
     fn update_load_avg(
         cfs_avg: &mut CfsRqAvg,
+        cpufreq_update: &mut Option<CpufreqUpdate>,
         pelt: &PeltClock,
         cfs: &CfsRq,
         h_nr_running: u32,
         task: &mut Task,
         flags: u8,
-    ) -> bool {
+    ) {
         let se = EntityState {
             weight: task.se.weight(),
             on_rq: task.se.on_rq,
             running: cfs.curr() == Some(task.id),
             sched_delayed: task.se.sched_delayed,
         };
-        cfs_avg.update_load_avg(
+        let changed = cfs_avg.update_load_avg(
             pelt.rq_clock_pelt(),
             &mut task.avg,
             se,
             Self::cfs_state(cfs, h_nr_running),
             flags,
             pelt.contrib_scale(),
-        )
+        );
+        if changed {
+            Self::request_cpufreq_in(cpufreq_update, false);
+        }
     }
 }
 

@@ -650,7 +650,7 @@ fn nohz_idle_balance(this: CpuId, st: &super::State, lbs: &[IrqSpinLock<CpuLb>])
             drop(g);
         }
         if let Some(s) = super::snapshot::read(c) {
-            let j = s.next_balance.0 / TICK_NSEC.load(Ordering::Relaxed);
+            let j = jiffies(s.next_balance);
             next = Some(next.map_or(j, |n| n.min(j)));
         }
     }
@@ -675,7 +675,7 @@ pub(super) fn nohz_balancer_kick(cpu: CpuId, this: &RqSnapshot, now: Nanos) {
     if NOHZ_IDLE_CPUS.load(Ordering::Relaxed) & bit != 0 {
         NOHZ_IDLE_CPUS.fetch_and(!bit, Ordering::AcqRel);
     }
-    let j = now.0 / TICK_NSEC.load(Ordering::Relaxed);
+    let j = jiffies(now);
     let view = KernelSnaps(st.cpus.len());
     let mut flags = 0;
     let mut target = nohz_state().stats_kick(cpu, j, &view);
@@ -713,6 +713,11 @@ pub(super) fn nohz_balancer_kick(cpu: CpuId, this: &RqSnapshot, now: Nanos) {
     crate::softirq::raise_on(ilb, crate::softirq::SCHED_SOFTIRQ);
     COUNTERS.of(cpu).kicks_sent.fetch_add(1, Ordering::Relaxed);
     let _ = crate::ipi::send(ilb, crate::ipi::IpiKind::Ping);
+}
+
+/// Guest time `t` in jiffies of the domains' `TICK_NSEC`.
+fn jiffies(t: Nanos) -> u64 {
+    t.0 / TICK_NSEC.load(Ordering::Relaxed)
 }
 
 /// The NOHZ state as the crate's [`Nohz`] (its parts are separate atomics here).
@@ -753,7 +758,7 @@ pub(super) fn nohz_run_idle_balance(cpu: CpuId, now: Nanos) {
         return;
     }
     let n = nohz_state();
-    let j = now.0 / TICK_NSEC.load(Ordering::Relaxed);
+    let j = jiffies(now);
     // The cheap part of the gate first: most idle entries end here without the rq lock.
     if !n.has_blocked || j < n.next_blocked_j {
         return;
@@ -779,7 +784,7 @@ fn nohz_stats_update(this: CpuId, st: &super::State) {
             has_blocked |= update_nohz_stats(c);
         }
     }
-    let j = super::now().0 / TICK_NSEC.load(Ordering::Relaxed);
+    let j = jiffies(super::now());
     let mut n = nohz_state();
     n.stats_end(has_blocked, j, crate::timer::hz());
     NOHZ_NEXT_BLOCKED.store(n.next_blocked_j, Ordering::Relaxed);
@@ -801,7 +806,7 @@ fn update_nohz_stats(cpu: CpuId) -> bool {
         let mut g = lock.lock();
         let cs = &mut *g;
         let now = super::now();
-        let j = now.0 / TICK_NSEC.load(Ordering::Relaxed);
+        let j = jiffies(now);
         match blocked_load_check(&nohz_state(), &cs.rq, j) {
             BlockedLoad::Done(still) => return still,
             BlockedLoad::Update => {}

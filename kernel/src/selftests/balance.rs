@@ -646,17 +646,9 @@ fn nohz_check(cpu: CpuId, util: impl Fn(CpuId) -> u32) -> TestResult {
     let ended = sched::now().0;
     // This thread stays on its CPU from here on, so this CPU's ticks are busy ones and kick
     // the idle load balancer.
-    let spin_until = |deadline: u64, mut done: Option<&mut dyn FnMut() -> bool>| {
-        while sched::now().0 < deadline {
-            if done.as_mut().is_some_and(|f| f()) {
-                return true;
-            }
-            sched::spin_hint();
-        }
-        false
-    };
-    let mut stopped = || crate::timer::tick_stopped(cpu);
-    let stopped = spin_until(ended + NOHZ_STOP_WITHIN_NS, Some(&mut stopped));
+    let stopped = spin_until(ended + NOHZ_STOP_WITHIN_NS, || {
+        crate::timer::tick_stopped(cpu)
+    });
     let u0 = util(cpu);
     test_assert!(
         stopped,
@@ -670,15 +662,14 @@ fn nohz_check(cpu: CpuId, util: impl Fn(CpuId) -> u32) -> TestResult {
         "cpu {} had no blocked utilisation left to decay",
         cpu.0
     );
-    let stats0: u64 = crate::smp::online_cpus()
-        .map(|c| sched::balance::stats(c).nohz_stats)
-        .sum();
-    let ticks0 = crate::timer::ticks(cpu);
-    spin_until(sched::now().0 + NOHZ_DECAY_NS, None);
-    let (u1, ticks1) = (util(cpu), crate::timer::ticks(cpu));
-    let stats1: u64 = crate::smp::online_cpus()
-        .map(|c| sched::balance::stats(c).nohz_stats)
-        .sum();
+    let nohz_stats = || -> u64 {
+        crate::smp::online_cpus()
+            .map(|c| sched::balance::stats(c).nohz_stats)
+            .sum()
+    };
+    let (stats0, ticks0) = (nohz_stats(), crate::timer::ticks(cpu));
+    spin_until(sched::now().0 + NOHZ_DECAY_NS, || false);
+    let (u1, ticks1, stats1) = (util(cpu), crate::timer::ticks(cpu), nohz_stats());
     crate::println!(
         "balance: idle cpu {}: blocked util {} -> {} over {} ms with {} ticks of its own, {} NOHZ blocked-load updates",
         cpu.0,
@@ -704,4 +695,16 @@ fn nohz_check(cpu: CpuId, util: impl Fn(CpuId) -> u32) -> TestResult {
     );
     test_assert!(stats1 > stats0, "no NOHZ blocked-load update ran");
     Ok(())
+}
+
+/// Spins (this thread stays on its CPU, so its ticks are busy ones) until guest time
+/// `deadline` or until `done()`; whether `done()` held.
+fn spin_until(deadline: u64, mut done: impl FnMut() -> bool) -> bool {
+    while sched::now().0 < deadline {
+        if done() {
+            return true;
+        }
+        sched::spin_hint();
+    }
+    false
 }
