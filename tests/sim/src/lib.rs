@@ -68,6 +68,30 @@ pub struct RunSpec {
     pub highres: bool,
 }
 
+impl RunSpec {
+    /// `workload` on `board` with the settings the tests and the experiments share:
+    /// schedutil, seed 0, HZ=250, high-resolution timers, Linux's placement and features, no
+    /// load balancing, no limits, no output files, the workload's own duration. Callers change
+    /// what they need with struct update syntax.
+    pub fn new(board: impl Into<String>, workload: impl Into<PathBuf>) -> Self {
+        RunSpec {
+            board: board.into(),
+            workload: workload.into(),
+            duration_ns: None,
+            set: Vec::new(),
+            governor: Governor::Schedutil,
+            seed: 0,
+            hz: 250,
+            out: None,
+            plot: false,
+            load_balance: false,
+            placement: Placement::Linux,
+            freq_limits: Vec::new(),
+            highres: true,
+        }
+    }
+}
+
 /// Longest simulated duration (about 11.6 days).
 pub const MAX_DURATION_NS: u64 = 1_000_000 * 1_000_000_000;
 

@@ -5,9 +5,7 @@
 //! simulator trace through the same code), and every bundled workload's trace passes the
 //! validators `cargo xtask test` applies to the kernel's traces.
 
-use std::path::PathBuf;
-
-use asym_sim::{run_source, Governor, RunSpec};
+use asym_sim::{run_source, RunSpec};
 use asym_trace::analyse::{analyse, DomainModel};
 use asym_trace::validate::{check_analysis, check_trace};
 
@@ -31,19 +29,9 @@ fn run(
         std::process::id()
     ));
     let spec = RunSpec {
-        board: board.into(),
-        workload: PathBuf::from(name),
         duration_ns: Some(duration_ns),
-        set: Vec::new(),
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
         out: Some(dir.clone()),
-        plot: false,
-        load_balance: false,
-        placement: Default::default(),
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new(board, name)
     };
     let out = run_source(&spec, wl, false).expect("simulation failed");
     let trace = std::fs::read_to_string(dir.join("trace.txt")).unwrap();

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use asym_sim::{run_source, run_with_options, Governor, Placement, RunOptions, RunOutput, RunSpec};
+use asym_sim::{run_source, run_with_options, Placement, RunOptions, RunOutput, RunSpec};
 
 fn workload(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -18,19 +18,9 @@ fn workload(name: &str) -> PathBuf {
 
 fn spec(wl: &str, set: &[&str], lb: bool) -> RunSpec {
     RunSpec {
-        board: "juno-r2".into(),
-        workload: workload(wl),
-        duration_ns: None,
         set: set.iter().map(|s| s.to_string()).collect(),
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        out: None,
-        plot: false,
         load_balance: lb,
-        placement: Default::default(),
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new("juno-r2", workload(wl))
     }
 }
 

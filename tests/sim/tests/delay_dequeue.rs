@@ -8,9 +8,7 @@
 //! them from `sched_wakeup`), and the validators accept the trace. With the features off
 //! nothing delayed exists, and the report does not even name them.
 
-use std::path::PathBuf;
-
-use asym_sim::{run_source, Governor, RunOutput, RunSpec};
+use asym_sim::{run_source, RunOutput, RunSpec};
 use asym_trace::analyse::{analyse, DomainModel};
 use asym_trace::validate::check_trace;
 
@@ -24,22 +22,14 @@ const PINNED: &str = r#"{
 
 fn run(tag: &str, set: &[&str]) -> (RunOutput, String, String) {
     let dir = std::env::temp_dir().join(format!("asym-dd-{}-{tag}", std::process::id()));
+    // Load balancing off (`RunSpec::new`), as the analyser's tests: the validators do not
+    // accept the NOHZ kicks' softirq raises on idle CPUs that load balancing writes (with or
+    // without delayed dequeue).
     let spec = RunSpec {
-        board: "juno-r2".into(),
-        workload: PathBuf::from("pinned.json"),
         duration_ns: Some(500_000_000),
         set: set.iter().map(|s| s.to_string()).collect(),
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
         out: Some(dir.clone()),
-        plot: false,
-        // As the analyser's tests: the validators do not accept the NOHZ kicks' softirq
-        // raises on idle CPUs that load balancing writes (with or without delayed dequeue).
-        load_balance: false,
-        placement: Default::default(),
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new("juno-r2", "pinned.json")
     };
     let out = run_source(&spec, PINNED, false).expect("simulation failed");
     let trace = std::fs::read_to_string(dir.join("trace.txt")).unwrap();

@@ -20,19 +20,10 @@ fn workload(name: &str) -> PathBuf {
 
 fn sim(board: &str, wl: &str, governor: Governor, set: &[&str]) -> SimResult {
     let spec = RunSpec {
-        board: board.into(),
-        workload: workload(wl),
-        duration_ns: None,
         set: set.iter().map(|s| s.to_string()).collect(),
         governor,
-        seed: 0,
-        hz: 250,
-        out: None,
         plot: true, // keeps the frequency timeline
-        load_balance: false,
-        placement: Default::default(),
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new(board, workload(wl))
     };
     run(&spec)
         .unwrap_or_else(|e| panic!("{board} {wl}: {e}"))
@@ -229,19 +220,8 @@ fn seed_000_frames_runnable_boost_off_vs_on() {
                     for (k, boost) in ["off", "on"].iter().enumerate() {
                         let set = format!("RUNNABLE_BOOST={boost}");
                         let spec = RunSpec {
-                            board: "juno-r2".into(),
-                            workload: path.clone(),
-                            duration_ns: None,
                             set: vec![set],
-                            governor: Governor::Schedutil,
-                            seed: 0,
-                            hz: 250,
-                            out: None,
-                            plot: false,
-                            load_balance: false,
-                            placement: Default::default(),
-                            freq_limits: Vec::new(),
-                            highres: true,
+                            ..RunSpec::new("juno-r2", path.clone())
                         };
                         let r = run(&spec).unwrap().result;
                         let i = r

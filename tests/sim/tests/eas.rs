@@ -19,19 +19,8 @@ fn workload(name: &str) -> PathBuf {
 
 fn spec(board: &str, wl: &str, set: &[&str]) -> RunSpec {
     RunSpec {
-        board: board.into(),
-        workload: workload(wl),
-        duration_ns: None,
         set: set.iter().map(|s| s.to_string()).collect(),
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        out: None,
-        plot: false,
-        load_balance: false,
-        placement: Default::default(),
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new(board, workload(wl))
     }
 }
 

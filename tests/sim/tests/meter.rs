@@ -3,25 +3,17 @@
 
 use std::path::PathBuf;
 
-use asym_sim::{run, Governor, Placement, RunSpec};
+use asym_sim::{run, RunSpec};
 
 fn spec(board: &str, wl: &str) -> RunSpec {
     RunSpec {
-        board: board.into(),
-        workload: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../workloads")
-            .join(wl),
-        duration_ns: None,
         set: vec!["ENERGY_AWARE=on".into()],
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        out: None,
-        plot: false,
-        load_balance: false,
-        placement: Placement::Linux,
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new(
+            board,
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../workloads")
+                .join(wl),
+        )
     }
 }
 

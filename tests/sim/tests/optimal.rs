@@ -3,25 +3,17 @@
 
 use std::path::PathBuf;
 
-use asym_sim::{run, Governor, Placement, RunOutput, RunSpec};
+use asym_sim::{run, RunOutput, RunSpec};
 
 fn go(board: &str, wl: &str, eas: bool) -> RunOutput {
     let spec = RunSpec {
-        board: board.into(),
-        workload: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../workloads")
-            .join(wl),
-        duration_ns: None,
         set: vec![format!("ENERGY_AWARE={}", if eas { "on" } else { "off" })],
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        out: None,
-        plot: false,
-        load_balance: false,
-        placement: Placement::Linux,
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new(
+            board,
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../workloads")
+                .join(wl),
+        )
     };
     run(&spec).unwrap_or_else(|e| panic!("{board} {wl}: {e}"))
 }
@@ -95,19 +87,9 @@ fn periodic_small_bound_by_hand() {
 #[test]
 fn cluster_bound_by_hand() {
     let spec = RunSpec {
-        board: "juno-r2".into(),
-        workload: PathBuf::from("eight-on-littles.json"),
-        duration_ns: None,
         set: vec!["ENERGY_AWARE=on".into()],
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        out: None,
-        plot: false,
         load_balance: true,
-        placement: Placement::Linux,
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new("juno-r2", "eight-on-littles.json")
     };
     let wl = r#"{ "global": { "duration": 2 }, "tasks": { "t": { "instance": 8, "loop": -1,
         "cpus": [2, 3, 4, 5],

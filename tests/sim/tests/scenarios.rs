@@ -18,19 +18,10 @@ fn out_dir(name: &str) -> PathBuf {
 
 fn spec(board: &str, gov: Governor, duration_ns: u64, out: Option<PathBuf>) -> RunSpec {
     RunSpec {
-        board: board.into(),
-        workload: PathBuf::from("test.json"),
         duration_ns: Some(duration_ns),
-        set: Vec::new(),
         governor: gov,
-        seed: 0,
-        hz: 250,
         out,
-        plot: false,
-        load_balance: false,
-        placement: Default::default(),
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new(board, "test.json")
     }
 }
 

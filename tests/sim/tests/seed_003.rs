@@ -9,13 +9,10 @@
 
 use std::path::PathBuf;
 
-use asym_sim::{run_with_options, Governor, RunOptions, RunOutput, RunSpec};
+use asym_sim::{run_with_options, RunOptions, RunOutput, RunSpec};
 
 fn run(board: &str, tristate: bool) -> RunOutput {
     let spec = RunSpec {
-        board: board.into(),
-        workload: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workloads/uclamp-topapp.json"),
-        duration_ns: None,
         set: vec![
             "ENERGY_AWARE=on".into(),
             format!(
@@ -23,15 +20,11 @@ fn run(board: &str, tristate: bool) -> RunOutput {
                 if tristate { "on" } else { "off" }
             ),
         ],
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        out: None,
-        plot: false,
         load_balance: true,
-        placement: Default::default(),
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new(
+            board,
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workloads/uclamp-topapp.json"),
+        )
     };
     run_with_options(&spec, RunOptions::default()).expect("simulation failed")
 }

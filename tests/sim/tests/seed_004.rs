@@ -18,13 +18,10 @@
 
 use std::path::PathBuf;
 
-use asym_sim::{load_board, parse_freq_limit, run, FreqLimit, Governor, RunOutput, RunSpec};
+use asym_sim::{load_board, parse_freq_limit, run, FreqLimit, RunOutput, RunSpec};
 
 fn spec(eas: bool, big_min_khz: Option<u32>, set: &str) -> RunSpec {
     RunSpec {
-        board: "juno-r2".into(),
-        workload: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workloads/camera-lb.json"),
-        duration_ns: None,
         set: vec![
             format!("ENERGY_AWARE={}", if eas { "on" } else { "off" }),
             // v6.12's fork path spreads the camera tasks well from the start, leaving the
@@ -33,13 +30,7 @@ fn spec(eas: bool, big_min_khz: Option<u32>, set: &str) -> RunSpec {
             "FORK_FIND_IDLEST=off".into(),
             set.into(),
         ],
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        out: None,
-        plot: false,
         load_balance: true,
-        placement: Default::default(),
         freq_limits: big_min_khz
             .map(|f| {
                 vec![FreqLimit {
@@ -49,7 +40,10 @@ fn spec(eas: bool, big_min_khz: Option<u32>, set: &str) -> RunSpec {
                 }]
             })
             .unwrap_or_default(),
-        highres: true,
+        ..RunSpec::new(
+            "juno-r2",
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workloads/camera-lb.json"),
+        )
     }
 }
 

@@ -15,14 +15,10 @@
 
 use std::path::PathBuf;
 
-use asym_sim::{run, Governor, Placement, RunOutput, RunSpec};
+use asym_sim::{run, RunOutput, RunSpec};
 
 fn go(decay: bool) -> RunOutput {
     let spec = RunSpec {
-        board: "juno-r2".into(),
-        workload: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/energy/util-est-shared-big.json"),
-        duration_ns: None,
         set: vec![
             "ENERGY_AWARE=on".into(),
             format!(
@@ -30,15 +26,11 @@ fn go(decay: bool) -> RunOutput {
                 if decay { "on" } else { "off" }
             ),
         ],
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        out: None,
-        plot: false,
         load_balance: true,
-        placement: Placement::Linux,
-        freq_limits: Vec::new(),
-        highres: true,
+        ..RunSpec::new(
+            "juno-r2",
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/energy/util-est-shared-big.json"),
+        )
     };
     run(&spec).expect("simulation failed")
 }
