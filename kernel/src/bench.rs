@@ -28,6 +28,13 @@
 //!   any that find the word changed already), two wake-ups and two switches with no TTBR1
 //!   change (one space).
 //!
+//! `bench=switch-profile` ([`run_switch_profile`], `cargo xtask bench switch --profile`): the
+//! round-trip rows again with [`PROFILE_ROUND_TRIPS`] each, their window (the pinger's loop,
+//! the second yielder's loop) between two calls of [`asym_bench_profile_mark`], whose address
+//! xtask finds in the ELF: QEMU logs every instruction (`-singlestep -d exec,nochain`) and
+//! xtask counts those of all CPUs between the marks by function. Each row's line `bench
+//! profile <name> n=<ops>` comes before its marks, in the order of the windows.
+//!
 //! `bench=sched-costs` ([`run_sched_costs`], `cargo xtask bench sched-costs`): the scheduler's
 //! costs the asym issue 12 asks for, as `bench costs <name> key=value ...` lines, with the
 //! run-queue lock hold timing (`sync::rq_hold_timing`), the wake-up placement timing
@@ -239,6 +246,30 @@ static YIELD_READY: AtomicU32 = AtomicU32::new(0);
 /// When the second yielder started: the yield row's window opens there.
 static YIELD_T0: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicBool = AtomicBool::new(false);
+/// `bench=switch-profile`: the round-trip threads call [`asym_bench_profile_mark`] around
+/// their loops.
+static PROFILING: AtomicBool = AtomicBool::new(false);
+/// Yielders that have finished their loop ([`yielder`]), for the profile's end mark.
+static YIELD_DONE: AtomicU32 = AtomicU32::new(0);
+/// Profile marks made: the atomic add is the mark's side effect, so the call is never
+/// optimised away.
+static PROFILE_MARKS: AtomicU32 = AtomicU32::new(0);
+/// Round trips per row of `bench=switch-profile`: enough to average out the first round
+/// trip's cold paths, few enough that QEMU's instruction log stays short.
+const PROFILE_ROUND_TRIPS: u64 = 500;
+
+/// Opens or closes a profile window: xtask finds this function's address in the kernel ELF
+/// (by the name in its mangled symbol) and splits QEMU's instruction log at each time it runs (module docs).
+#[inline(never)]
+pub fn asym_bench_profile_mark() {
+    PROFILE_MARKS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn profile_mark() {
+    if PROFILING.load(Ordering::Relaxed) {
+        asym_bench_profile_mark();
+    }
+}
 
 fn spawn_pinned(name: &str, cpu: Option<CpuId>, f: fn(usize)) -> Option<ThreadId> {
     let params = ThreadParams {
@@ -337,16 +368,21 @@ fn yielder(_: usize) {
         YIELD_GATE.wait();
     } else {
         YIELD_T0.store(sched::now().0, Ordering::Relaxed);
+        profile_mark();
         YIELD_GATE.complete();
     }
     for _ in 0..N.load(Ordering::Relaxed) {
         sched::yield_now();
+    }
+    if YIELD_DONE.fetch_add(1, Ordering::AcqRel) == 1 {
+        profile_mark();
     }
 }
 
 /// Two yielders on `cpu`: guest ns from the moment both are there to the second join.
 fn yield_pair(cpu: CpuId) -> Option<u64> {
     YIELD_READY.store(0, Ordering::Relaxed);
+    YIELD_DONE.store(0, Ordering::Relaxed);
     pair(yielder, Some(cpu), yielder, Some(cpu))?;
     Some(
         sched::now()
@@ -356,10 +392,12 @@ fn yield_pair(cpu: CpuId) -> Option<u64> {
 }
 
 fn pinger(_: usize) {
+    profile_mark();
     for _ in 0..N.load(Ordering::Relaxed) {
         A.complete();
         B.wait();
     }
+    profile_mark();
 }
 
 fn ponger(_: usize) {
@@ -468,6 +506,42 @@ pub fn run_switch() -> bool {
         }
         None => ok = false,
     }
+    ok
+}
+
+/// `bench=switch-profile` (module docs): the round trips of [`run_switch`] between profile
+/// marks; false if one could not run.
+pub fn run_switch_profile() -> bool {
+    let me = crate::percpu::current_cpu();
+    let others: heapless::Vec<CpuId, 8> = smp::online_cpus().filter(|&c| c != me).collect();
+    let (Some(&x), Some(&y)) = (others.last(), others.get(others.len().wrapping_sub(2))) else {
+        crate::println!("bench profile: needs 3 online CPUs");
+        return false;
+    };
+    // As in `run_switch`: the same state of signals and ticks when the rows start.
+    sched::sleep_ns(500_000_000);
+    N.store(PROFILE_ROUND_TRIPS, Ordering::Relaxed);
+    PROFILING.store(true, Ordering::Relaxed);
+    let mut ok = true;
+    for (name, cb) in [
+        ("yield_same_cpu", x),
+        ("wait_wake_same_cpu", x),
+        ("wait_wake_cross_cpu", y),
+    ] {
+        crate::println!("bench profile {} n={}", name, PROFILE_ROUND_TRIPS);
+        let t = if name == "yield_same_cpu" {
+            yield_pair(x)
+        } else {
+            pair(pinger, Some(x), ponger, Some(cb))
+        };
+        ok &= t.is_some();
+    }
+    PROFILING.store(false, Ordering::Relaxed);
+    crate::println!(
+        "bench profile done marks={} ok={}",
+        PROFILE_MARKS.load(Ordering::Relaxed),
+        u8::from(ok)
+    );
     ok
 }
 

@@ -310,6 +310,10 @@ fn init_main(_: usize) {
         let ok = crate::bench::run_switch();
         crate::panic::end_run(if ok { 0 } else { 1 });
     }
+    if cmd.bench_switch_profile {
+        let ok = crate::bench::run_switch_profile();
+        crate::panic::end_run(if ok { 0 } else { 1 });
+    }
     if cmd.bench_sched_costs {
         let ok = crate::bench::run_sched_costs();
         crate::panic::end_run(if ok { 0 } else { 1 });

@@ -95,6 +95,9 @@ pub struct Cmdline {
     /// `bench=sched-costs`: run the scheduler cost benchmarks (placement, balance softirq,
     /// tick, run-queue lock hold times) instead of the self tests.
     pub bench_sched_costs: bool,
+    /// `bench=switch-profile`: run the round trips of `bench=switch` a few times each between
+    /// profile marks, for `cargo xtask bench switch --profile` (kernel/src/bench.rs).
+    pub bench_switch_profile: bool,
     /// `soak=<seconds>`: run the long stress run for this much guest time, then end.
     pub soak_s: Option<u32>,
     /// `el0_fuzz=<calls>`: system calls the EL0 fuzz self test makes (default: its short
@@ -145,6 +148,7 @@ impl Default for Cmdline {
             bench: false,
             bench_switch: false,
             bench_sched_costs: false,
+            bench_switch_profile: false,
             soak_s: None,
             el0_fuzz_calls: None,
             lockdep: false,
@@ -254,6 +258,7 @@ impl Cmdline {
             || self.selftest != SelfTestMode::Off
             || self.bench_switch
             || self.bench_sched_costs
+            || self.bench_switch_profile
             || self.soak_s.is_some()
             || self.rtapp.is_some()
     }
@@ -453,18 +458,20 @@ impl Cmdline {
                 }
             }
             "semihosting" => self.semihosting = flag("semihosting", value)?,
-            "bench" => match value {
-                None => self.bench = true,
-                Some("switch") => self.bench_switch = true,
-                Some("sched-costs") => self.bench_sched_costs = true,
-                Some(v) => {
-                    return Err(CmdlineError::BadValue {
+            "bench" => {
+                match value {
+                    None => self.bench = true,
+                    Some("switch") => self.bench_switch = true,
+                    Some("sched-costs") => self.bench_sched_costs = true,
+                    Some("switch-profile") => self.bench_switch_profile = true,
+                    Some(v) => return Err(CmdlineError::BadValue {
                         option: "bench",
                         value: v,
-                        expected: "no value (boot timing), `switch` or `sched-costs`",
-                    })
+                        expected:
+                            "no value (boot timing), `switch`, `sched-costs` or `switch-profile`",
+                    }),
                 }
-            },
+            }
             "soak" => {
                 const EXP: &str = "seconds of guest time, 1..=86400";
                 let v = value.ok_or(CmdlineError::MissingValue {
@@ -623,6 +630,8 @@ mod tests {
         assert_eq!(c.soak_s, Some(600));
         let costs = Cmdline::parse("bench=sched-costs").cmdline;
         assert!(costs.bench_sched_costs && !costs.bench_switch && costs.use_semihosting());
+        let prof = Cmdline::parse("bench=switch-profile").cmdline;
+        assert!(prof.bench_switch_profile && !prof.bench_switch && prof.use_semihosting());
         assert_eq!(
             Cmdline::parse("el0_fuzz=100000").cmdline.el0_fuzz_calls,
             Some(100_000)

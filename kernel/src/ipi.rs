@@ -69,9 +69,19 @@ pub fn init() -> Result<(), GicError> {
 /// ewma at the fork-time 512 (`util_est_update` keeps the ewma while runnable exceeds util by
 /// more than the margin), and the task stayed misfit for the LITTLE CPUs for tens of periods.
 pub fn send(target: CpuId, kind: IpiKind) -> Result<(), GicError> {
-    gic::send_sgi(kind as u8, target)?;
+    send_no_yield(target, kind)?;
     crate::arch::aarch64::cpu_regs::cpu_yield();
     Ok(())
+}
+
+/// [`send`] without the `yield`, for a sender in an interrupt handler: the tick's NOHZ kick.
+/// Under QEMU's round-robin TCG with `-icount`, a vCPU that yields runs again only after the
+/// others have used their slices; when they are busy that is more than a tick of guest time,
+/// so the yielding CPU resumes with its next tick already due, kicks and yields again, and
+/// never gets back to its thread (seen: a CPU whose `NEED_RESCHED` stayed set for 40 s of guest
+/// time while its tick kicked on every pass). The kicked CPU balances a slice later instead.
+pub fn send_no_yield(target: CpuId, kind: IpiKind) -> Result<(), GicError> {
+    gic::send_sgi(kind as u8, target)
 }
 
 /// How many IPIs of `kind` `cpu` has received.

@@ -7,8 +7,9 @@
 //!   [`LockRank::rq`] so two nest only in ascending CPU order, `double_rq_lock`);
 //! - `__schedule` (`SM_NONE` / `SM_PREEMPT`: a preempted thread stays queued whatever its
 //!   state) → `context_switch` → `finish_task_switch`: the run-queue lock taken by the outgoing
-//!   thread is released by the incoming one (`IrqSpinLockGuard::into_handover`), which also
-//!   releases a dead predecessor's stack;
+//!   thread is released by the incoming one (`IrqSpinLockGuard::into_handover`), which then,
+//!   for a dead predecessor, runs `task_dead_fair` (its load leaves the cfs_rq only once it
+//!   is off the CPU) and releases its stack;
 //! - `try_to_wake_up`: under the thread's lock; `ttwu_runnable` when it has not finished going
 //!   to sleep; else wait for `p->on_cpu == 0`, `select_task_rq`, `set_task_cpu` →
 //!   `migrate_task_rq_fair`, `ttwu_do_activate` and `resched_curr`, with an IPI to a remote
@@ -25,12 +26,12 @@
 //!   and sends the reschedule IPI when the target must preempt.
 //! - The cpufreq requests a run-queue change raises outside the tick (wake-up, sleep,
 //!   switch) are kept on the CPU and evaluated at its next tick, under its domain's policy
-//!   lock (never taken on the switch or wake-up path); an idle CPU keeps ticking while one is
-//!   pending.
-//! - Blocked averages of an idle run queue: with load balancing on, an idle CPU stops its
-//!   tick with blocked load left and the NOHZ idle balancer decays it remotely
-//!   (`NOHZ_STATS_KICK`, [`balance`]), as Linux does; with `sched_balance=off` its own tick
-//!   keeps running and decays them until they reach 0.
+//!   lock (never taken on the switch or wake-up path), or by its idle thread just before it
+//!   stops its tick; an idle CPU keeps ticking while one is pending.
+//! - Blocked averages of an idle run queue: an idle CPU stops its tick with blocked load left
+//!   and the NOHZ idle balancer decays it remotely (`NOHZ_STATS_KICK`, [`balance`]), as Linux
+//!   does, with `sched_balance=on` or `off` (the crate's `nohz::nohz_parts`); only without
+//!   sched domains does its own tick keep running and decay them until they reach 0.
 //! - Load balancing ([`balance`]): the tick's `sched_balance_trigger` raises `SCHED_SOFTIRQ`
 //!   (`crate::softirq`), a busy tick may kick an idle CPU to balance the idle ones, and
 //!   `schedule()` about to go idle runs the newidle balance with its rq unlocked.
@@ -45,18 +46,18 @@ pub mod snapshot;
 pub mod stop;
 
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use asym_sched::balance::ActiveBalance;
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::root_domain::RootDomain;
-use asym_sched::rq::{CpufreqUpdate, Rq, RqConfig, RqSnapshot};
-use asym_sched::sched_core::Pick;
+use asym_sched::rq::{Block, CpufreqUpdate, Rq, RqConfig, RqSnapshot};
+use asym_sched::sched_core::{Pick, TickCurr};
 use asym_sched::topology::{BoardDesc, CpuDesc, OppDesc, PerfDomainDesc, Topology};
 use asym_sched::types::{Capacity, CpuId, CpuMask, Khz, MicroVolt, Nanos, SCHED_CAPACITY_SCALE};
 use asym_sched::uclamp::TaskUclamp;
-use asym_sched::wakeup::WakeKind;
+use asym_sched::wakeup::{WakeKind, WakerInfo};
 
 use crate::arch;
 use crate::arch::aarch64::context;
@@ -127,6 +128,8 @@ struct State {
     /// From the DT's scheduling description, or [`fallback_topology`].
     topology: Topology,
     capacity: [Capacity; MAX_CPUS],
+    /// Per CPU, `sd_llc_size` (`Topology::llc_size`), for `wake_wide` on every wake-up.
+    llc_size: [u32; MAX_CPUS],
     board: Option<&'static BoardDesc>,
     /// Serialises [`set_features`] (writers only).
     features: IrqSpinLock<SchedFeatures>,
@@ -140,6 +143,12 @@ struct State {
 }
 
 static STATE: InitOnce<&'static State> = InitOnce::new();
+
+/// Per CPU: `rq->curr`'s slot, readable without the run-queue lock (a copy of
+/// [`CpuSched::curr`], stored with it): `current` for a wake-up's waker, which may be an
+/// interrupt handler running on its own stack on behalf of the interrupted thread, as
+/// Linux's `current` is.
+static CURR: PerCpu<AtomicUsize> = PerCpu::new([const { AtomicUsize::new(0) }; MAX_CPUS]);
 
 /// Per CPU: the running thread must call `schedule()` soon (Linux `TIF_NEED_RESCHED`).
 static NEED_RESCHED: PerCpu<AtomicBool> = PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
@@ -157,8 +166,8 @@ static ROOT_STATS_NEXT: AtomicU64 = AtomicU64::new(0);
 /// [`eas_active`]. False until cpufreq starts: without a cpufreq driver no CPU runs
 /// schedutil, so EAS is not possible (`sched_is_eas_possible`).
 static SCHEDUTIL_EVERYWHERE: AtomicBool = AtomicBool::new(false);
-/// Per CPU: a cpufreq request waits for the CPU's next tick (written under its rq lock, read
-/// by its idle thread's NOHZ decision).
+/// Per CPU: a cpufreq request waits for the CPU's next tick or its idle entry (written under
+/// its rq lock, read by its idle thread).
 static CPUFREQ_PENDING: PerCpu<AtomicBool> =
     PerCpu::new([const { AtomicBool::new(false) }; MAX_CPUS]);
 /// `sched_uclamp_used`: some thread was given a clamp.
@@ -326,6 +335,7 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
             },
             LockRank::rq(i),
         ));
+        CURR.of(CpuId(i as u16)).store(i, Ordering::Relaxed);
     }
     let cpus: &'static [IrqSpinLock<CpuSched>] = Vec::leak(cpus);
     let mut em = None;
@@ -342,10 +352,12 @@ pub fn init(plat: &'static Platform, cmd: &Cmdline) {
         }
     }
     balance::init(&topology, cmd.hz.max(1), start, lb_on);
+    let llc_size = core::array::from_fn(|i| topology.llc_size(CpuId(i as u16)));
     let _ = STATE.set(Box::leak(Box::new(State {
         cpus,
         topology,
         capacity,
+        llc_size,
         board,
         features: IrqSpinLock::new(features),
         features_bits: AtomicU64::new(features.bits()),
@@ -482,10 +494,14 @@ pub fn overutilized() -> bool {
     OVERUTILIZED.load(Ordering::Relaxed)
 }
 
-/// Stores the root domain's flag a policy step decided (`set_rd_overutilized`).
+/// Stores the root domain's flag a policy step decided (`set_rd_overutilized`), with Linux's
+/// `sched_overutilized` tracepoint when it changes (`trace_sched_overutilized_tp`). Two CPUs
+/// deciding at once both store; only the one that flips the flag records it.
 fn set_overutilized(v: Option<bool>) {
     if let Some(v) = v {
-        OVERUTILIZED.store(v, Ordering::Relaxed);
+        if OVERUTILIZED.swap(v, Ordering::Relaxed) != v {
+            crate::tracing::overutilized(v, online_mask().0);
+        }
     }
 }
 
@@ -627,18 +643,33 @@ fn publish(cs: &CpuSched) {
 }
 
 /// Whether `cpu` has nothing left for its tick to do while idle: nothing runs or is queued,
-/// no removal waiting to be taken in, no cpufreq request pending and, with load balancing
-/// off, no blocked signals to decay (with it on, the NOHZ idle balancer decays them; see the
-/// module docs).
+/// no cpufreq request pending and, only when there is no NOHZ idle balancer (no sched
+/// domains), no blocked signals to decay and no removal waiting to be taken in; with one, it
+/// decays them and takes removals in whether load balancing is on or off
+/// (`balance::nohz_stats_active`, the crate's `nohz_parts`; see the module docs).
 pub fn cpu_quiet(cpu: CpuId) -> bool {
-    let Some(s) = snapshot(cpu) else {
+    cpu_quiet_but_cpufreq(cpu) && !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed)
+}
+
+/// [`cpu_quiet`] but for a pending cpufreq request.
+fn cpu_quiet_but_cpufreq(cpu: CpuId) -> bool {
+    // The two fields it needs, not a copy of the whole snapshot: an idle CPU asks this on
+    // every pass of its idle loop (`cargo xtask bench switch --profile`).
+    let Some((idle, blocked)) = snapshot::read_with(cpu, |s| {
+        (
+            s.idle,
+            s.load_avg != 0 || s.runnable_avg != 0 || s.util.cfs.util_avg.0 != 0,
+        )
+    }) else {
         return false;
     };
-    let blocked = s.load_avg != 0 || s.runnable_avg != 0 || s.util.cfs.util_avg.0 != 0;
-    s.idle
-        && (!blocked || balance::nohz_stats_active())
-        && !snapshot::removed_pending(cpu)
-        && !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed)
+    // A removal waiting in `cfs_rq->removed` (a thread that exited here, or slept here and
+    // woke elsewhere) is blocked load like the rest: with the NOHZ idle balancer keeping
+    // blocked load up to date, the tick stops and its next stats update takes the removal
+    // in (`update_nohz_stats` → `clock_only`), as Linux leaves it for `update_blocked_averages`;
+    // without one, the tick stays until its clock update has taken it.
+    let pending = blocked || snapshot::removed_pending(cpu);
+    idle && (!pending || balance::nohz_stats_active())
 }
 
 /// `nohz_balance_enter_idle` for `cpu`, whose tick just stopped.
@@ -781,11 +812,18 @@ fn schedule_mode(mode: Mode) {
                 }
             }
             (_, ThreadState::Dead) => {
-                let r = policy::deactivate(cs, id.task_id())
-                    .and_then(|task| policy::task_dead(cs, task, t));
-                if let Err(e) = r {
-                    panic!("sched: cpu {}: dead thread {:?}: {}", cpu.0, id, e);
+                // block_task with DEQUEUE_SPECIAL (TASK_DEAD): its task waits in its slot for
+                // `task_dead_fair` after its last switch (finish_task_switch).
+                let mut parked = pt.parked.lock();
+                match policy::block_dead(cs, id.task_id(), &mut parked) {
+                    Ok(Block::Dequeued) => {}
+                    Ok(Block::Delayed) => panic!(
+                        "sched: cpu {}: dead thread {:?} left queued (DELAY_DEQUEUE is refused)",
+                        cpu.0, id
+                    ),
+                    Err(e) => panic!("sched: cpu {}: dead thread {:?}: {}", cpu.0, id, e),
                 }
+                drop(parked);
                 pt.on_rq.store(false, Ordering::Release);
                 dead = true;
             }
@@ -878,6 +916,7 @@ fn schedule_mode(mode: Mode) {
         crate::energy::busy_start(cpu, traced.unwrap_or(t.0));
     }
     cs.curr = next;
+    CURR.of(cpu).store(next, Ordering::Relaxed);
     cs.nr_switches += 1;
     publish(cs);
     let token = if dead {
@@ -918,8 +957,9 @@ fn prev_state(mode: Mode, state: ThreadState, idle: bool) -> asym_trace::ftrace:
 }
 
 /// The second half of a switch, on the incoming thread (Linux `finish_task_switch`): releases
-/// the run-queue lock its predecessor handed over (and unmasks IRQs), then releases a dead
-/// predecessor's stack.
+/// the run-queue lock its predecessor handed over (and unmasks IRQs); then, for a dead
+/// predecessor, `prev->sched_class->task_dead(prev)` ([`task_dead`]) and the release of its
+/// stack, in Linux's order (`task_dead`, `put_task_stack`, `put_task_struct_rcu_user`).
 fn finish_task_switch(token: usize) {
     let Some(st) = STATE.get() else { return };
     let cpu = current_cpu();
@@ -930,9 +970,40 @@ fn finish_task_switch(token: usize) {
     }
     let prev = token & !(PREV_DEAD | PREV_MIGRATE);
     if token & PREV_DEAD != 0 {
+        task_dead(cpu, prev);
         task::reap(prev);
     } else if token & PREV_MIGRATE != 0 {
         wake_slot(prev);
+    }
+}
+
+/// `task_dead_fair` for the thread in slot `s`, which died on `cpu` (this CPU, preemption
+/// off) and has switched out for good: no run-queue lock held, as Linux calls it after
+/// `finish_lock_switch`. Its policy task, parked by its last `schedule()` (`block_task` with
+/// `DEQUEUE_SPECIAL`), leaves `cpu`'s cfs_rq through `cpu`'s removed load, synced to the PELT
+/// clocks `cpu` published at the switch; `cpu`'s owner takes it in at its next clock update
+/// (as a wake-up that moves a task away leaves it). Until then — through the pick, a newidle
+/// balance and the switch — its signals stay on the cfs_rq as blocked load, as in Linux.
+/// Out of line and cold: every switch passes through [`finish_task_switch`], few are exits.
+#[cold]
+#[inline(never)]
+fn task_dead(cpu: CpuId, s: usize) {
+    let t = task::slot(s);
+    let Some(mut task) = t.parked.lock().take() else {
+        panic!(
+            "sched: cpu {}: dead thread in slot {} has no parked task",
+            cpu.0, s
+        );
+    };
+    let Some(snap) = snapshot::read(cpu) else {
+        panic!(
+            "sched: cpu {}: dead thread in slot {}: no run queue",
+            cpu.0, s
+        );
+    };
+    match policy::task_dead(&snap, &mut task) {
+        Ok(r) => snapshot::add_removed(cpu, r),
+        Err(e) => panic!("sched: cpu {}: dead thread in slot {}: {}", cpu.0, s, e),
     }
 }
 
@@ -970,6 +1041,7 @@ fn idle_main(cpu: usize) {
             continue;
         }
         balance::nohz_run_idle_balance(cpu, now());
+        cpufreq_idle_entry(cpu);
         let quiet = cpu_quiet(cpu);
         let irq = arch::irq_save_disable();
         if !NEED_RESCHED.of(cpu).load(Ordering::Acquire) {
@@ -987,6 +1059,37 @@ fn idle_main(cpu: usize) {
         }
         arch::irq_restore(irq);
     }
+}
+
+/// A CPU about to stop its tick answers the cpufreq request its switch to idle left pending
+/// (the sleeping task's dequeue changed the root cfs_rq's utilisation) first, with the signals
+/// as the dequeue left them. Linux runs schedutil inside the dequeue (`cfs_rq_util_change` →
+/// `cpufreq_update_util`), and its idle CPU then stops its tick with the blocked averages
+/// untouched until the NOHZ idle balancer decays them. Left pending, the request kept the tick
+/// alive just for itself, and that tick answered it up to a tick later, after decaying the
+/// blocked averages (a periodic task's cluster then fell an OPP lower than Linux's between its
+/// runs). A CPU that keeps its tick anyway (a timer due before it) leaves the request to the
+/// tick, as every other request raised outside the tick is.
+fn cpufreq_idle_entry(cpu: CpuId) {
+    if !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed)
+        || !cpu_quiet_but_cpufreq(cpu)
+        || !crate::timer::tick_would_stop(cpu)
+    {
+        return;
+    }
+    let Some(lock) = cpu_lock(cpu) else { return };
+    let (upd, features) = {
+        let mut g = lock.lock();
+        let cs = &mut *g;
+        if cs.curr != cs.idle || cs.rq.nr_running() > 0 {
+            // Something to run after all: schedule() takes it, the request stays pending.
+            return;
+        }
+        let upd = take_cpufreq(cs);
+        publish(cs);
+        (upd, cs.rq.features())
+    };
+    crate::cpufreq::update_util(cpu, now(), upd, features);
 }
 
 /// `update_rq_clock` to now and the removals other CPUs queued taken in (before any PELT
@@ -1009,6 +1112,18 @@ fn clock_only(cs: &mut CpuSched) -> Nanos {
         cs.rq.apply_removed(snapshot::take_removed(cpu));
     }
     t
+}
+
+/// The cpufreq request to answer now: the run queue's own (raised since its last take) merged
+/// with the one stashed for the tick ([`stash_cpufreq`]); either may be absent.
+fn take_cpufreq(cs: &mut CpuSched) -> Option<CpufreqUpdate> {
+    let upd = cs.rq.take_cpufreq_update();
+    match cs.cpufreq_pending.take() {
+        Some(p) => Some(CpufreqUpdate {
+            iowait: p.iowait || upd.is_some_and(|u| u.iowait),
+        }),
+        None => upd,
+    }
 }
 
 fn stash_cpufreq(cs: &mut CpuSched) {
@@ -1058,55 +1173,73 @@ pub fn tick(cpu: CpuId) {
     };
     let t0 = arch::counter();
     let rd = root_domain();
-    let (upd, feat, t, over, lb) = {
+    let root_stats_next = Nanos(ROOT_STATS_NEXT.load(Ordering::Relaxed));
+    let (upd, feat, t, steps) = {
         let mut g = lock.lock();
         let cs = &mut *g;
         let t = clock_only(cs);
-        let running = cs.is_fair(cs.curr);
-        let curr = task::slot(cs.curr);
-        if running {
+        let curr = if cs.is_fair(cs.curr) {
+            TickCurr::Fair
+        } else if cs.curr == cs.idle {
+            TickCurr::Idle
+        } else {
+            TickCurr::Other
+        };
+        let thread = task::slot(cs.curr);
+        if curr == TickCurr::Fair {
             // The interval just accounted ran at the previous frequency scale.
-            account_stop(curr, t.0);
+            account_stop(thread, t.0);
         }
         cs.rq
             .set_freq_scale(Capacity(crate::cpufreq::arch_freq_scale(cpu)));
-        let resched = policy::tick(&st.topology, cs, running);
-        let over = if running {
-            account_start(cs, curr, t.0);
-            policy::tick_overutilized(&st.topology, cs, &rd)
-        } else {
-            None
-        };
-        if resched.is_yes() {
+        // `idle_cpu` for the balance trigger and the NOHZ kick is the crate's: a thread other
+        // than the idle one on the CPU (the stopper too), or tasks queued (a wake-up enqueued
+        // one the CPU has not switched to yet), make the CPU busy.
+        let steps = policy::tick(&st.topology, cs, &rd, t, curr, root_stats_next);
+        if curr == TickCurr::Fair {
+            account_start(cs, thread, t.0);
+        }
+        if steps.resched.is_yes() {
             NEED_RESCHED.of(cpu).store(true, Ordering::Release);
         }
-        let mut upd = cs.rq.take_cpufreq_update();
-        if let Some(p) = cs.cpufreq_pending.take() {
-            upd = Some(CpufreqUpdate {
-                iowait: p.iowait || upd.is_some_and(|u| u.iowait),
-            });
-        }
+        let upd = take_cpufreq(cs);
         publish(cs);
-        // Busy as Linux's `idle_cpu` has it (`rq->idle_balance = idle_cpu(cpu)`): a thread
-        // other than the idle one is on the CPU, or tasks are queued (a wake-up enqueued one
-        // the CPU has not switched to yet). `running` above is narrower (a fair task, whose
-        // PELT the tick updates): the stopper, or a queued task not yet switched in, still
-        // make the CPU busy for the balance trigger and the NOHZ kick.
-        let busy = cs.curr != cs.idle || cs.rq.nr_running() > 0;
-        // sched_balance_trigger; the NOHZ kick reads this CPU's snapshot (busy only).
-        let raise = balance::trigger(t, cs, busy);
-        (upd, cs.rq.features(), t, over, (raise, busy))
+        (upd, cs.rq.features(), t, steps)
     };
-    set_overutilized(over);
-    if lb.0 {
+    set_overutilized(steps.overutilized);
+    if let Some(next) = steps.root_stats {
+        // Without load balancing, the root level's statistics where the softirq would run: one
+        // CPU per interval, the first whose claim lands (lock-free, so none waits).
+        let claimed = ROOT_STATS_NEXT
+            .compare_exchange(
+                root_stats_next.0,
+                next.0,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if claimed {
+            set_overutilized(policy::root_stats_overutilized(
+                &root_domain(),
+                cpu,
+                st.cpus.len(),
+            ));
+        }
+    }
+    // sched_balance_trigger: the softirq runs on this interrupt's exit, before the reschedule
+    // at its return.
+    if steps.softirq && balance::has_domains() {
         crate::softirq::raise_softirq(crate::softirq::SCHED_SOFTIRQ);
     }
-    if lb.1 && balance::enabled() {
+    if steps.nohz_kick {
         if let Some(this) = snapshot::read(cpu) {
             balance::nohz_balancer_kick(cpu, &this, t);
         }
     }
-    if rd.tracked && root_stats_due(t) {
+    // With load balancing on the kernel still runs the root statistics on their interval as
+    // well (a deliberate difference: its idle CPUs' ticks do not balance as Linux's would, so a
+    // quiet system would otherwise keep the flag; docs/ARCHITECTURE.md, audit item 3).
+    if rd.tracked && balance::enabled() && root_stats_due(t) {
         set_overutilized(policy::root_stats_overutilized(
             &root_domain(),
             cpu,
@@ -1132,7 +1265,7 @@ fn root_stats_due(now: Nanos) -> bool {
     if now.0 < due {
         return false;
     }
-    let interval_ns = 2 * st.cpus.len() as u64 * 1_000_000;
+    let interval_ns = asym_sched::root_domain::root_stats_interval_ns(st.cpus.len());
     ROOT_STATS_NEXT
         .compare_exchange(
             due,
@@ -1185,13 +1318,15 @@ pub(crate) fn wake_up_new_thread(id: ThreadId) -> Result<(), SchedError> {
         online,
         &snaps,
         rd,
+        // A fork records no wakee (`record_wakee` is on the wake-up path only).
+        WakerInfo::default(),
     );
     let mut g = st.cpus[target.index()].lock();
     let cs = &mut *g;
     clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
     task.cpus_allowed = params.affinity;
-    let outcome = policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &snaps, &rd)
+    let outcome = policy::activate(&st.topology, cs, task, WakeKind::Fork, false, &rd)
         .map_err(|e| SchedError::Rq(e.reason))?;
     t.on_rq.store(true, Ordering::Release);
     tracing::set_nice(id.slot(), params.nice);
@@ -1384,8 +1519,24 @@ fn ttwu_inner(s: usize, t: &'static Thread, path: &mut Option<PlacementPath>) ->
     let mut snaps = snapshot::Snapshots::new();
     let choice = policy::needs_snapshots(pi.params.affinity, online);
     let timed = (choice && PLACE_ON.load(Ordering::Relaxed)).then(arch::counter);
+    let mut waker = WakerInfo::default();
     if choice {
         snapshot::read_all(&mut snaps, st.cpus.len());
+        // `current` (this CPU's running thread, also when an interrupt handler wakes on its
+        // behalf) records the wakee. IRQs are masked under `pi`, so `current` cannot change
+        // and its own wake-ups cannot interleave with this one.
+        let cur = task::slot(CURR.of(this).load(Ordering::Relaxed));
+        let mut flips = cur.wakee.load();
+        let hz = u64::from(crate::timer::hz().max(1));
+        waker = policy::waker_info(
+            st.llc_size[this.index() % MAX_CPUS],
+            &mut flips,
+            id.task_id(),
+            &t.wakee.load(),
+            now().0 / (1_000_000_000 / hz),
+            hz,
+        );
+        cur.wakee.store(flips);
     }
     let target = policy::select_cpu(
         &st.topology,
@@ -1396,6 +1547,7 @@ fn ttwu_inner(s: usize, t: &'static Thread, path: &mut Option<PlacementPath>) ->
         online,
         &snaps,
         rd,
+        waker,
     );
     if let Some(t0) = timed {
         *path = Some(placement_done(t0, &rd, task));
@@ -1423,7 +1575,7 @@ fn ttwu_inner(s: usize, t: &'static Thread, path: &mut Option<PlacementPath>) ->
     let cs = &mut *g;
     clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
-    let outcome = match policy::activate_from(&st.topology, cs, &mut slot, migrated, &snaps, &rd) {
+    let outcome = match policy::activate_from(&st.topology, cs, &mut slot, migrated, &rd) {
         Ok(o) => o,
         Err(e) => panic!(
             "sched: cpu {}: woken thread {:?} refused: {}",

@@ -16,6 +16,8 @@
 //!   a detached thread.
 //! - While a thread sleeps, its policy [`Task`] (signals, EEVDF entity, clamps) is parked in
 //!   the thread; while it is runnable, the CPU's `Rq` owns it. Exactly one of the two holds it.
+//!   A dead thread's stays parked from its last `schedule()` until the next thread's
+//!   `finish_task_switch` hands it to `task_dead_fair`, just before [`reap`].
 //!
 //! Deliberate differences from Linux: threads run kernel functions `fn(usize)` with one
 //! argument; no signals, no credentials, no `task_struct` refcount (the slot is the only
@@ -26,6 +28,7 @@ use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, 
 
 use asym_sched::rq::Task;
 use asym_sched::types::{CpuId, CpuMask, TaskId};
+use asym_sched::wakeup::WakeeFlips;
 
 use crate::arch::aarch64::context::{self, KernelStack, StackError, ThreadContext};
 use crate::dt::MAX_CPUS;
@@ -216,6 +219,45 @@ pub struct Thread {
     pub timer_cpu: AtomicU16,
     pub stats: ThreadStats,
     pub work: WorkAccount,
+    /// `p->wakee_flips`, `p->last_wakee`, `p->wakee_flip_decay_ts` ([`WakeeAtomics`]).
+    pub wakee: WakeeAtomics,
+}
+
+/// A thread's wakee flips (`record_wakee`, read by `wake_wide`), as Linux keeps them in
+/// `task_struct`: written only by the thread as a waker (in its own context, or by an
+/// interrupt on the CPU it runs on, IRQs masked either way), read by any CPU waking it.
+/// A reader may see the fields of two different updates; Linux reads `p->wakee_flips`
+/// without a lock too, and the value is a heuristic's input.
+#[derive(Debug)]
+pub struct WakeeAtomics {
+    flips: AtomicU32,
+    /// `last_wakee`'s [`TaskId`]; [`Self::NONE`] for none.
+    last_wakee: AtomicU32,
+    decay_ts_j: AtomicU64,
+}
+
+impl WakeeAtomics {
+    const NONE: u32 = u32::MAX;
+
+    /// The flips as they are now.
+    pub fn load(&self) -> WakeeFlips {
+        let last = self.last_wakee.load(Ordering::Relaxed);
+        WakeeFlips::from_parts(
+            self.flips.load(Ordering::Relaxed),
+            (last != Self::NONE).then_some(TaskId(last)),
+            self.decay_ts_j.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Stores `f` (its owner only).
+    pub fn store(&self, f: WakeeFlips) {
+        self.flips.store(f.flips, Ordering::Relaxed);
+        self.last_wakee.store(
+            f.last_wakee().map_or(Self::NONE, |t| t.0),
+            Ordering::Relaxed,
+        );
+        self.decay_ts_j.store(f.decay_ts_j(), Ordering::Relaxed);
+    }
 }
 
 impl Thread {
@@ -245,6 +287,11 @@ impl Thread {
             timer_cpu: AtomicU16::new(0),
             stats: ThreadStats::default(),
             work: WorkAccount::default(),
+            wakee: WakeeAtomics {
+                flips: AtomicU32::new(0),
+                last_wakee: AtomicU32::new(WakeeAtomics::NONE),
+                decay_ts_j: AtomicU64::new(0),
+            },
         }
     }
 
@@ -521,6 +568,8 @@ fn prepare(
     ] {
         c.store(0, Ordering::Relaxed);
     }
+    // A new thread has woken no one yet (as the simulator's tasks start).
+    t.wakee.store(WakeeFlips::default());
     // It starts inside its first switch: `schedule_tail` re-enables preemption.
     t.preempt_count.store(1, Ordering::Relaxed);
     t.on_rq.store(false, Ordering::Relaxed);

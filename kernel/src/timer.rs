@@ -319,20 +319,31 @@ pub fn cancel_wakeup() {
 /// `nohz_balance_enter_idle`).
 pub fn nohz_stop_tick(cpu: CpuId) -> bool {
     let mut t = timers(cpu).lock();
-    if t.tick_stopped {
+    if !tick_may_stop(&t) {
         return false;
     }
-    let Some(next_tick) = t.queue.remove(TICK_KEY) else {
-        return false;
-    };
-    if t.queue.peek().is_some_and(|(at, _)| at <= next_tick) {
-        t.queue.insert(TICK_KEY, next_tick);
-        return false;
-    }
+    t.queue.remove(TICK_KEY);
     t.tick_stopped = true;
     NOHZ_STOPS.of(cpu).fetch_add(1, Ordering::Relaxed);
     program(&t);
     true
+}
+
+/// Whether [`nohz_stop_tick`] on `cpu` would stop its tick now: the tick runs and no other
+/// timer is due before its next expiry.
+pub fn tick_would_stop(cpu: CpuId) -> bool {
+    tick_may_stop(&timers(cpu).lock())
+}
+
+/// The tick runs and no other timer is due at or before its next expiry (`nohz_stop_tick`'s
+/// and `tick_would_stop`'s one test).
+fn tick_may_stop(t: &CpuTimers) -> bool {
+    let Some(next_tick) = t.queue.expires(TICK_KEY).filter(|_| !t.tick_stopped) else {
+        return false;
+    };
+    t.queue
+        .earliest_other(TICK_KEY)
+        .is_none_or(|at| at > next_tick)
 }
 
 /// Leaving idle on `cpu` (the calling CPU, IRQs masked): puts a stopped tick back, on the first

@@ -1,6 +1,7 @@
 //! The kernel's scheduler trace: the events the simulator writes (`sched_switch`,
 //! `sched_waking`, `sched_wakeup[_new]`, `sched_migrate_task`, `task_rename`, `cpu_frequency`,
-//! `cpu_idle`, rt-app's `trace_marker` lines, other `trace_marker` text from EL0 tasks; the
+//! `cpu_idle`, `sched_overutilized` (each change of the root domain's flag, and its value at
+//! time zero), rt-app's `trace_marker` lines, other `trace_marker` text from EL0 tasks; the
 //! kernel adds `softirq_raise`/`softirq_entry`/`softirq_exit` of `SCHED_SOFTIRQ`)
 //! recorded as fixed-size records into one lock-free ring per CPU
 //! (`asym_trace::ring::SliceRing`), then merged by time and written as Linux ftrace text by
@@ -61,6 +62,8 @@ enum Kind {
     TextCont = 11,
     /// `softirq_raise` / `softirq_entry` / `softirq_exit` (tag 0 / 1 / 2) of `SCHED_SOFTIRQ`.
     Softirq = 12,
+    /// `sched_overutilized`: the root domain's flag and span.
+    Overutilized = 13,
 }
 
 impl Kind {
@@ -78,6 +81,7 @@ impl Kind {
             10 => Kind::Text,
             11 => Kind::TextCont,
             12 => Kind::Softirq,
+            13 => Kind::Overutilized,
             _ => return None,
         })
     }
@@ -116,6 +120,10 @@ pub fn init(nr_cpus: usize, records_per_cpu: usize) -> bool {
 static INITIAL: [(AtomicU64, AtomicU64); MAX_CPUS] =
     [const { (AtomicU64::new(0), AtomicU64::new(0)) }; MAX_CPUS];
 
+/// At [`enable`]: the root domain's overutilized flag (the trace's first
+/// `sched_overutilized` line, as the simulator writes its initial state) and its span.
+static INITIAL_OVERUTILIZED: (AtomicBool, AtomicU64) = (AtomicBool::new(false), AtomicU64::new(0));
+
 /// Starts recording, with time zero now.
 pub fn enable() {
     for (c, init) in INITIAL.iter().enumerate().take(crate::sched::nr_cpus()) {
@@ -128,6 +136,12 @@ pub fn enable() {
         CURR[c].store(thread(curr, c), Ordering::Relaxed);
         init.1.store(u64::from(khz), Ordering::Relaxed);
     }
+    INITIAL_OVERUTILIZED
+        .0
+        .store(crate::sched::root_domain().overutilized, Ordering::Relaxed);
+    INITIAL_OVERUTILIZED
+        .1
+        .store(crate::smp::online_mask(), Ordering::Relaxed);
     T0.store(crate::time::now().0, Ordering::Relaxed);
     ENABLED.store(RINGS.get().is_some(), Ordering::Release);
 }
@@ -237,6 +251,14 @@ pub fn softirq(point: SoftirqPoint) {
         return;
     }
     record(Kind::Softirq, point as u8, [7, 0, 0]);
+}
+
+/// `sched_overutilized`: the root domain's flag is now `overutilized`; `span` its CPUs.
+pub fn overutilized(overutilized: bool, span: u64) {
+    if !on() {
+        return;
+    }
+    record(Kind::Overutilized, 0, [u64::from(overutilized), span, 0]);
 }
 
 /// `task_rename` of the calling thread from `rt-app` to its name (rt-app's first act).
@@ -553,12 +575,18 @@ pub fn drain<E>(
         let curr = curr.load(Ordering::Relaxed) as u32;
         let khz = khz.load(Ordering::Relaxed);
         let hdr = |k: Kind| k as u64 | (c as u64) << 8 | u64::from(curr) << 32;
-        let mut first = heapless::Vec::<[u64; W], 2>::new();
+        let mut first = heapless::Vec::<[u64; W], 3>::new();
         if curr == IDLE {
             let _ = first.push([0, hdr(Kind::CpuIdle), 0, c as u64, 0]);
         }
         if khz != 0 {
             let _ = first.push([0, hdr(Kind::CpuFrequency), khz, c as u64, 0]);
+        }
+        if c == 0 && crate::sched::root_domain().tracked {
+            let (flag, span) = &INITIAL_OVERUTILIZED;
+            let flag = u64::from(flag.load(Ordering::Relaxed));
+            let span = span.load(Ordering::Relaxed);
+            let _ = first.push([0, hdr(Kind::Overutilized), flag, span, 0]);
         }
         for rec in &first {
             if let Some(n) = format_record(rec, &mut names, &mut clock, &mut line) {
@@ -730,6 +758,13 @@ fn format_record(
                 _ => Event::SoftirqExit(irq),
             }
         }
+        Kind::Overutilized => Event::SchedOverutilized {
+            overutilized: a != 0,
+            span: asym_trace::ftrace::CpuMaskHex {
+                mask: b,
+                nr_bits: crate::sched::nr_cpus().max(1),
+            },
+        },
         Kind::Rename | Kind::Text | Kind::TextCont => return None,
     };
     write_line(ctx, ev, clock, line)

@@ -45,6 +45,26 @@ cpufreq=none
 [ -d /sys/devices/system/cpu/cpufreq/policy0 ] && cpufreq=yes
 echo "RESULT bench=kernel release=$(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo) capacity=${caps%,} cpufreq=$cpufreq"
 
+# The sched domains Linux built (debugfs, CONFIG_SCHED_DEBUG): per CPU, each level's name and
+# balance intervals in ms, lowest level first, e.g. cpu0=MC:2-4/DIE:6-12. The domains decide
+# how often SCHED_SOFTIRQ is raised, so the softirq rows compare only if both kernels built
+# the same levels (asym's are printed by its boot log).
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+doms=
+for c in /sys/kernel/debug/sched/domains/cpu[0-9]*; do
+    levels=
+    for d in "$c"/domain[0-9]*; do
+        [ -d "$d" ] || continue
+        levels="$levels/$(cat "$d/name"):$(cat "$d/min_interval")-$(cat "$d/max_interval")"
+    done
+    doms="$doms ${c##*/}=${levels#/}"
+done
+if [ -n "$doms" ]; then
+    echo "RESULT bench=domains$doms"
+else
+    echo "RESULT bench=domains error=no_debugfs_sched_domains"
+fi
+
 # Let the end of boot (deferred work, the first NOHZ balances) settle before measuring idle.
 sleep 1
 phase softirq_idle sleep "$IDLE_S"

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::dtb::{self, Board};
 use crate::qemu::{self, Boot, RunOpts};
@@ -85,13 +85,15 @@ pub struct BootRun {
 /// The kernel's QEMU `virt` build booted directly on `board`'s emulated DT with `cmdline`
 /// under `-icount <icount>`: the command every guest-time benchmark runs, with its defmt table
 /// and the vCPU count actually used (the board's own count replaces `--smp`'s default).
-struct BenchBoot {
-    machine: qemu::Machine,
-    defmt: Option<crate::console::Defmt>,
-    smp: u32,
+pub(crate) struct BenchBoot {
+    pub machine: qemu::Machine,
+    pub defmt: Option<crate::console::Defmt>,
+    pub smp: u32,
+    /// The kernel ELF (its symbols, for `--profile`).
+    pub elf: std::path::PathBuf,
 }
 
-fn bench_boot(
+pub(crate) fn bench_boot(
     machine: &MachineArgs,
     board: Board,
     cmdline: &str,
@@ -124,6 +126,7 @@ fn bench_boot(
         machine: m,
         defmt,
         smp: machine.smp,
+        elf: a.elf.clone(),
     })
 }
 
@@ -141,6 +144,7 @@ pub fn boot_measure(
         machine: m,
         defmt,
         smp,
+        ..
     } = bench_boot(machine, board, &cmdline, icount)?;
     let o = qemu::run(
         m.command(),
@@ -331,6 +335,7 @@ fn run_shift0(
         machine: m,
         defmt,
         smp,
+        ..
     } = bench_boot(machine, board, cmdline, "shift=0,sleep=off")?;
     let o = qemu::run(
         m.command(),
@@ -823,14 +828,15 @@ pub fn sim(args: &[String]) -> Result<ExitCode> {
     run_sim(&["--bench"], args)
 }
 
-/// Runs the simulator binary (release build) with `fixed` then `args`; `cargo xtask sim`
-/// forwards everything here.
+/// Runs the simulator binary (the `sim` profile: release with LTO, see the workspace
+/// Cargo.toml) with `fixed` then `args`; `cargo xtask sim` forwards everything here.
 pub fn run_sim(fixed: &[&str], args: &[String]) -> Result<ExitCode> {
     let st = cmd::status(
         cmd::cargo()
             .args([
                 "run",
-                "--release",
+                "--profile",
+                "sim",
                 "-p",
                 "asym-sim",
                 "--bin",
@@ -845,29 +851,71 @@ pub fn run_sim(fixed: &[&str], args: &[String]) -> Result<ExitCode> {
 
 /// `cargo xtask experiments`: `asym-experiments` (release build) writing the generated block
 /// of `docs/experiments.md`, or printing it with `--quick` / `--seed`.
-pub fn experiments(quick: bool, seed: Option<&str>) -> Result<ExitCode> {
+pub fn experiments(quick: bool, seed: Option<&str>, sim: bool, on_qemu: bool) -> Result<ExitCode> {
     let doc = cmd::workspace_root().join("docs/experiments.md");
-    let mut c = cmd::cargo();
-    c.args([
-        "run",
-        "--release",
-        "-p",
-        "asym-sim",
-        "--bin",
-        "asym-experiments",
-        "--",
-    ]);
-    if quick {
-        c.arg("--quick");
+    let write = !quick && seed.is_none();
+    if sim {
+        let mut c = cmd::cargo();
+        c.args([
+            "run",
+            "--release",
+            "-p",
+            "asym-sim",
+            "--bin",
+            "asym-experiments",
+            "--",
+        ]);
+        if quick {
+            c.arg("--quick");
+        }
+        if let Some(s) = seed {
+            c.args(["--seed", s]);
+        }
+        if write {
+            c.arg("--write").arg(&doc);
+        }
+        let st = cmd::status(&mut c)?;
+        if st.code() != Some(0) {
+            return Ok(crate::exit_code(st.code()));
+        }
     }
-    if let Some(s) = seed {
-        c.args(["--seed", s]);
+    if !on_qemu {
+        return Ok(ExitCode::SUCCESS);
     }
-    if !quick && seed.is_none() {
-        c.arg("--write").arg(&doc);
+    let seed = match seed {
+        None => None,
+        Some("energy") => return Ok(ExitCode::SUCCESS),
+        Some(s) => Some(
+            s.parse::<u32>()
+                .ok()
+                .filter(|&n| n <= 4)
+                .with_context(|| format!("--seed {s}: use 000 to 004, or energy"))?,
+        ),
+    };
+    let o = crate::experiments_qemu::Opts { quick, seed };
+    let sections = crate::experiments_qemu::run_all(o)?;
+    let block = crate::experiments_qemu::render(o, &sections);
+    let (checks, failed) = crate::experiments_qemu::failed_checks(&sections);
+    if write {
+        let text = std::fs::read_to_string(&doc).with_context(|| format!("{}", doc.display()))?;
+        std::fs::write(&doc, crate::experiments_qemu::splice(&text, &block)?)
+            .with_context(|| format!("{}", doc.display()))?;
+        println!("experiments: wrote the QEMU block of {}", doc.display());
+    } else {
+        print!("{block}");
     }
-    let st = cmd::status(&mut c)?;
-    Ok(crate::exit_code(st.code()))
+    println!(
+        "experiments on QEMU: {} of {checks} checks hold",
+        checks - failed.len()
+    );
+    for f in &failed {
+        println!("FAILS: {f}");
+    }
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 #[cfg(test)]

@@ -8,7 +8,13 @@
 //! `capacity-dmips-mhz`, `dynamic-power-coefficient` and `operating-points-v2` (a phandle to
 //! one `operating-points-v2` table per performance domain, `opp-shared`, children with
 //! `opp-hz`/`opp-microvolt`/`clock-latency-ns`, as Linux's `Documentation/devicetree/bindings/
-//! opp/opp-v2.yaml`), and replace `/cpus/cpu-map` with the board's clusters. The numbers come
+//! opp/opp-v2.yaml`), and replace `/cpus/cpu-map` with the board's clusters. Each cluster also
+//! gets its shared L2 as the real boards' DTs describe it (mainline `juno-r2.dts`,
+//! `hi3660.dtsi`, `hi6220.dtsi`: a `compatible = "cache"` node under `/cpus`, level 2,
+//! unified, named by each of its CPUs' `next-level-cache`). Linux finds its scheduler's
+//! cluster level (`MC`, over the CPUs sharing a last-level cache) only from those: without
+//! them Linux 6.1 on QEMU builds a single 6-CPU domain for Juno r2, so `bench --vs-linux`
+//! would compare asym's per-cluster balancing with a kernel that has none. The numbers come
 //! from `asym_boards`, whose tables cite the real boards' DTs.
 //!
 //! CPU `reg` (MPIDR) values stay QEMU's: PSCI `CPU_ON` must find the vCPUs by them. Logical CPU
@@ -240,6 +246,7 @@ pub fn patch(dtb: &[u8], board: &BoardDesc, fw: Option<Firmware>) -> Result<Vec<
         cpu_phandles: Vec::new(),
         next_phandle: max_phandle + 1,
         opp_phandles: Vec::new(),
+        l2_phandles: Vec::new(),
         standin: None,
     };
     if let Some(fw) = fw {
@@ -247,6 +254,13 @@ pub fn patch(dtb: &[u8], board: &BoardDesc, fw: Option<Firmware>) -> Result<Vec<
     }
     ctx.opp_phandles = (0..board.perf_domains.len())
         .map(|_| ctx.alloc_phandle())
+        .collect();
+    let mut clusters: Vec<u16> = board.cpus.iter().map(|c| c.cluster).collect();
+    clusters.sort_unstable();
+    clusters.dedup();
+    ctx.l2_phandles = clusters
+        .into_iter()
+        .map(|cl| (cl, ctx.alloc_phandle()))
         .collect();
     let mut w = FdtWriter::new().map_err(|e| anyhow::anyhow!("{e}"))?;
     copy_node(&mut w, root, "", &mut ctx)?;
@@ -271,6 +285,8 @@ struct Ctx<'b> {
     cpu_phandles: Vec<u32>,
     next_phandle: u32,
     opp_phandles: Vec<u32>,
+    /// Per cluster (the board's cluster ids, ascending), its L2 cache node's phandle.
+    l2_phandles: Vec<(u16, u32)>,
     standin: Option<Standin>,
 }
 
@@ -573,6 +589,9 @@ fn copy_node(w: &mut FdtWriter, n: FdtNode<'_, '_>, name: &str, ctx: &mut Ctx<'_
             }
             let opp = ctx.opp_phandles[usize::from(d.perf_domain)];
             w.property_u32("operating-points-v2", opp).map_err(err)?;
+            if let Some(&(_, l2)) = ctx.l2_phandles.iter().find(|(cl, _)| *cl == d.cluster) {
+                w.property_u32("next-level-cache", l2).map_err(err)?;
+            }
             if let Some(st) = &ctx.standin {
                 // The firmware's domain ids follow the board's policies (Juno: SCMI 0 big,
                 // 1 LITTLE; Hi3660: stub clocks 0/1 = clusters 0/1; Hi6220: one clock).
@@ -593,6 +612,7 @@ fn copy_node(w: &mut FdtWriter, n: FdtNode<'_, '_>, name: &str, ctx: &mut Ctx<'_
     }
     if name == "cpus" {
         write_cpu_map(w, ctx)?;
+        write_l2_caches(w, ctx)?;
     }
     if name.is_empty() {
         write_opp_tables(w, ctx)?;
@@ -620,6 +640,21 @@ fn write_cpu_map(w: &mut FdtWriter, ctx: &Ctx<'_>) -> Result<()> {
         w.end_node(node).map_err(err)?;
     }
     w.end_node(map).map_err(err)
+}
+
+/// One `l2-cacheN` node per cluster (`Documentation/devicetree/bindings/cache/cache.yaml`:
+/// `compatible = "cache"`, `cache-level`, `cache-unified`); sizes are left out, as the CPUs'
+/// cache ID registers give them.
+fn write_l2_caches(w: &mut FdtWriter, ctx: &Ctx<'_>) -> Result<()> {
+    for (i, &(_, phandle)) in ctx.l2_phandles.iter().enumerate() {
+        let node = w.begin_node(&format!("l2-cache{i}")).map_err(err)?;
+        w.property_string("compatible", "cache").map_err(err)?;
+        w.property_u32("cache-level", 2).map_err(err)?;
+        w.property_null("cache-unified").map_err(err)?;
+        w.property_u32("phandle", phandle).map_err(err)?;
+        w.end_node(node).map_err(err)?;
+    }
+    Ok(())
 }
 
 fn write_opp_tables(w: &mut FdtWriter, ctx: &Ctx<'_>) -> Result<()> {
@@ -939,6 +974,23 @@ mod tests {
         let map = b.find_node("/cpus/cpu-map").unwrap();
         let sizes: Vec<usize> = map.children().map(|c| c.children().count()).collect();
         assert_eq!(sizes, vec![2, 4]);
+        // One shared L2 per cluster, named by its CPUs (Linux's cluster-level domain).
+        let l2: Vec<u32> = ["/cpus/l2-cache0", "/cpus/l2-cache1"]
+            .iter()
+            .map(|p| {
+                let n = b.find_node(p).unwrap();
+                assert_eq!(n.property("compatible").unwrap().value, b"cache\0");
+                n.property("phandle").unwrap().as_usize().unwrap() as u32
+            })
+            .collect();
+        let next: Vec<u32> = b
+            .find_node("/cpus")
+            .unwrap()
+            .children()
+            .filter_map(|c| c.property("next-level-cache"))
+            .map(|p| p.as_usize().unwrap() as u32)
+            .collect();
+        assert_eq!(next, [l2[0], l2[0], l2[1], l2[1], l2[1], l2[1]]);
     }
 
     #[test]

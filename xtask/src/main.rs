@@ -14,10 +14,12 @@ mod dtb;
 mod dtcheck;
 mod dtfuzz;
 mod equiv;
+mod experiments_qemu;
 mod faults;
 mod image;
 mod kernel;
 mod lisa;
+mod profile;
 mod qemu;
 mod seed002;
 mod test;
@@ -153,6 +155,12 @@ enum Cmd {
         /// prints, does not write.
         #[arg(long)]
         seed: Option<String>,
+        /// Only the simulator's half (no QEMU runs).
+        #[arg(long)]
+        sim_only: bool,
+        /// Only the QEMU half (no simulator runs).
+        #[arg(long, conflicts_with = "sim_only")]
+        qemu_only: bool,
     },
     /// Run the simulator: all arguments go to `asym-sim` (try `cargo xtask sim --help`).
     #[command(disable_help_flag = true)]
@@ -198,7 +206,8 @@ struct QemuArgs {
     /// Kill QEMU after this many seconds (0: never).
     #[arg(long, default_value_t = 0)]
     timeout: u64,
-    /// Kernel command line (e.g. "selftest", "hz=1000 maxcpus=2", "bench").
+    /// Kernel command line (e.g. "selftest", "hz=1000 maxcpus=2", "bench"); with
+    /// --workload, added to the workload run's (e.g. "cpufreq.big.min_khz=1200000").
     #[arg(long, default_value = "")]
     append: String,
     /// Boot through Debian's u-boot from a FAT disk, as on a board (the command line goes
@@ -429,6 +438,17 @@ enum BenchCmd {
         /// Emulated board whose device tree the kernel gets (see `qemu`).
         #[arg(long, value_enum, default_value = "qemu-juno-r2")]
         board: dtb::Board,
+        /// Instead of the table: the round-trip rows' instructions by function, from QEMU's
+        /// instruction log (`-singlestep -d exec`; xtask/src/profile.rs).
+        #[arg(long)]
+        profile: bool,
+        /// With --profile: how many functions to print per row.
+        #[arg(long, default_value_t = 25)]
+        top: usize,
+        /// With --profile: also write every PC's count, one `<row> <n> <pc> <count>` line
+        /// each, to this file (for `addr2line -i -f -e <kernel ELF>`: source lines).
+        #[arg(long)]
+        pcs: Option<PathBuf>,
     },
     /// The scheduler's costs (asym issue 12): EAS wake-up placement, balance softirq, busy
     /// tick and run-queue lock hold times in guest instructions under `-icount shift=0`, and
@@ -536,7 +556,23 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 machine,
                 timeout,
                 board,
+                profile: false,
+                ..
             }) => bench::switch(&machine, board, Duration::from_secs(timeout)),
+            Some(BenchCmd::Switch {
+                machine,
+                timeout,
+                board,
+                profile: true,
+                top,
+                pcs,
+            }) => profile::switch_profile(
+                &machine,
+                board,
+                Duration::from_secs(timeout),
+                top,
+                pcs.as_deref(),
+            ),
             Some(BenchCmd::SchedCosts {
                 machine,
                 timeout,
@@ -561,7 +597,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }),
         Cmd::Soak(a) => bench::soak(&a.machine, a.board, a.seconds, a.shift, &a.append),
         Cmd::Sim { args } => bench::run_sim(&[], &args),
-        Cmd::Experiments { quick, seed } => bench::experiments(quick, seed.as_deref()),
+        Cmd::Experiments {
+            quick,
+            seed,
+            sim_only,
+            qemu_only,
+        } => bench::experiments(quick, seed.as_deref(), !qemu_only, !sim_only),
         Cmd::Lisa { args } => {
             let (python, _) = lisa::ensure_venv()?;
             let (passed, failed) = lisa::check(&python, &args)?;
@@ -652,6 +693,7 @@ fn compare_one(
         eas: args.eas,
         lb: args.lb,
         set: args.set.clone(),
+        append: Vec::new(),
         board: args.board,
         icount: Some(args.icount_shift),
         timeout: Duration::from_secs(args.timeout),
@@ -758,6 +800,7 @@ fn run_qemu(args: QemuArgs) -> Result<ExitCode> {
             eas: args.eas,
             lb: args.lb,
             set: args.set.clone(),
+            append: args.append.split_whitespace().map(String::from).collect(),
             board: args.board,
             icount: (!args.no_icount).then_some(args.icount_shift),
             timeout: Duration::from_secs(if args.timeout == 0 {

@@ -172,7 +172,7 @@ pub fn rate_problems(linux: &[f64], fixed: &[f64]) -> Vec<String> {
 }
 
 /// One traced lowres run: its per-CPU raise rates, after the wake-up check.
-fn lowres_run(
+pub(crate) fn lowres_run(
     machine: &crate::MachineArgs,
     out: &Path,
     aggressive: OnOff,
@@ -186,6 +186,7 @@ fn lowres_run(
         eas: None,
         lb: None,
         set: vec![format!("AGGRESSIVE_NEXT_BALANCE={on}")],
+        append: Vec::new(),
         board: crate::dtb::Board::QemuJunoR2,
         icount: Some(qemu::WORKLOAD_ICOUNT_SHIFT),
         timeout: Duration::from_secs(300),

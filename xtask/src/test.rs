@@ -745,6 +745,44 @@ fn qemu_stages(args: &TestArgs, results: &mut Vec<StageResult>) {
     if args.wants(crate::seed002::STAGE) {
         crate::seed002::stage(results, crate::workload::OnOff::Off);
     }
+    if args.wants(EXPERIMENTS_QEMU_STAGE) {
+        experiments_qemu_stage(results);
+    }
+}
+
+const EXPERIMENTS_QEMU_STAGE: &str = "experiments --quick on QEMU";
+
+/// The QEMU half of `cargo xtask experiments --quick` (seeds 000, 001, 003 and 004 on the kernel;
+/// 002 is the stage before): each must-show check must hold.
+fn experiments_qemu_stage(results: &mut Vec<StageResult>) {
+    println!("\n== {EXPERIMENTS_QEMU_STAGE}");
+    let t = Instant::now();
+    let o = crate::experiments_qemu::Opts {
+        quick: true,
+        seed: None,
+    };
+    let (ok, detail) = match crate::experiments_qemu::run_all(o) {
+        Ok(sections) => {
+            print!("{}", crate::experiments_qemu::render(o, &sections));
+            let (checks, failed) = crate::experiments_qemu::failed_checks(&sections);
+            if failed.is_empty() {
+                (true, format!("{checks} checks hold"))
+            } else {
+                (false, failed.join("; "))
+            }
+        }
+        Err(e) => (false, format!("{e:#}")),
+    };
+    println!(
+        "{} {EXPERIMENTS_QEMU_STAGE}: {detail}",
+        if ok { "ok    " } else { "FAILED" }
+    );
+    results.push(StageResult {
+        name: EXPERIMENTS_QEMU_STAGE.into(),
+        ok,
+        detail,
+        time: t.elapsed(),
+    });
 }
 
 /// The DT fuzz batch, summed up in one line (and one per failing DT).
@@ -1017,6 +1055,7 @@ fn el0_stage(results: &mut Vec<StageResult>) {
             eas: None,
             lb: None,
             set: Vec::new(),
+            append: Vec::new(),
             board,
             icount: Some(qemu::WORKLOAD_ICOUNT_SHIFT),
             timeout: Duration::from_secs(120),
@@ -1186,6 +1225,7 @@ fn workload_stage(results: &mut Vec<StageResult>) {
         for (board, lb) in runs {
             let r = crate::workload::Run {
                 workload: f.clone(),
+                append: Vec::new(),
                 out: out_root.join(format!(
                     "{}-{}{}",
                     board.name(),

@@ -369,6 +369,7 @@ pub fn parse_softirq_line(lines: &[String]) -> Result<f64, String> {
 fn asym_softirq_run(o: &VsLinuxOpts, workload: &Path, secs: u32) -> Result<f64, String> {
     let r = crate::workload::Run {
         workload: workload.to_path_buf(),
+        append: Vec::new(),
         out: cmd::target_dir().join("vs-linux"),
         duration_ns: Some(u64::from(secs) * 1_000_000_000),
         eas: None,
@@ -1009,6 +1010,18 @@ pub fn run(o: &VsLinuxOpts) -> Result<ExitCode> {
             get("cpus"),
             get("capacity"),
             get("cpufreq")
+        );
+    }
+    if let Some(f) = results.get("domains") {
+        let mut cpus: Vec<(&String, &String)> = f
+            .iter()
+            .filter(|(k, _)| k.starts_with("cpu") || k.as_str() == "error")
+            .collect();
+        cpus.sort_by_key(|(k, _)| k.trim_start_matches("cpu").parse::<u32>().unwrap_or(0));
+        let list: Vec<String> = cpus.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(
+            "Linux sched domains (name:min-max interval ms, lowest first): {}",
+            list.join(", ")
         );
     }
     println!(

@@ -39,6 +39,9 @@ pub struct Run {
     pub lb: Option<OnOff>,
     /// `FEATURE=on|off`.
     pub set: Vec<String>,
+    /// More kernel command-line words (e.g. `cpufreq.big.min_khz=1200000`); the simulator
+    /// side of `compare` does not get them.
+    pub append: Vec<String>,
     pub board: dtb::Board,
     /// `-icount shift=` (guest ns per instruction as a power of two); `None`: real time.
     pub icount: Option<u32>,
@@ -139,15 +142,55 @@ pub fn run_untraced(machine: &MachineArgs, r: &Run) -> Result<Vec<String>> {
 
 /// Boots the kernel on `r`'s workload (and, with `trace`, `rtapp_trace=` that host file);
 /// fails unless it ends with status 0.
+///
+/// Every file the guest opens over semihosting is named relative to `r.out`'s parent, where
+/// QEMU runs: `OUT/W.json` (a copy of the workload), `OUT/trace.txt`, `OUT/rtapp-el0`. The
+/// kernel's command line is then the same on every machine and in every checkout, and so is
+/// the run: a longer command line takes more guest instructions at boot, and some workloads'
+/// placement is chaotic enough for that to change their result (`xtask/src/experiments_qemu.rs`,
+/// seed 004). Before, the command line held absolute host paths and a run in CI's clone ended
+/// differently from the same run in a developer's.
 fn launch(machine: &MachineArgs, r: &Run, trace: Option<&Path>) -> Result<qemu::Outcome> {
     let features = features_arg(r.eas, r.lb, &r.set)?;
-    let workload =
-        std::fs::canonicalize(&r.workload).with_context(|| format!("{}", r.workload.display()))?;
-    let mut append = format!("rtapp={}", workload.display());
-    let mut paths = vec![workload.clone()];
+    std::fs::create_dir_all(&r.out).with_context(|| format!("{}", r.out.display()))?;
+    let out = std::fs::canonicalize(&r.out).with_context(|| format!("{}", r.out.display()))?;
+    let (Some(cwd), Some(out_name)) = (out.parent(), out.file_name()) else {
+        bail!(
+            "{}: --out must name a directory below another",
+            out.display()
+        );
+    };
+    let out_name = Path::new(out_name);
+    // Copies `src` into the out directory as `name` and returns its name relative to `cwd`.
+    let stage = |src: &Path, name: &std::ffi::OsStr| -> Result<PathBuf> {
+        let dst = out.join(name);
+        if std::fs::canonicalize(src).ok().as_deref() != Some(dst.as_path()) {
+            std::fs::copy(src, &dst)
+                .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+        }
+        Ok(out_name.join(name))
+    };
+    let workload_name = r
+        .workload
+        .file_name()
+        .with_context(|| format!("{}: not a file", r.workload.display()))?;
+    let mut paths = vec![stage(&r.workload, workload_name)?];
     if let Some(t) = trace {
-        append.push_str(&format!(" rtapp_trace={}", t.display()));
-        paths.push(t.to_path_buf());
+        if t.parent() != Some(out.as_path()) {
+            bail!(
+                "{}: the trace must be written into {}",
+                t.display(),
+                out.display()
+            );
+        }
+        paths.push(out_name.join(t.file_name().expect("a file in out")));
+    }
+    if r.el0 {
+        let prog = match &r.el0_program {
+            Some(p) => p.clone(),
+            None => crate::kernel::build_el0_rtapp()?,
+        };
+        paths.push(stage(&prog, std::ffi::OsStr::new("rtapp-el0"))?);
     }
     for p in &paths {
         let s = p.display().to_string();
@@ -155,16 +198,12 @@ fn launch(machine: &MachineArgs, r: &Run, trace: Option<&Path>) -> Result<qemu::
             bail!("{s}: the kernel takes paths of at most 200 bytes without spaces");
         }
     }
+    let mut append = format!("rtapp={}", paths[0].display());
+    if trace.is_some() {
+        append.push_str(&format!(" rtapp_trace={}", paths[1].display()));
+    }
     if r.el0 {
-        let prog = match &r.el0_program {
-            Some(p) => std::fs::canonicalize(p).with_context(|| format!("{}", p.display()))?,
-            None => crate::kernel::build_el0_rtapp()?,
-        };
-        let s = prog.display().to_string();
-        if s.len() > 200 || s.contains(char::is_whitespace) {
-            bail!("{s}: the kernel takes paths of at most 200 bytes without spaces");
-        }
-        append.push_str(&format!(" rtapp_el0={s}"));
+        append.push_str(&format!(" rtapp_el0={}", paths[paths.len() - 1].display()));
     }
     if let Some(ns) = r.duration_ns {
         append.push_str(&format!(" rtapp_duration_ms={}", ns.div_ceil(1_000_000)));
@@ -172,6 +211,10 @@ fn launch(machine: &MachineArgs, r: &Run, trace: Option<&Path>) -> Result<qemu::
     if !features.is_empty() {
         append.push(' ');
         append.push_str(&features);
+    }
+    for w in &r.append {
+        append.push(' ');
+        append.push_str(w);
     }
     if let Some(h) = r.highres {
         append.push_str(if h == OnOff::On {
@@ -204,8 +247,10 @@ fn launch(machine: &MachineArgs, r: &Run, trace: Option<&Path>) -> Result<qemu::
         m.extra.push(path.display().to_string());
     }
     let defmt = crate::load_defmt(&a.elf)?;
+    let mut command = m.command();
+    command.current_dir(cwd);
     let outcome = qemu::run(
-        m.command(),
+        command,
         defmt.as_ref(),
         &RunOpts {
             timeout: Some(r.timeout),
@@ -336,6 +381,9 @@ pub fn report_json(
         "counters": {
             "context_switches": a.context_switches,
             "sched_softirq_raises": a.sched_softirq_raises,
+            "overutilized_ns": a.overutilized_ns,
+            "timer_loops": a.timer_loops,
+            "timer_loops_late": a.timer_late,
         },
         "trace": {
             "lines": a.lines,

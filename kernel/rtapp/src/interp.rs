@@ -61,7 +61,10 @@ pub struct TimerTick {
 }
 
 /// What the thread does next.
+///
+/// `repr(C)`, as [`Marker`] is (an executor copies one per step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub enum Action<'w> {
     /// The thread has just started: it names itself (`pthread_setname_np`).
     Start,
@@ -441,7 +444,10 @@ struct LoopStats {
 
 /// What [`Thread::advance`] queues. At most five per call (loop end, stats, loop start,
 /// phase, event), three at the start.
+///
+/// `repr(C)`, as [`Marker`] is.
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 enum Pending {
     Start,
     Marker(Marker),

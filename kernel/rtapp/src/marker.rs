@@ -6,7 +6,13 @@
 use core::fmt;
 
 /// One rt-app trace marker. Times are µs, as rt-app prints them.
+///
+/// `repr(C)`: the tag in a word of its own and every field at an 8-byte offset. With Rust's
+/// packed layout (`Loop`'s `start` in the byte after the tag) the interpreter's copies of a
+/// marker were odd-sized pieces at odd offsets, read back right after being written in other
+/// sizes: loads the CPU cannot forward from its store buffer (perf, in the simulator).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub enum Marker {
     /// `rtapp_main: event=clock_ref data=%llu`: the first thread's `t_zero` (µs of
     /// `CLOCK_MONOTONIC`).

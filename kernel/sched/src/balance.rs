@@ -949,6 +949,26 @@ pub fn newidle_skip_next_balance(
     }
 }
 
+/// `get_rd_overloaded(this_rq->rd)` as `sched_balance_newidle`'s gate reads it (after
+/// `update_misfit_status(NULL, this_rq)`): under `STICKY_OVERLOADED`, the root domain's flag as
+/// Linux keeps it (`rd`: [`RqAccess::rd_overloaded`]); otherwise asym's earlier approximation,
+/// recomputed — this CPU's run queue as it is now (`this`: [`Rq::overloaded`]) or another
+/// CPU's published snapshot (`others`: [`Snapshots::any_overloaded`]) is overloaded. The one
+/// rule for [`sched_balance_newidle`] and for a caller that decides the closed gate under
+/// `this_rq`'s lock before publishing it ([`sched_balance_newidle_skipped`]; the kernel).
+pub fn newidle_rd_overloaded(
+    features: SchedFeatures,
+    rd: impl FnOnce() -> bool,
+    this: bool,
+    others: impl FnOnce() -> bool,
+) -> bool {
+    if features.enabled(Feature::STICKY_OVERLOADED) {
+        rd()
+    } else {
+        this || others()
+    }
+}
+
 /// [`sched_balance_newidle`] when no CPU is overloaded (its gate closes whatever
 /// `avg_idle` is), on `this_rq` under its lock: `update_misfit_status(NULL, this_rq)`, and
 /// `rq->next_balance` pulled to [`newidle_skip_next_balance`]. Leaves every domain as it
@@ -999,18 +1019,18 @@ pub fn sched_balance_newidle<A: RqAccess + ?Sized>(
     let mut pulled = false;
     // update_misfit_status(NULL, rq): nothing runs, nothing misfits.
     let asym = sds.asym_cpucapacity;
-    let avg_idle = acc.with_rq(cpu, |rq| {
+    let (avg_idle, this_overloaded) = acc.with_rq(cpu, |rq| {
         if asym {
             rq.set_misfit_task_load(0);
         }
-        rq.avg_idle()
+        (rq.avg_idle(), rq.overloaded())
     });
-    // get_rd_overloaded(this_rq->rd).
-    let overloaded = if ctx.features.enabled(Feature::STICKY_OVERLOADED) {
-        acc.rd_overloaded()
-    } else {
-        rd_overloaded(acc)
-    };
+    let overloaded = newidle_rd_overloaded(
+        ctx.features,
+        || acc.rd_overloaded(),
+        this_overloaded,
+        || rd_overloaded(acc),
+    );
     let mut sd_list = core::mem::take(&mut sds.cpus[cpu.index()].sd);
     let skip = match sd_list.first() {
         Some(sd) => !overloaded || avg_idle < sd.max_newidle_lb_cost,

@@ -289,6 +289,31 @@ pub struct SchedEntity {
     pub sched_delayed: bool,
 }
 
+/// What wake-up preemption reads of the woken entity ([`CfsRq::check_preempt_wakee`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wakee {
+    /// `pse`'s task.
+    pub id: TaskId,
+    /// `pse->slice`.
+    pub slice: u64,
+    /// `pse->deadline` (absolute: the entity is queued).
+    pub deadline: u64,
+    /// `pse->vruntime`.
+    pub vruntime: u64,
+}
+
+impl Wakee {
+    /// The fields of `se`.
+    pub fn of(se: &SchedEntity) -> Wakee {
+        Wakee {
+            id: se.id,
+            slice: se.slice,
+            deadline: se.deadline,
+            vruntime: se.vruntime,
+        }
+    }
+}
+
 impl SchedEntity {
     /// `__sched_fork` + `set_load_weight`: a fresh entity, zero lag, not queued.
     pub const fn new(id: TaskId, nice: Nice) -> SchedEntity {
@@ -828,24 +853,37 @@ impl CfsRq {
         now_ns: u64,
         feat: SchedFeatures,
     ) -> bool {
+        self.check_preempt_wakee(curr, Wakee::of(pse), now_ns, feat)
+    }
+
+    /// [`CfsRq::check_preempt_wakeup`] with the woken entity's fields it reads: a caller
+    /// whose running entity is borrowed mutably from the same arena as the woken one copies
+    /// these four words instead of the whole entity (a `memcpy` on every wake-up).
+    pub fn check_preempt_wakee(
+        &mut self,
+        curr: &mut SchedEntity,
+        pse: Wakee,
+        now_ns: u64,
+        feat: SchedFeatures,
+    ) -> bool {
         if curr.id == pse.id || !feat.enabled(Feature::WAKEUP_PREEMPTION) {
             return false;
         }
         let upd = self.update_curr(curr, now_ns, feat);
         // PREEMPT_SHORT: an eligible waker with a shorter slice cancels the current
         // entity's slice protection, even if it does not end up picked now.
-        if self.do_preempt_short(curr, pse, feat) && curr.picked_deadline == Some(curr.deadline) {
+        if self.do_preempt_short(curr, &pse, feat) && curr.picked_deadline == Some(curr.deadline) {
             curr.picked_deadline = None;
         }
         upd.resched || self.pick_eevdf(Some(curr), feat) == Some(pse.id)
     }
 
     /// `do_preempt_short`.
-    fn do_preempt_short(&self, curr: &SchedEntity, pse: &SchedEntity, feat: SchedFeatures) -> bool {
+    fn do_preempt_short(&self, curr: &SchedEntity, pse: &Wakee, feat: SchedFeatures) -> bool {
         if !feat.enabled(Feature::PREEMPT_SHORT) || pse.slice >= curr.slice {
             return false;
         }
-        if !self.entity_eligible(Some(curr), pse) {
+        if !self.vruntime_eligible(Some(curr), pse.vruntime) {
             return false;
         }
         vdiff(pse.deadline, curr.deadline) < 0 || !self.entity_eligible(Some(curr), curr)

@@ -6,21 +6,21 @@
 //! domain list exists, so EAS places wake-ups while not overutilized). One root domain
 //! spans every CPU.
 //!
-//! The overutilized lifecycle is Linux v6.12's while load balancing runs:
+//! The overutilized lifecycle is Linux v6.12's:
 //! [`RootDomain::check_update_overutilized_status`] *sets* the flag when the enqueuing CPU
 //! (a wake-up, not a new task's first enqueue) or the ticking CPU is `cpu_overutilized`;
 //! only the load balancer's statistics *clear* it — `update_sd_lb_stats` at the root level
 //! sets it to "some CPU of the system is overutilized" ([`RootDomain::set_rd_overutilized`]
 //! with [`crate::balance::BalanceReport::overutilized`]); lower levels can only set it.
 //!
-//! Where no balancer runs, the caller picks the rule ([`OverutilizedRule`]): Linux's, with
-//! the root level's statistics stood in for by [`RootDomain::update_root_stats`] at the root
-//! domain's balance interval (the kernel, so a wake-up and a tick read only their own CPU),
-//! or — deliberate difference, the simulator's experiment switch with load balancing off —
-//! [`RootDomain::check_overutilized`] re-evaluating it over every CPU's [`RqSnapshot`] at each
-//! enqueue and tick (see [`OverutilizedCheck`]). The flag is maintained wherever an energy model exists on
-//! asymmetric CPUs ([`RootDomain::tracked`]), EAS active or not, so reports can say how
-//! long the system was overutilized; Linux's `set_rd_overutilized` does nothing without
+//! With load balancing off (an experiment switch; Linux has none) the rule is the same, and the
+//! root level's statistics the top-level balance would have run still run, from the tick, once
+//! per root interval ([`RootDomain::root_stats_due`], then [`RootDomain::update_root_stats`]
+//! over every CPU's [`RqSnapshot`]), so the first overutilized stretch does not turn EAS off
+//! for good. Both drivers take that decision from [`crate::sched_core::sched_tick`]
+//! ([`crate::sched_core::TickSteps::root_stats`]). The flag is maintained wherever an energy
+//! model exists on asymmetric CPUs ([`RootDomain::tracked`]), EAS active or not, so reports can
+//! say how long the system was overutilized; Linux's `set_rd_overutilized` does nothing without
 //! EAS, and the flag has no effect on placement or balancing unless EAS is active.
 //!
 //! In the kernel the flags are atomics read locklessly (as Linux's `READ_ONCE`); the
@@ -31,6 +31,7 @@ use core::borrow::Borrow;
 use crate::eas::cpu_overutilized;
 use crate::features::SchedFeatures;
 use crate::rq::RqSnapshot;
+use crate::types::Nanos;
 
 /// `struct root_domain`'s flags.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,31 +51,11 @@ pub struct RootDomain {
     pub eas: bool,
 }
 
-/// How enqueues and ticks update the overutilized flag.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OverutilizedRule {
-    /// Linux v6.12: an enqueue at wake-up and a tick only *set* it, for their own CPU
-    /// ([`RootDomain::check_update_overutilized_status`]); only the root level's statistics
-    /// clear it ([`RootDomain::set_rd_overutilized`] from the balancer, or
-    /// [`RootDomain::update_root_stats`] where no balancer runs).
-    #[default]
-    Linux,
-    /// Re-evaluated over every CPU at each enqueue and tick
-    /// ([`RootDomain::check_overutilized`]): without load balancing, in the simulator.
-    EveryCpu,
-}
-
-/// Where the overutilized flag is re-evaluated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OverutilizedCheck {
-    /// An enqueue at wake-up (`new`: `wake_up_new_task`, whose utilisation is not settled
-    /// yet and which Linux ignores under EAS).
-    Enqueue {
-        /// A new task's first enqueue.
-        new: bool,
-    },
-    /// The tick.
-    Tick,
+/// The root level's `sd->max_interval` in ns (`sd_init`: twice the span's weight, in ms), where
+/// a balanced root domain's `balance_interval` settles: how often the root level's statistics
+/// run without the balancer ([`RootDomain::root_stats_due`]).
+pub const fn root_stats_interval_ns(nr_cpus: usize) -> u64 {
+    2 * nr_cpus as u64 * 1_000_000
 }
 
 impl RootDomain {
@@ -97,11 +78,34 @@ impl RootDomain {
         (self.tracked && flag != self.overutilized).then_some(flag)
     }
 
+    /// Whether a tick at `now` runs the root level's statistics for the overutilized flag
+    /// ([`RootDomain::update_root_stats`]), given when they are next due (`next`: the caller's
+    /// state, zero at boot): `Some(when they are due after this run)`, which the caller stores
+    /// (the kernel, where several CPUs tick at once: a compare-and-swap from `next`, running
+    /// them only if it wins) before running them; `None`: not now.
+    ///
+    /// With load balancing on, never: Linux clears the flag only from the root level's
+    /// `update_sd_lb_stats` inside a balance ([`RootDomain::set_rd_overutilized`] with
+    /// [`crate::balance::BalanceReport::overutilized`]). With it off — deliberate, Linux has no
+    /// such switch — once per root interval ([`root_stats_interval_ns`] of `nr_cpus`), by the
+    /// first CPU to tick after it, as the top-level balance would have run them.
+    pub fn root_stats_due(
+        &self,
+        load_balance: bool,
+        next: Nanos,
+        now: Nanos,
+        nr_cpus: usize,
+    ) -> Option<Nanos> {
+        (self.tracked && !load_balance && now >= next)
+            .then(|| Nanos(now.0 + root_stats_interval_ns(nr_cpus)))
+    }
+
     /// `update_sd_lb_stats` at the root level for a caller without the balancer (its
     /// `set_rd_overutilized(rd, sg_overutilized)`, which here is "some CPU of the system is
-    /// `cpu_overutilized`"), over every CPU's snapshot: `Some(flag)` when it changes. Under
-    /// [`OverutilizedRule::Linux`] this is what clears the flag. `cpus` is consumed only up
-    /// to the first overutilized CPU, so a caller may read the snapshots lazily.
+    /// `cpu_overutilized`"), over every CPU's snapshot: `Some(flag)` when it changes. Without
+    /// load balancing this is what clears the flag ([`RootDomain::root_stats_due`]). `cpus` is
+    /// consumed only up to the first overutilized CPU, so a caller may read the snapshots
+    /// lazily.
     pub fn update_root_stats<S: Borrow<RqSnapshot>>(
         &self,
         cpus: impl IntoIterator<Item = S>,
@@ -115,28 +119,5 @@ impl RootDomain {
             .into_iter()
             .any(|c| cpu_overutilized(c.borrow(), features, uclamp_used));
         self.set_rd_overutilized(over)
-    }
-
-    /// [`OverutilizedRule::EveryCpu`] only: the overutilized flag after `at`, given every CPU's snapshot: `Some(new value)` when
-    /// it changes, `None` when it stays (or is not tracked). The caller stores it.
-    pub fn check_overutilized<'a>(
-        &self,
-        at: OverutilizedCheck,
-        cpus: impl IntoIterator<Item = &'a RqSnapshot>,
-        features: SchedFeatures,
-        uclamp_used: bool,
-    ) -> Option<bool> {
-        if !self.tracked {
-            return None;
-        }
-        let (may_set, may_clear) = match at {
-            OverutilizedCheck::Enqueue { new } => (!(self.eas && new), !self.eas),
-            OverutilizedCheck::Tick => (true, true),
-        };
-        let over = cpus
-            .into_iter()
-            .any(|c| cpu_overutilized(c, features, uclamp_used));
-        let allowed = if over { may_set } else { may_clear };
-        (over != self.overutilized && allowed).then_some(over)
     }
 }

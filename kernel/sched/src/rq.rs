@@ -96,6 +96,22 @@ use crate::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util, SCHED_CAPACITY
 use crate::uclamp::{uclamp_eff_range, ClampRange, TaskUclamp, UclampRq, UclampSysctl};
 use crate::util_est::{util_est_dequeue, util_est_enqueue, util_est_update};
 
+/// [`Rq::update_load_avg`] for `$task` on run queue `$rq` with `$flags`: the run queue's
+/// fields borrowed one by one, so that `$task` may be borrowed from `$rq`'s own arena.
+macro_rules! update_load_avg {
+    ($rq:expr, $task:expr, $flags:expr) => {
+        Rq::update_load_avg(
+            &mut $rq.cfs_avg,
+            &mut $rq.cpufreq_update,
+            &$rq.pelt,
+            &$rq.cfs,
+            $rq.h_nr_running,
+            $task,
+            $flags,
+        )
+    };
+}
+
 mod arena;
 mod invariants;
 mod remote;
@@ -104,7 +120,9 @@ mod task;
 
 pub use arena::ListIter;
 use arena::TaskArena;
-pub use remote::{migrate_task_rq_fair, sync_entity_load_avg, synced_avg, PeltRemote};
+pub use remote::{
+    migrate_task_rq_fair, remove_entity_load_avg, sync_entity_load_avg, synced_avg, PeltRemote,
+};
 pub use snapshot::RqSnapshot;
 pub use task::{
     Block, CpufreqUpdate, DequeueFlags, EnqueueError, EnqueueFlags, Resched, RqError, Task,
@@ -635,15 +653,7 @@ impl Rq {
         }
         // enqueue_entity.
         self.update_curr();
-        Self::update_load_avg(
-            &mut self.cfs_avg,
-            &mut self.cpufreq_update,
-            &self.pelt,
-            &self.cfs,
-            self.h_nr_running,
-            task,
-            DO_ATTACH,
-        );
+        update_load_avg!(self, task, DO_ATTACH);
         let curr = self
             .cfs
             .curr()
@@ -725,15 +735,7 @@ impl Rq {
         } else {
             0
         };
-        Self::update_load_avg(
-            &mut self.cfs_avg,
-            &mut self.cpufreq_update,
-            &self.pelt,
-            &self.cfs,
-            self.h_nr_running,
-            task,
-            pelt_flags,
-        );
+        update_load_avg!(self, task, pelt_flags);
         let curr = self
             .cfs
             .curr()
@@ -804,15 +806,7 @@ impl Rq {
         self.uclamp.dec(&mut task.uclamp);
         util_est_dequeue(&mut self.cfs_avg.avg, &task.avg, feat);
         // update_load_avg(cfs_rq, se, 0) while still runnable: the time up to now counts.
-        Self::update_load_avg(
-            &mut self.cfs_avg,
-            &mut self.cpufreq_update,
-            &self.pelt,
-            &self.cfs,
-            self.h_nr_running,
-            task,
-            0,
-        );
+        update_load_avg!(self, task, 0);
         task.se.sched_delayed = true;
         util_est_update(&mut task.avg, true, self.capacity_orig, feat);
         if curr == Some(id) {
@@ -846,15 +840,7 @@ impl Rq {
         util_est_enqueue(&mut self.cfs_avg.avg, &task.avg, feat);
         self.cfs
             .requeue_delayed_entity(curr_se.as_ref(), &mut task.se, feat);
-        Self::update_load_avg(
-            &mut self.cfs_avg,
-            &mut self.cpufreq_update,
-            &self.pelt,
-            &self.cfs,
-            self.h_nr_running,
-            task,
-            0,
-        );
+        update_load_avg!(self, task, 0);
         task.se.sched_delayed = false;
         self.uclamp
             .inc(&mut task.uclamp, &self.uclamp_sysctl, false);
@@ -885,15 +871,7 @@ impl Rq {
         };
         let feat = self.features;
         self.update_curr();
-        Self::update_load_avg(
-            &mut self.cfs_avg,
-            &mut self.cpufreq_update,
-            &self.pelt,
-            &self.cfs,
-            self.h_nr_running,
-            task,
-            0,
-        );
+        update_load_avg!(self, task, 0);
         let curr = self
             .cfs
             .curr()
@@ -1032,15 +1010,7 @@ impl Rq {
         // Linux: `__enqueue_entity`, then `update_load_avg(cfs_rq, prev, 0)` while
         // `cfs_rq->curr` is still `prev` (its last segment counts as running), then
         // `cfs_rq->curr = NULL`.
-        Self::update_load_avg(
-            &mut self.cfs_avg,
-            &mut self.cpufreq_update,
-            &self.pelt,
-            &self.cfs,
-            self.h_nr_running,
-            task,
-            0,
-        );
+        update_load_avg!(self, task, 0);
         self.cfs.put_prev_entity(&mut task.se);
     }
 
@@ -1052,15 +1022,7 @@ impl Rq {
         };
         self.update_curr();
         if let Some(task) = self.tasks.get_mut(id) {
-            Self::update_load_avg(
-                &mut self.cfs_avg,
-                &mut self.cpufreq_update,
-                &self.pelt,
-                &self.cfs,
-                self.h_nr_running,
-                task,
-                0,
-            );
+            update_load_avg!(self, task, 0);
         }
         Resched::from_bool(self.need_resched)
     }
@@ -1081,12 +1043,13 @@ impl Rq {
         if self.need_resched {
             return Ok(true);
         }
-        // A copy: the running task's entity is borrowed mutably from the same arena.
-        let pse = woken.se;
+        // A copy of what preemption reads: the running task's entity is borrowed mutably
+        // from the same arena.
+        let pse = crate::fair::Wakee::of(&woken.se);
         let now = self.pelt.rq_clock_task();
         let feat = self.features;
         if let Some(t) = self.tasks.get_mut(curr) {
-            if self.cfs.check_preempt_wakeup(&mut t.se, &pse, now, feat) {
+            if self.cfs.check_preempt_wakee(&mut t.se, pse, now, feat) {
                 self.need_resched = true;
             }
         }
@@ -1270,15 +1233,7 @@ impl Rq {
         // Linux: `__dequeue_entity`, `update_load_avg(cfs_rq, se, UPDATE_TG)` with
         // `cfs_rq->curr` still NULL (the task was waiting until now), then
         // `cfs_rq->curr = se`.
-        Self::update_load_avg(
-            &mut self.cfs_avg,
-            &mut self.cpufreq_update,
-            &self.pelt,
-            &self.cfs,
-            self.h_nr_running,
-            task,
-            0,
-        );
+        update_load_avg!(self, task, 0);
         self.cfs.set_next_entity(&mut task.se, now);
         // __set_next_task_fair: the running task moves to the head (most recent).
         self.cfs_tasks_move_to_head(id);
@@ -1323,7 +1278,8 @@ impl Rq {
     /// `update_load_avg(cfs_rq, se, flags)` for a task on this rq; when the cfs_rq's averages
     /// changed, a cpufreq update is requested (`cfs_rq_util_change` →
     /// `cpufreq_update_util`), as Linux does from inside `update_load_avg`. The run queue's
-    /// fields come one by one: the caller holds `task` borrowed from the arena.
+    /// fields come one by one: the caller holds `task` borrowed from the arena (call it
+    /// through `update_load_avg!`).
     fn update_load_avg(
         cfs_avg: &mut CfsRqAvg,
         cpufreq_update: &mut Option<CpufreqUpdate>,

@@ -16,10 +16,11 @@
 //!
 //! | path | steps, in order (locks in brackets) |
 //! |---|---|
-//! | wake-up | [task's own lock] read the snapshots → [`ttwu_select`] → if the CPU changes: [`migrate_task_rq_fair`] over the old CPU's [`RqSnapshot::pelt`] and add the result to the old CPU's removed load [its leaf lock] → [`RQ[target]`] `update_rq_clock`, `apply_removed`, [`ttwu_activate`], publish the snapshot, store a changed overutilized flag → drop the locks, send a reschedule IPI if [`WakeOutcome::resched`] and the target is another CPU |
-//! | `schedule()` | [`RQ[this]`] `update_rq_clock`, `apply_removed`, dequeue the blocking task (`DEQUEUE_SLEEP`) → [`schedule_pick`] → on [`Pick::Newidle`]: newidle's closed gate under the lock (`balance::newidle_skipped_locked`: no CPU overloaded), else drop the rq lock, `balance::sched_balance_newidle` (it locks one rq at a time), retake it, [`schedule_repick`] → [`schedule_finish`] → publish → cpufreq (after dropping the rq lock) → context switch; on switching to idle, [`idle_enter`] |
-//! | tick | [`RQ[this]`] `update_rq_clock`, `apply_removed`, `set_freq_scale`, [`sched_tick`] (or `update_blocked_averages` when idle), publish → (no rq lock) `balance::sched_balance_trigger` → raise `SCHED_SOFTIRQ`; cpufreq; reschedule on [`Resched::Yes`] at interrupt return |
-//! | exit | [`RQ[this]`] dequeue (`DEQUEUE_SLEEP`), then [`task_dead_fair`] over this CPU's [`Rq::pelt_remote`] and [`Rq::apply_removed`] of the result → `schedule()` |
+//! | wake-up | [task's own lock] read the snapshots → [`ttwu_select`] (only when [`select_task_rq_wanted`]; else the one allowed CPU) → if the CPU changes: [`migrate_task_rq_fair`](crate::rq::migrate_task_rq_fair) over the old CPU's [`RqSnapshot::pelt`] and add the result to the old CPU's removed load [its leaf lock] → [`RQ[target]`] `update_rq_clock`, `apply_removed`, [`ttwu_activate`], publish the snapshot, store a changed overutilized flag → drop the locks, send a reschedule IPI if [`WakeOutcome::resched`] and the target is another CPU |
+//! | `schedule()` | [`RQ[this]`] `update_rq_clock`, `apply_removed`, dequeue the blocking task (`DEQUEUE_SLEEP`: [`block_task`] without `DELAY_DEQUEUE`, which the kernel refuses) → [`schedule_pick`] → on [`Pick::Newidle`]: newidle's closed gate under the lock (`balance::newidle_skipped_locked`: no CPU overloaded), else drop the rq lock, `balance::sched_balance_newidle` (it locks one rq at a time), retake it, [`schedule_repick`] → [`schedule_finish`] → publish → cpufreq (after dropping the rq lock) → context switch; on switching to idle, [`idle_enter`] |
+//! | tick | [`RQ[this]`] `update_rq_clock`, `apply_removed`, `set_freq_scale`, [`sched_tick`] (task tick, misfit, overutilized, `idle_cpu`, the balance trigger; the kernel also decays an idle CPU's blocked averages), publish → (no rq lock) store [`TickSteps::overutilized`], raise `SCHED_SOFTIRQ` on [`TickSteps::softirq`] (without load balancing: claim [`TickSteps::root_stats`] and run `RootDomain::update_root_stats` over the snapshots), the NOHZ kick on [`TickSteps::nohz_kick`]; cpufreq → the softirq at `irq_exit` → `schedule()` on [`TickSteps::resched`] at the interrupt's return |
+//! | NOHZ kick | (busy tick, no rq lock; the NOHZ state is atomics) [`crate::nohz::Nohz::nohz_balancer_kick`] → set the flags on the kicked CPU, raise `SCHED_SOFTIRQ` there and send one IPI → its softirq (or a CPU going idle, stats only) runs [`crate::nohz::nohz_idle_balance`], whose [`crate::nohz::NohzWalk`] takes one lock at a time: [`RQ[cpu]`] for each idle CPU's blocked-load update (cpufreq after dropping it), that CPU's balance lock then one rq lock at a time for its `sched_balance_domains(CPU_IDLE)` |
+//! | exit | `schedule()` as above, the dying task blocking through [`block_task`] with `special` (`DEQUEUE_SLEEP \| DEQUEUE_SPECIAL`, `TASK_DEAD`) → context switch → on the next thread, after it released the rq lock handed over (`finish_task_switch`): [`task_dead_fair`] over this CPU's published [`RqSnapshot::pelt`], the result added to this CPU's removed load [its leaf lock] → release the dead thread's stack |
 //!
 //! Delayed dequeue (`DELAY_DEQUEUE`, v6.12; the simulator only, the kernel refuses it): the
 //! blocking task's dequeue is [`block_task`], which may leave it queued; the pick is then
@@ -32,23 +33,24 @@
 //!
 //! Deliberate differences: `update_misfit_status` runs only while load balancing is on
 //! ([`CoreCtx::load_balance`]; misfit has no other reader); `avg_idle` is capped at
-//! `2 * sysctl_sched_migration_cost` rather than `2 * rq->max_idle_balance_cost`; the
-//! overutilized flag follows Linux under [`OverutilizedRule::Linux`] (see
-//! [`crate::root_domain`]).
+//! `2 * sysctl_sched_migration_cost` rather than `2 * rq->max_idle_balance_cost`; without load
+//! balancing the tick still runs the root level's overutilized statistics, once per root
+//! interval ([`TickSteps::root_stats`], see [`crate::root_domain`]).
 
-use crate::balance::SYSCTL_SCHED_MIGRATION_COST_NS;
+use crate::balance::{sched_balance_trigger, SYSCTL_SCHED_MIGRATION_COST_NS};
 use crate::cpu_util::TaskUtil;
 use crate::eas::EasTask;
 use crate::em::EnergyModel;
 use crate::features::SchedFeatures;
+use crate::nohz::idle_tick_kept;
 use crate::pelt::RemovedLoad;
-use crate::root_domain::{OverutilizedCheck, OverutilizedRule, RootDomain};
+use crate::root_domain::RootDomain;
 use crate::rq::{
-    migrate_task_rq_fair, synced_avg, Block, DequeueFlags, EnqueueError, EnqueueFlags, PeltRemote,
-    Rq, RqError, RqSnapshot, Task,
+    remove_entity_load_avg, synced_avg, Block, DequeueFlags, EnqueueError, EnqueueFlags,
+    PeltRemote, Rq, RqError, RqSnapshot, Task,
 };
 use crate::topology::Topology;
-use crate::types::{CpuId, Nanos, TaskId};
+use crate::types::{CpuId, CpuMask, Nanos, TaskId};
 use crate::uclamp::{uclamp_eff_range, UclampSysctl};
 use crate::wakeup::{select_task_rq_fair, select_task_rq_interim, WakeKind, WakerInfo, WakeupView};
 
@@ -76,9 +78,6 @@ pub struct CoreCtx<'a> {
     pub uclamp_used: bool,
     /// Load balancing is on (periodic, newidle, misfit).
     pub load_balance: bool,
-    /// How enqueues and ticks update the root domain's overutilized flag (with load
-    /// balancing on: [`OverutilizedRule::Linux`]).
-    pub overutilized_rule: OverutilizedRule,
 }
 
 /// What the wake-up selection reads.
@@ -124,6 +123,15 @@ pub enum Pick {
     /// `balance::sched_balance_newidle` for this CPU, retake the lock and call
     /// [`schedule_repick`].
     Newidle,
+}
+
+/// `select_task_rq`'s test before the class's own: `p->nr_cpus_allowed > 1 &&
+/// !is_migration_disabled(p)` (migration is never disabled here). Only then does Linux call
+/// `select_task_rq_fair` — [`ttwu_select`] here — and, for a wake-up, the waker's
+/// `record_wakee` in it ([`crate::wakeup::WakeeFlips::record_wakee`]); a task allowed on one
+/// CPU goes there (`cpumask_any(p->cpus_ptr)`) and counts no wakee flip.
+pub fn select_task_rq_wanted(allowed: CpuMask) -> bool {
+    allowed.weight() > 1
 }
 
 /// `select_task_rq` for a waking (or, with [`WakeKind::Fork`], new) task `p` that last
@@ -187,22 +195,19 @@ pub fn ttwu_select(
 /// `ttwu_do_activate` on the target CPU, under its rq lock after its clock update: fold
 /// the idle time a wake-up ends into `avg_idle`, `enqueue_task` (`ENQUEUE_WAKEUP`, with
 /// `ENQUEUE_MIGRATED` when the task changed CPU, or `wake_up_new_task`'s initial enqueue),
-/// `wakeup_preempt`, then `check_update_overutilized_status` for this CPU (a wake-up,
-/// not a new task; `cpus` is not read, so it may be empty) — or, under
-/// [`OverutilizedRule::EveryCpu`], re-evaluate the flag over `cpus` (every CPU's snapshot;
-/// this CPU's own is taken from `rq`). A refused enqueue hands the task back.
+/// `wakeup_preempt`, then `check_update_overutilized_status` for this CPU (a wake-up, not a
+/// new task; no other CPU is read). A refused enqueue hands the task back.
 #[allow(clippy::result_large_err)] // the refused task must be handed back, not lost
 pub fn ttwu_activate(
     rq: &mut Rq,
     task: Task,
     kind: WakeKind,
     migrated: bool,
-    cpus: &[RqSnapshot],
     rd: &RootDomain,
     ctx: &CoreCtx<'_>,
 ) -> Result<WakeOutcome, EnqueueError> {
     let mut slot = Some(task);
-    match ttwu_activate_from(rq, &mut slot, kind, migrated, cpus, rd, ctx) {
+    match ttwu_activate_from(rq, &mut slot, kind, migrated, rd, ctx) {
         Ok(out) => Ok(out),
         Err(reason) => match slot {
             Some(task) => Err(EnqueueError { reason, task }),
@@ -218,7 +223,6 @@ pub fn ttwu_activate_from(
     slot: &mut Option<Task>,
     kind: WakeKind,
     migrated: bool,
-    cpus: &[RqSnapshot],
     rd: &RootDomain,
     ctx: &CoreCtx<'_>,
 ) -> Result<WakeOutcome, RqError> {
@@ -238,21 +242,10 @@ pub fn ttwu_activate_from(
     let overloaded = nr_before < 2 && rq.nr_running() >= 2;
     // The task was just enqueued here, so the preemption check finds it.
     let resched = Resched::from_bool(rq.check_preempt_wakeup(id).unwrap_or(true));
-    let overutilized = if ctx.overutilized_rule == OverutilizedRule::Linux {
-        // enqueue_task_fair: `if (!task_new) check_update_overutilized_status(rq)`.
-        match kind {
-            WakeKind::Fork => None,
-            WakeKind::Wakeup => own_overutilized(rq, rd, ctx),
-        }
-    } else {
-        let own = rq.snapshot();
-        let all = cpus
-            .iter()
-            .map(|s| if s.cpu() == own.cpu() { &own } else { s });
-        let at = OverutilizedCheck::Enqueue {
-            new: kind == WakeKind::Fork,
-        };
-        rd.check_overutilized(at, all, ctx.features, ctx.uclamp_used)
+    // enqueue_task_fair: `if (!task_new) check_update_overutilized_status(rq)`.
+    let overutilized = match kind {
+        WakeKind::Fork => None,
+        WakeKind::Wakeup => own_overutilized(rq, rd, ctx),
     };
     Ok(WakeOutcome {
         resched,
@@ -372,26 +365,113 @@ pub fn idle_enter(rq: &mut Rq) {
     rq.idle_enter();
 }
 
-/// `sched_tick` on a CPU running a task, under its rq lock after its clock update:
-/// `task_tick_fair` (EEVDF charge, PELT, util_est), then `update_misfit_status`. The
-/// caller runs cpufreq and, on [`Resched::Yes`], `schedule()`.
-pub fn sched_tick(rq: &mut Rq, ctx: &CoreCtx<'_>) -> Resched {
-    let resched = rq.task_tick();
-    if ctx.load_balance {
-        rq.update_misfit_status(ctx.topology, ctx.uclamp_used);
-    }
-    resched
+/// What runs on a ticking CPU (`rq->curr`'s class), which only the caller knows: the
+/// policy's run queue holds the fair tasks only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TickCurr {
+    /// A fair task: `task_tick_fair`.
+    Fair,
+    /// The idle task (`rq->curr == rq->idle`).
+    Idle,
+    /// A task of another class (the kernel's stopper): no fair tick, and not idle.
+    Other,
 }
 
-/// The end of `task_tick_fair` on a CPU running a fair task, under its rq lock after
-/// [`sched_tick`]: `check_update_overutilized_status(rq)` — set the root domain's flag
-/// if this CPU is overutilized (`Some(true)`; the caller stores it). Under
-/// [`OverutilizedRule::EveryCpu`] the caller re-evaluates the flag over every CPU instead
-/// ([`RootDomain::check_overutilized`]) and this returns `None`.
-pub fn tick_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool> {
-    if ctx.overutilized_rule != OverutilizedRule::Linux {
-        return None;
+/// The tick's inputs besides the run queue and the root domain.
+#[derive(Clone, Copy, Debug)]
+pub struct TickCtx {
+    /// Now (`jiffies` as ns).
+    pub now: Nanos,
+    /// The tick period (`TICK_NSEC`).
+    pub tick_ns: u64,
+    /// What runs on the CPU.
+    pub curr: TickCurr,
+    /// When the root level's overutilized statistics are next due without load balancing
+    /// (the caller's state for [`RootDomain::root_stats_due`], zero at boot).
+    pub root_stats_next: Nanos,
+}
+
+/// What [`sched_tick`] leaves to its caller, in the order Linux carries it out: the flag
+/// (stored at once), then, still in the interrupt, `sched_balance_trigger`'s SCHED_SOFTIRQ
+/// and its `nohz_balancer_kick`; the softirq runs at `irq_exit`; last, `__schedule` on the
+/// interrupt's return when [`TickSteps::resched`] asks for it — so a balance the tick
+/// raised runs before the switch the tick asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickSteps {
+    /// `task_tick_fair`'s `check_update_overutilized_status`: the root domain's overutilized
+    /// flag changed to this value (the caller stores it).
+    pub overutilized: Option<bool>,
+    /// `rq->idle_balance = idle_cpu(cpu)`: the idle task runs, nothing is queued.
+    pub idle_balance: bool,
+    /// `sched_balance_trigger`: raise SCHED_SOFTIRQ (`sched_balance_softirq` on this CPU at
+    /// `irq_exit`, before the resched).
+    pub softirq: bool,
+    /// `sched_balance_trigger` goes on to `nohz_balancer_kick` (it returns at once on a CPU
+    /// with `rq->idle_balance`); the caller runs the kick.
+    pub nohz_kick: bool,
+    /// Without load balancing, the root level's overutilized statistics are due
+    /// ([`RootDomain::root_stats_due`]): the caller stores this as the next due time and, if
+    /// it is the one to claim them, runs [`RootDomain::update_root_stats`] over every CPU's
+    /// snapshot where the softirq would have run, and stores a changed flag. Never with load
+    /// balancing on (the balancer's root level clears the flag).
+    pub root_stats: Option<Nanos>,
+    /// `resched_curr` from `task_tick_fair` (`TIF_NEED_RESCHED`): `__schedule` at the
+    /// interrupt's return, after the softirq.
+    pub resched: Resched,
+}
+
+/// `idle_cpu(cpu)`: the idle task runs and no task is queued (a wake-up enqueues on the
+/// target at once, so Linux's `ttwu_pending` is `nr_running > 0` here).
+pub fn idle_cpu(rq: &Rq, curr: TickCurr) -> bool {
+    curr == TickCurr::Idle && rq.nr_running() == 0
+}
+
+/// `sched_tick` under this CPU's rq lock after its clock update: for a fair task
+/// `task_tick_fair` (EEVDF charge, PELT, util_est, the resched decision), then
+/// `update_misfit_status` and `check_update_overutilized_status` for this CPU; then
+/// `rq->idle_balance = idle_cpu(cpu)` and `sched_balance_trigger` — SCHED_SOFTIRQ when
+/// `rq->next_balance` has passed, and the NOHZ kick's gate; without load balancing, whether the
+/// root level's overutilized statistics are due. The caller carries the steps out in
+/// [`TickSteps`]' order (cpufreq between the rq lock and the softirq).
+///
+/// Deliberate differences: with load balancing off ([`CoreCtx::load_balance`]) there is no
+/// misfit status and no softirq; an idle CPU's tick raises the softirq only where Linux would
+/// have kept that tick ([`crate::nohz::idle_tick_kept`]), since the kernel also ticks idle
+/// CPUs Linux would have left tickless.
+pub fn sched_tick(rq: &mut Rq, rd: &RootDomain, tick: &TickCtx, ctx: &CoreCtx<'_>) -> TickSteps {
+    let (resched, overutilized) = if tick.curr == TickCurr::Fair {
+        let resched = rq.task_tick();
+        if ctx.load_balance {
+            rq.update_misfit_status(ctx.topology, ctx.uclamp_used);
+        }
+        (resched, tick_overutilized(rq, rd, ctx))
+    } else {
+        (Resched::No, None)
+    };
+    let idle_balance = idle_cpu(rq, tick.curr);
+    let softirq = ctx.load_balance
+        && (!idle_balance || idle_tick_kept(rq, tick.tick_ns, ctx.load_balance))
+        && sched_balance_trigger(tick.now, rq);
+    let root_stats = rd.root_stats_due(
+        ctx.load_balance,
+        tick.root_stats_next,
+        tick.now,
+        ctx.topology.nr_cpus(),
+    );
+    TickSteps {
+        overutilized,
+        idle_balance,
+        softirq,
+        nohz_kick: !idle_balance,
+        root_stats,
+        resched,
     }
+}
+
+/// The end of `task_tick_fair` on a CPU running a fair task, under its rq lock (part of
+/// [`sched_tick`]): `check_update_overutilized_status(rq)` — set the root domain's flag
+/// if this CPU is overutilized (`Some(true)`; the caller stores it).
+pub fn tick_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool> {
     own_overutilized(rq, rd, ctx)
 }
 
@@ -405,16 +485,20 @@ fn own_overutilized(rq: &Rq, rd: &RootDomain, ctx: &CoreCtx<'_>) -> Option<bool>
     rd.check_update_overutilized_status(&rq.snapshot(), ctx.features, ctx.uclamp_used)
 }
 
-/// `task_dead_fair` → `remove_entity_load_avg` for a task that exited on `prev` (already
-/// dequeued): its signals leave `prev`'s cfs_rq at the next update instead of decaying
-/// there as blocked load. The caller hands the result to `prev`'s [`Rq::apply_removed`].
+/// `finish_task_switch` → `prev->sched_class->task_dead(prev)` → `task_dead_fair` →
+/// `remove_entity_load_avg` for a task that died on `prev`, called after its last context
+/// switch, on the next task, with no rq lock held (Linux calls it after `finish_lock_switch`):
+/// its signals, synced to `prev`'s cfs_rq's last update, leave that cfs_rq at its next
+/// update instead of decaying there as blocked load. Until then (the pick, a newidle
+/// balance, the switch) they are still `prev`'s blocked load, as in Linux. `prev`: `prev`'s
+/// PELT clocks as published (the kernel: its [`RqSnapshot::pelt`]; the simulator: its
+/// [`Rq::pelt_remote`]). The caller adds the result to `prev`'s removed load (the kernel:
+/// under that leaf lock; the simulator: [`Rq::apply_removed`]).
+///
 /// v6.12's `task_dead_fair` first finishes a delayed dequeue; here an exiting task blocks
 /// with `DEQUEUE_SPECIAL` ([`block_task`] with `special`), as `TASK_DEAD` does in v6.12, so
-/// it is never delayed and always reaches this dequeued.
-pub fn task_dead_fair(
-    prev: &PeltRemote,
-    task: &mut Task,
-    now: Nanos,
-) -> Result<RemovedLoad, RqError> {
-    migrate_task_rq_fair(prev, task, now)
+/// it is never delayed and always reaches this dequeued. Only `remove_entity_load_avg`, not
+/// `migrate_task_rq_fair`: no `migrate_se_pelt_lag` (the task is not going anywhere).
+pub fn task_dead_fair(prev: &PeltRemote, task: &mut Task) -> Result<RemovedLoad, RqError> {
+    remove_entity_load_avg(prev, task)
 }

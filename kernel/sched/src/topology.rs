@@ -339,6 +339,13 @@ impl Topology {
         self.cpu(cpu).and_then(|c| self.perf_domain(c.perf_domain))
     }
 
+    /// `sd_llc_size` of `cpu`: the CPUs sharing its last-level cache, its cluster here
+    /// (`wake_wide`'s factor); 1 for a CPU not in the topology.
+    pub fn llc_size(&self, cpu: CpuId) -> u32 {
+        self.cpu(cpu)
+            .map_or(1, |c| self.cluster_mask(c.cluster).weight())
+    }
+
     /// The CPUs of `cpu`'s cluster (`cpu_clustergroup_mask`).
     pub fn cluster_mask(&self, cluster: u16) -> CpuMask {
         self.cpus()

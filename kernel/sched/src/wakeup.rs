@@ -91,6 +91,27 @@ pub struct WakeeFlips {
 }
 
 impl WakeeFlips {
+    /// The three fields as a caller stored them (a kernel keeps them in separate atomics of
+    /// the task, as Linux keeps them in `task_struct`): `wakee_flips`, `last_wakee` and
+    /// `wakee_flip_decay_ts` in jiffies.
+    pub const fn from_parts(flips: u32, last_wakee: Option<TaskId>, decay_ts_j: u64) -> Self {
+        WakeeFlips {
+            flips,
+            last_wakee,
+            decay_ts_j,
+        }
+    }
+
+    /// `last_wakee`: the task this one woke last (`None`: none yet).
+    pub const fn last_wakee(&self) -> Option<TaskId> {
+        self.last_wakee
+    }
+
+    /// `wakee_flip_decay_ts`: the jiffy `flips` was last halved at.
+    pub const fn decay_ts_j(&self) -> u64 {
+        self.decay_ts_j
+    }
+
     /// `record_wakee(p)` on the waker at `jiffies`: halve the flips when more than `hz`
     /// jiffies (one second) passed since the last decay, then count a change of wakee.
     pub fn record_wakee(&mut self, wakee: TaskId, jiffies: u64, hz: u64) {

@@ -8,11 +8,11 @@
 
 use asym_boards::JUNO_R2;
 use asym_sched::balance::{sched_balance_domains, CpuIdleType, LbContext, SchedDomains};
-use asym_sched::root_domain::{OverutilizedCheck, OverutilizedRule, RootDomain};
+use asym_sched::root_domain::{root_stats_interval_ns, RootDomain};
 use asym_sched::rq::{EnqueueFlags, Resched, Rq, RqConfig, RqError, RqSnapshot, Task};
 use asym_sched::sched_core::{
     sched_tick, schedule_finish, schedule_pick, schedule_repick, tick_overutilized, ttwu_activate,
-    ttwu_select, CoreCtx, Pick, Placement, WakeCtx,
+    ttwu_select, CoreCtx, Pick, Placement, TickCtx, TickCurr, WakeCtx,
 };
 use asym_sched::topology::Topology;
 use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
@@ -39,11 +39,6 @@ fn ctx(topo: &Topology, lb: bool) -> CoreCtx<'_> {
         features: Default::default(),
         uclamp_used: false,
         load_balance: lb,
-        overutilized_rule: if lb {
-            OverutilizedRule::Linux
-        } else {
-            OverutilizedRule::EveryCpu
-        },
     }
 }
 
@@ -64,14 +59,12 @@ fn run(rq: &mut Rq, now: &mut u64, ms: u64) {
 fn a_wake_up_on_an_idle_cpu_reschedules_it() {
     let topo = Topology::from_board(&JUNO_R2).unwrap();
     let mut rqs = rqs(&topo, 4);
-    let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
     let rd = RootDomain::default();
     let out = ttwu_activate(
         &mut rqs[2],
         task(1, 0b111111),
         WakeKind::Fork,
         false,
-        &snaps,
         &rd,
         &ctx(&topo, false),
     )
@@ -87,7 +80,6 @@ fn a_wake_up_on_an_idle_cpu_reschedules_it() {
 fn the_enqueue_that_makes_two_tasks_sets_overloaded() {
     let topo = Topology::from_board(&JUNO_R2).unwrap();
     let mut rqs = rqs(&topo, 4);
-    let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
     let rd = RootDomain::default();
     let c = ctx(&topo, true);
     let seen: Vec<bool> = (1..=3)
@@ -97,17 +89,9 @@ fn the_enqueue_that_makes_two_tasks_sets_overloaded() {
             } else {
                 WakeKind::Wakeup
             };
-            ttwu_activate(
-                &mut rqs[3],
-                task(id, 0b111111),
-                kind,
-                false,
-                &snaps,
-                &rd,
-                &c,
-            )
-            .unwrap()
-            .overloaded
+            ttwu_activate(&mut rqs[3], task(id, 0b111111), kind, false, &rd, &c)
+                .unwrap()
+                .overloaded
         })
         .collect();
     assert_eq!(seen, [false, true, false]);
@@ -117,29 +101,10 @@ fn the_enqueue_that_makes_two_tasks_sets_overloaded() {
 fn a_full_target_hands_the_woken_task_back() {
     let topo = Topology::from_board(&JUNO_R2).unwrap();
     let mut rqs = rqs(&topo, 1);
-    let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
     let rd = RootDomain::default();
     let c = ctx(&topo, false);
-    ttwu_activate(
-        &mut rqs[0],
-        task(1, 1),
-        WakeKind::Fork,
-        false,
-        &snaps,
-        &rd,
-        &c,
-    )
-    .unwrap();
-    let e = ttwu_activate(
-        &mut rqs[0],
-        task(2, 1),
-        WakeKind::Fork,
-        false,
-        &snaps,
-        &rd,
-        &c,
-    )
-    .unwrap_err();
+    ttwu_activate(&mut rqs[0], task(1, 1), WakeKind::Fork, false, &rd, &c).unwrap();
+    let e = ttwu_activate(&mut rqs[0], task(2, 1), WakeKind::Fork, false, &rd, &c).unwrap_err();
     assert_eq!(e.task.id, TaskId(2));
     assert!(matches!(e.reason, RqError::Full { .. }));
 }
@@ -158,7 +123,6 @@ fn overutilized_is_set_by_a_wake_up_but_not_by_a_new_task_under_eas() {
     rqs[2].pick_next_task();
     run(&mut rqs[2], &mut now, 400);
     assert!(rqs[2].cfs_avg().util_avg > 383);
-    let snaps: Vec<RqSnapshot> = rqs.iter().map(Rq::snapshot).collect();
     let rd = RootDomain {
         overutilized: false,
         overloaded: false,
@@ -167,20 +131,11 @@ fn overutilized_is_set_by_a_wake_up_but_not_by_a_new_task_under_eas() {
     };
     let c = ctx(&topo, false);
     let target = &mut rqs[little.index()];
-    let out = ttwu_activate(
-        target,
-        task(2, 0b111111),
-        WakeKind::Fork,
-        false,
-        &snaps,
-        &rd,
-        &c,
-    )
-    .unwrap();
+    let out = ttwu_activate(target, task(2, 0b111111), WakeKind::Fork, false, &rd, &c).unwrap();
     assert_eq!(out.overutilized, None, "wake_up_new_task skips the check");
     let mut t3 = task(3, 0b111111);
     t3.cpu = Some(little);
-    let out = ttwu_activate(target, t3, WakeKind::Wakeup, false, &snaps, &rd, &c).unwrap();
+    let out = ttwu_activate(target, t3, WakeKind::Wakeup, false, &rd, &c).unwrap();
     assert_eq!(out.overutilized, Some(true));
 }
 
@@ -211,7 +166,13 @@ fn a_task_too_big_for_a_little_is_misfit_while_balancing() {
         run(&mut rqs[3], &mut now, 400);
         now += TICK;
         rqs[3].update_rq_clock(Nanos(now)).unwrap();
-        sched_tick(&mut rqs[3], &ctx(&topo, lb));
+        let tick = TickCtx {
+            now: Nanos(now),
+            tick_ns: TICK,
+            curr: TickCurr::Fair,
+            root_stats_next: Nanos(0),
+        };
+        sched_tick(&mut rqs[3], &RD_EAS, &tick, &ctx(&topo, lb));
         let load = rqs[3].task(TaskId(1)).unwrap().avg.load_avg;
         let want = if lb { load.max(1) } else { 0 };
         assert_eq!(rqs[3].misfit_task_load(), want, "lb {lb}");
@@ -293,7 +254,6 @@ fn with_balancing_wake_ups_and_ticks_set_overutilized_but_never_clear_it() {
     };
     // A quiet system: CPU 2's task is gone.
     let mut quiet = rqs(&topo, 4);
-    let snaps: Vec<RqSnapshot> = quiet.iter().map(Rq::snapshot).collect();
     let mut t = task(7, 0b111111);
     t.cpu = Some(CpuId(0));
     let out = ttwu_activate(
@@ -301,7 +261,6 @@ fn with_balancing_wake_ups_and_ticks_set_overutilized_but_never_clear_it() {
         t,
         WakeKind::Wakeup,
         false,
-        &snaps,
         &set,
         &ctx(&topo, true),
     )
@@ -316,7 +275,6 @@ fn with_balancing_wake_ups_and_ticks_set_overutilized_but_never_clear_it() {
         t,
         WakeKind::Wakeup,
         false,
-        &snaps,
         &no_eas,
         &ctx(&topo, true),
     )
@@ -335,29 +293,15 @@ fn with_balancing_wake_ups_and_ticks_set_overutilized_but_never_clear_it() {
         tick_overutilized(&busy[0], &RD_EAS, &ctx(&topo, true)),
         None
     );
-    // Without load balancing: no per-CPU tick rule; the all-CPU re-evaluation clears.
-    assert_eq!(
-        tick_overutilized(&busy[2], &RD_EAS, &ctx(&topo, false)),
-        None
-    );
-    let snaps: Vec<RqSnapshot> = quiet.iter().map(Rq::snapshot).collect();
-    assert_eq!(
-        set.check_overutilized(OverutilizedCheck::Tick, &snaps, Default::default(), false),
-        Some(false)
-    );
     busy.clear();
 }
 
-/// The kernel's configuration: no balancer, Linux's rule. A wake-up and a tick read only
-/// their own CPU (the wake-up is given no other CPU's snapshot at all) and only set the
-/// flag; the root-level statistics stand-in (`update_root_stats`, every CPU) clears it.
+/// Without a balancer the rule is Linux's too: a wake-up and a tick read only their own CPU
+/// and only set the flag; the root-level statistics (`update_root_stats`, every CPU) clear it.
 #[test]
 fn linux_rule_without_balancing_sets_from_the_own_cpu_and_clears_only_at_the_root() {
     let topo = Topology::from_board(&JUNO_R2).unwrap();
-    let linux = CoreCtx {
-        overutilized_rule: OverutilizedRule::Linux,
-        ..ctx(&topo, false)
-    };
+    let linux = ctx(&topo, false);
     let (mut busy, _) = juno_with_an_overutilized_little(&topo);
     let set = RootDomain {
         overutilized: true,
@@ -366,20 +310,12 @@ fn linux_rule_without_balancing_sets_from_the_own_cpu_and_clears_only_at_the_roo
     let mut quiet = rqs(&topo, 4);
     let mut t = task(7, 0b111111);
     t.cpu = Some(CpuId(0));
-    let out = ttwu_activate(&mut quiet[0], t, WakeKind::Wakeup, false, &[], &set, &linux);
+    let out = ttwu_activate(&mut quiet[0], t, WakeKind::Wakeup, false, &set, &linux);
     assert_eq!(out.unwrap().overutilized, None, "a wake-up never clears");
-    // Waking onto the overutilized LITTLE sets a clear flag, with no snapshot given.
+    // Waking onto the overutilized LITTLE sets a clear flag.
     let mut t = task(8, 0b111111);
     t.cpu = Some(CpuId(2));
-    let out = ttwu_activate(
-        &mut busy[2],
-        t,
-        WakeKind::Wakeup,
-        false,
-        &[],
-        &RD_EAS,
-        &linux,
-    );
+    let out = ttwu_activate(&mut busy[2], t, WakeKind::Wakeup, false, &RD_EAS, &linux);
     assert_eq!(out.unwrap().overutilized, Some(true));
     assert_eq!(tick_overutilized(&busy[2], &RD_EAS, &linux), Some(true));
     assert_eq!(tick_overutilized(&quiet[0], &set, &linux), None);
@@ -521,4 +457,118 @@ fn newidle_runs_before_the_idle_clock_pelt_resync() {
     assert_eq!(schedule_pick(rq, &ctx(&topo, true)), Pick::Newidle);
     assert_eq!(schedule_repick(rq), Pick::Idle);
     assert_eq!(lag(rq), 0);
+}
+
+/// Linux v6.12 `sched_tick`: `rq->idle_balance = idle_cpu(cpu)` — the idle task runs and
+/// nothing is queued — then `sched_balance_trigger`: SCHED_SOFTIRQ once `rq->next_balance`
+/// has passed, whatever runs, and `nohz_balancer_kick`, which returns at once on an
+/// `idle_balance` CPU. A CPU whose idle task runs with a wake-up queued, or which runs another
+/// class's task, is busy; an idle CPU raises the softirq only from a tick Linux would have
+/// kept (its last idle period shorter than a tick). No softirq without load balancing.
+#[test]
+fn the_tick_triggers_the_balance_and_the_nohz_kick_with_idle_cpu() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let now = Nanos((1 << 20) + TICK);
+    let tick = |curr| TickCtx {
+        now,
+        tick_ns: TICK,
+        curr,
+        root_stats_next: Nanos(0),
+    };
+    let steps = |rq: &mut Rq, curr, lb| sched_tick(rq, &RD_EAS, &tick(curr), &ctx(&topo, lb));
+    let mut rqs = rqs(&topo, 4);
+    for rq in rqs.iter_mut() {
+        rq.update_rq_clock(now).unwrap();
+        rq.set_next_balance(now);
+    }
+    // A fair task runs: busy, the balance is due.
+    rqs[0].enqueue_task(task(1, 1), EnqueueFlags::NEW).unwrap();
+    rqs[0].pick_next_task();
+    let s = steps(&mut rqs[0], TickCurr::Fair, true);
+    assert!(!s.idle_balance && s.softirq && s.nohz_kick, "{s:?}");
+    let s = steps(&mut rqs[0], TickCurr::Fair, false);
+    assert!(!s.softirq && s.nohz_kick, "no balancer: {s:?}");
+    // Not due yet.
+    rqs[0].set_next_balance(Nanos(now.0 + 1));
+    assert!(!steps(&mut rqs[0], TickCurr::Fair, true).softirq);
+    // Idle, nothing queued, a long idle period: a tick Linux would have stopped.
+    let s = steps(&mut rqs[1], TickCurr::Idle, true);
+    assert!(s.idle_balance && !s.softirq && !s.nohz_kick, "{s:?}");
+    // The stopper runs: not idle.
+    let s = steps(&mut rqs[1], TickCurr::Other, true);
+    assert!(
+        !s.idle_balance && s.softirq && s.nohz_kick,
+        "stopper: {s:?}"
+    );
+    // The idle task still runs but a wake-up queued a task: `idle_cpu` is false.
+    rqs[2]
+        .enqueue_task(task(2, 0b100), EnqueueFlags::NEW)
+        .unwrap();
+    let s = steps(&mut rqs[2], TickCurr::Idle, true);
+    assert!(
+        !s.idle_balance && s.softirq && s.nohz_kick,
+        "wake-up queued: {s:?}"
+    );
+    assert_eq!(
+        s.resched,
+        Resched::No,
+        "only a fair task's tick reschedules"
+    );
+    // Idle after a short idle period: the tick is kept, so it balances (as idle).
+    rqs[3].idle_enter();
+    rqs[3].update_rq_clock(Nanos(now.0 + TICK / 2)).unwrap();
+    rqs[3].update_avg_idle(1 << 30);
+    let s = steps(&mut rqs[3], TickCurr::Idle, true);
+    assert!(
+        s.idle_balance && s.softirq && !s.nohz_kick,
+        "kept idle tick: {s:?}"
+    );
+}
+
+/// When the root level's overutilized statistics run from the tick: with load balancing on,
+/// never (Linux clears the flag only from the root level's `update_sd_lb_stats` in a
+/// balance); with it off, once per root interval (`sd_init`'s root `max_interval`, 2 ms per
+/// CPU), from the first tick at or after the due time, and only where the flag is kept.
+#[test]
+fn the_root_statistics_run_from_the_tick_only_without_balancing() {
+    let topo = Topology::from_board(&JUNO_R2).unwrap();
+    let interval = root_stats_interval_ns(6);
+    assert_eq!(interval, 12_000_000);
+    let set = RootDomain {
+        overutilized: true,
+        ..RD_EAS
+    };
+    let mut rqs = rqs(&topo, 4);
+    let mut due = Nanos(0);
+    let mut runs = Vec::new();
+    for k in 1..=10u64 {
+        let now = Nanos(k * TICK);
+        rqs[0].update_rq_clock(now).unwrap();
+        let tick = TickCtx {
+            now,
+            tick_ns: TICK,
+            curr: TickCurr::Idle,
+            root_stats_next: due,
+        };
+        for lb in [true, false] {
+            let s = sched_tick(&mut rqs[0], &set, &tick, &ctx(&topo, lb));
+            if lb {
+                assert_eq!(s.root_stats, None, "with balancing, at {now:?}");
+            } else if let Some(next) = s.root_stats {
+                assert_eq!(next, Nanos(now.0 + interval));
+                due = next;
+                runs.push(k);
+            }
+        }
+    }
+    // Ticks 1, 4, 7 and 10 (4 ms ticks, 12 ms apart).
+    assert_eq!(runs, [1, 4, 7, 10]);
+    let untracked = RootDomain {
+        tracked: false,
+        ..set
+    };
+    assert_eq!(
+        untracked.root_stats_due(false, Nanos(0), Nanos(TICK), 6),
+        None
+    );
 }

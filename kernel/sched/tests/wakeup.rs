@@ -15,11 +15,11 @@ use asym_sched::eas::EasTask;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::rq::RqSnapshot;
 use asym_sched::topology::Topology;
-use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, Util};
+use asym_sched::types::{Capacity, CpuId, CpuMask, Nanos, TaskId, Util};
 use asym_sched::uclamp::ClampRange;
 use asym_sched::wakeup::{
     sched_balance_find_dst_cpu, select_idle_capacity, select_task_rq_fair, select_task_rq_interim,
-    WakeKind, WakerInfo, WakeupView,
+    wake_wide, WakeKind, WakeeFlips, WakerInfo, WakeupView,
 };
 use proptest::prelude::*;
 
@@ -314,6 +314,51 @@ fn wake_affine_idle_pulls_to_an_idle_waking_cpu_sharing_the_cache() {
     let mut wide = v;
     wide.waker.wake_wide = true;
     assert_eq!(wake_from(&p, 3, 2, &wide), 4);
+}
+
+#[test]
+fn record_wakee_counts_changes_of_wakee_and_halves_after_more_than_a_second() {
+    // fair.c record_wakee: `if (time_after(jiffies, wakee_flip_decay_ts + HZ))` halve and
+    // restamp; then count the wake-up only if `p` is not `last_wakee`. HZ = 250.
+    let hz = 250;
+    let mut f = WakeeFlips::default();
+    for (j, w) in [(1, 7), (2, 8), (3, 8), (4, 7), (5, 9)] {
+        f.record_wakee(TaskId(w), j, hz);
+    }
+    // 7, 8, (8 again: no flip), 7, 9.
+    assert_eq!(f.flips, 4);
+    assert_eq!(f.last_wakee(), Some(TaskId(9)));
+    assert_eq!(f.decay_ts_j(), 0);
+    // Exactly HZ jiffies after the stamp is not after it: no halving.
+    f.record_wakee(TaskId(9), 250, hz);
+    assert_eq!((f.flips, f.decay_ts_j()), (4, 0));
+    // One jiffy later it is: 4 >> 1, restamped, then the same wakee adds nothing.
+    f.record_wakee(TaskId(9), 251, hz);
+    assert_eq!((f.flips, f.decay_ts_j()), (2, 251));
+    // A kernel keeps the three fields apart and puts them back together.
+    let back = WakeeFlips::from_parts(f.flips, f.last_wakee(), f.decay_ts_j());
+    assert_eq!(back, f);
+}
+
+#[test]
+fn wake_wide_needs_both_flips_at_least_llc_and_a_factor_apart() {
+    // fair.c wake_wide: master/slave the larger/smaller flips, factor `sd_llc_size`;
+    // `if (slave < factor || master < slave * factor) return 0;`.
+    let flips = |n| WakeeFlips::from_parts(n, None, 0);
+    let llc = 4;
+    assert!(wake_wide(&flips(16), &flips(4), llc));
+    assert!(
+        wake_wide(&flips(4), &flips(16), llc),
+        "symmetric in waker and wakee"
+    );
+    assert!(
+        !wake_wide(&flips(15), &flips(4), llc),
+        "master < slave × factor"
+    );
+    assert!(!wake_wide(&flips(100), &flips(3), llc), "slave < factor");
+    assert!(!wake_wide(&flips(0), &flips(0), llc));
+    // Juno r2's A72 pair: factor 2.
+    assert!(wake_wide(&flips(4), &flips(2), 2));
 }
 
 #[test]

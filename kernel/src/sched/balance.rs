@@ -5,11 +5,12 @@
 //!   rq->next_balance)`) under its rq lock and raises `SCHED_SOFTIRQ` ([`crate::softirq`]);
 //!   on the interrupt's exit [`sched_balance_softirq`] runs the crate's `sched_balance_softirq`
 //!   (`run_rebalance_domains`) for this CPU.
-//! - **NOHZ balance kick**: a busy tick asks the crate's `Nohz::balance_kick`
-//!   (`nohz_balancer_kick`'s `NOHZ_BALANCE_KICK`, once per jiffy) whom to kick; that idle CPU
-//!   gets `SCHED_SOFTIRQ` raised and an IPI, and its softirq balances every idle CPU whose
-//!   `rq->next_balance` is due, itself last (`_nohz_idle_balance`), each with that CPU's own
-//!   sched domains.
+//! - **NOHZ kick**: a busy tick asks the crate's `Nohz::nohz_balancer_kick` whom to kick and
+//!   with which flags (`NOHZ_STATS_KICK`, with `NOHZ_BALANCE_KICK` once per jiffy); that idle
+//!   CPU gets them in its `nohz_flags`, `SCHED_SOFTIRQ` raised and one IPI (`kick_ilb`), and
+//!   its softirq runs the crate's `nohz_idle_balance` walk ([`KernelNohzWalk`]): for each
+//!   tickless idle CPU, itself last, the blocked-load update and, when its `rq->next_balance`
+//!   is due, `sched_balance_domains(CPU_IDLE)` with that CPU's own sched domains.
 //! - **Newidle**: `schedule()` about to pick idle (the crate's `Pick::Newidle`) drops its rq
 //!   lock, IRQs still masked, and calls [`sched_balance_newidle`] (`sched_balance_newidle`,
 //!   gated by the crate on `avg_idle` against `max_newidle_lb_cost` and on the root domain's
@@ -37,8 +38,9 @@
 //! own entry is used: `SchedDomains` is one value in the crate, and one copy per CPU lets the
 //! CPUs balance at once without sharing a lock.
 //!
-//! Runtime switch: `sched_balance=on|off` on the command line ([`set_enabled`]); off, the
-//! kernel behaves as before load balancing existed (no trigger, no newidle, no misfit status).
+//! Runtime switch: `sched_balance=on|off` on the command line ([`set_enabled`]); off, nothing
+//! is balanced (no trigger, no newidle, no misfit status, no `NOHZ_BALANCE_KICK`), while NOHZ
+//! idle and its blocked-load updates run as with it on.
 //!
 //! Active balance: a balance whose report asks for one (the crate's `ActiveBalance`, misfit
 //! or after repeated failures) makes it the source's one in flight and wakes the source's
@@ -46,19 +48,21 @@
 //! task off the CPU.
 //!
 //! - **NOHZ blocked load** (`NOHZ_STATS_KICK`): an idle CPU stops its tick with blocked load
-//!   left (`nohz_balance_enter_idle`, [`nohz_enter_idle`]); a busy tick asks the crate's
-//!   `Nohz::stats_kick` whether `nohz.next_blocked` has passed and kicks the idle load
-//!   balancer, whose `_nohz_idle_balance(NOHZ_STATS_KICK)` decays every tickless idle CPU's
+//!   left (`nohz_balance_enter_idle`, [`nohz_enter_idle`]); a busy tick's kick carries
+//!   `NOHZ_STATS_KICK` once `nohz.next_blocked` has passed, and the idle load balancer's walk
+//!   then decays every tickless idle CPU's
 //!   blocked averages under that CPU's rq lock (`update_nohz_stats`) and runs schedutil for each
 //!   that decayed, every `LOAD_AVG_PERIOD` (32 ms); a CPU about to idle that expects to stay
 //!   idle longer than a migration costs does the same itself when it is due
 //!   (`nohz_newidle_balance` → `nohz_run_idle_balance`, [`nohz_run_idle_balance`]). With
-//!   every CPU idle nothing decays, as on Linux. With `sched_balance=off` an idle CPU keeps
-//!   its tick while its own blocked averages decay instead.
+//!   every CPU idle nothing decays, as on Linux. `sched_balance=off` changes none of this
+//!   (the crate's `nohz_parts`): it only takes `NOHZ_BALANCE_KICK` away, so blocked load
+//!   decays the same way with the switch in either position.
 //!
-//! Deliberate differences: a kicked CPU walks the idle CPUs once for the blocked load and
-//! once for balancing (Linux does both in one `_nohz_idle_balance` walk); an idle CPU whose tick
-//! still runs decays its own blocked averages at every tick (Linux at its `SCHED_SOFTIRQ`).
+//! Deliberate differences: an idle CPU whose tick still runs decays its own blocked averages
+//! at every tick (Linux at its `SCHED_SOFTIRQ`); the kick raises `SCHED_SOFTIRQ` on the idle
+//! load balancer from the kicker (Linux raises it in the IPI's `nohz_csd_func`), so a kicked CPU
+//! that is busy again runs its own `sched_balance_softirq` (Linux drops the kick).
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
@@ -68,10 +72,9 @@ use asym_sched::balance::{
     self as lb, ActiveBalance, BalanceReport, CpuIdleType, LbContext, Moved, NewidleSkipInfo,
     RqAccess, SchedDomains, Snapshots, TaskOnCpu, Transit,
 };
-use asym_sched::features::Feature;
 use asym_sched::nohz::{
-    blocked_load_check, idle_tick_kept, ilb_order, nohz_balance_due, update_blocked_load,
-    BlockedLoad, Nohz,
+    blocked_load_check, blocked_load_cpufreq, ilb_candidate, nohz_parts, update_blocked_load,
+    BlockedLoad, Nohz, NohzKickFlags, NohzWalk,
 };
 use asym_sched::rq::{Rq, RqSnapshot};
 use asym_sched::sched_core;
@@ -111,13 +114,9 @@ static NEWIDLE_BOUND: PerCpu<AtomicU64> =
 static SKIP_CONST: InitOnce<(u32, bool)> = InitOnce::new();
 /// `nohz.next_balance` (jiffies).
 static NOHZ_NEXT_BALANCE: AtomicU64 = AtomicU64::new(0);
-/// Per CPU: the NOHZ kicks pending for it (`nohz_flags(cpu)`: [`NOHZ_BALANCE_KICK`],
-/// [`NOHZ_STATS_KICK`]).
+/// Per CPU: the NOHZ kicks pending for it (`nohz_flags(cpu)`: the bits of the crate's
+/// `NohzKickFlags`).
 static NOHZ_FLAGS: PerCpu<AtomicU8> = PerCpu::new([const { AtomicU8::new(0) }; MAX_CPUS]);
-/// `NOHZ_BALANCE_KICK`: balance the idle CPUs whose `next_balance` is due.
-const NOHZ_BALANCE_KICK: u8 = 1;
-/// `NOHZ_STATS_KICK`: decay the idle CPUs' blocked load.
-const NOHZ_STATS_KICK: u8 = 2;
 /// `nohz.idle_cpus_mask`: CPUs that stopped their tick going idle and have not ticked busy
 /// since (`rq->nohz_tick_stopped`).
 static NOHZ_IDLE_CPUS: AtomicU64 = AtomicU64::new(0);
@@ -172,8 +171,8 @@ pub struct Stats {
     pub newidle_moved: u64,
     /// `sched_balance_domains` runs on this CPU's behalf by a NOHZ balancer.
     pub nohz: u64,
-    /// `_nohz_idle_balance(NOHZ_STATS_KICK)` walks this CPU ran (kicked, or itself about
-    /// to idle), each decaying every tickless idle CPU's blocked load.
+    /// `_nohz_idle_balance` walks with `NOHZ_STATS_KICK` this CPU ran (kicked, or itself
+    /// about to idle), each decaying every tickless idle CPU's blocked load.
     pub nohz_stats: u64,
     /// `sched_balance_rq` calls.
     pub lb_runs: u64,
@@ -556,117 +555,156 @@ pub(super) fn active_load_balance_cpu_stop(cpu: CpuId) {
     }
 }
 
-/// The tick's `sched_balance_trigger` under `cs`'s lock: should `SCHED_SOFTIRQ` be raised?
-/// A busy CPU's tick asks (`busy`: Linux's `!idle_cpu()`, a thread on the CPU or tasks
-/// queued); an idle CPU's only where Linux would have kept its tick
-/// (`nohz::idle_tick_kept`: its last idle period was shorter than a tick), as the simulator
-/// does: the kernel's other idle ticks (blocked-load decay, which Linux leaves to the NOHZ
-/// idle balancer) do not balance, and a tickless idle CPU is balanced by a NOHZ kick.
-pub(super) fn trigger(now: Nanos, cs: &CpuSched, busy: bool) -> bool {
-    enabled()
-        && LB.get().is_some()
-        && (busy || idle_tick_kept(&cs.rq, TICK_NSEC.load(Ordering::Relaxed), true))
-        && lb::sched_balance_trigger(now, &cs.rq)
+/// `TICK_NSEC` of the domains, which `sched_core::sched_tick` reads for an idle CPU's tick
+/// (`nohz::idle_tick_kept`).
+pub(super) fn tick_nsec() -> u64 {
+    TICK_NSEC.load(Ordering::Relaxed)
 }
 
-/// `SCHED_SOFTIRQ`'s action on `cpu` (`run_rebalance_domains`), IRQs masked: a NOHZ balance
-/// for the idle CPUs if this CPU was kicked, else `sched_balance_softirq` for itself.
+/// `SCHED_SOFTIRQ`'s action on `cpu` (`sched_balance_softirq`), IRQs masked: if this CPU was
+/// kicked, the crate's `nohz_idle_balance` walk over the idle CPUs ([`nohz_idle_balance`]);
+/// else, or when this CPU is no longer idle (the kick is dropped), `sched_balance_softirq`
+/// for itself.
 pub fn sched_balance_softirq(cpu: CpuId) {
-    let flags = NOHZ_FLAGS
-        .get(cpu)
-        .map_or(0, |k| k.swap(0, Ordering::AcqRel));
-    if !enabled() {
-        return;
-    }
+    let mut flags = NohzKickFlags(
+        NOHZ_FLAGS
+            .get(cpu)
+            .map_or(0, |k| k.swap(0, Ordering::AcqRel)),
+    );
     let (Some(st), Some(lbs)) = (STATE.get(), LB.get()) else {
         return;
     };
-    if flags & NOHZ_STATS_KICK != 0 {
-        nohz_stats_update(cpu, st);
-        if flags & NOHZ_BALANCE_KICK == 0 {
-            // Linux's `nohz_idle_balance` returns true for any kick: the kicked CPU does not
-            // balance its own domains in the same softirq.
-            return;
-        }
+    // A balance kick sent before load balancing was turned off balances nothing now.
+    let parts = nohz_parts(enabled());
+    if !parts.balance {
+        flags = NohzKickFlags(flags.0 & !NohzKickFlags::BALANCE.0);
     }
-    if flags & NOHZ_BALANCE_KICK != 0 && nohz_idle_balance(cpu, st, lbs) {
+    if !parts.stats {
+        flags = NohzKickFlags(flags.0 & !NohzKickFlags::STATS.0);
+    }
+    if nohz_idle_balance(cpu, flags, st) || !enabled() {
         return;
     }
     let Some(l) = lbs.get(cpu.index()) else {
         return;
     };
+    // Skipped when a NOHZ balancer works on this CPU's behalf right now.
+    balance_pass(st, l, cpu, &COUNTERS.of(cpu).periodic, |sds, acc| {
+        lb::sched_balance_softirq(sds, cpu, acc, super::now(), &lb_context())
+    });
+}
+
+/// One balance pass over `cpu`'s sched domains, `pass`, under its balance lock (nothing when
+/// another CPU holds that lock), then what every pass is followed by: the skip bound stored,
+/// `counter` counted, the report accounted and the CPUs a task arrived on kicked.
+fn balance_pass(
+    st: &super::State,
+    l: &IrqSpinLock<CpuLb>,
+    cpu: CpuId,
+    counter: &AtomicU64,
+    pass: impl FnOnce(&mut SchedDomains, &mut KernelRqs<'_>) -> Result<BalanceReport, lb::BalanceError>,
+) {
     let Some(mut g) = l.try_lock() else {
-        // A NOHZ balancer works on this CPU's behalf right now.
         return;
     };
     let CpuLb { sds, transit } = &mut *g;
     let mut acc = KernelRqs::new(st.cpus, transit);
-    let r = lb::sched_balance_softirq(sds, cpu, &mut acc, super::now(), &lb_context());
+    let r = pass(sds, &mut acc);
     let (mask, moved) = acc.done();
     store_skip_bound(cpu, sds);
     drop(g);
-    COUNTERS.of(cpu).periodic.fetch_add(1, Ordering::Relaxed);
+    counter.fetch_add(1, Ordering::Relaxed);
     account(cpu, &r, moved);
     kick(mask, None);
 }
 
-/// `_nohz_idle_balance(NOHZ_BALANCE_KICK)` on kicked `this`: `sched_balance_domains(CPU_IDLE)`
-/// for every idle CPU whose `next_balance` is due, from the one after `this`, `this` last; then
-/// `nohz.next_balance` is the earliest next balance seen. Returns whether `this` was balanced.
-fn nohz_idle_balance(this: CpuId, st: &super::State, lbs: &[IrqSpinLock<CpuLb>]) -> bool {
-    let now = super::now();
-    let mut next: Option<u64> = None;
-    let mut this_done = false;
-    for c in ilb_order(this, st.cpus.len()) {
-        let Some(snap) = super::snapshot::read(c) else {
-            continue;
-        };
-        // Linux walks `nohz.idle_cpus_mask`, which never holds a CPU that is not active: one
-        // `maxcpus=` left down publishes an idle snapshot but runs nothing.
-        if !snap.online || (!snap.pelt.idle && c != this) {
-            continue;
-        }
-        let Some(l) = lbs.get(c.index()) else {
-            continue;
-        };
-        // A CPU busy with its own balance, or another balancer's, is skipped.
-        let Some(mut g) = l.try_lock() else { continue };
-        if nohz_balance_due(&snap, now) {
-            let CpuLb { sds, transit } = &mut *g;
-            let mut acc = KernelRqs::new(st.cpus, transit);
-            let r = if c == this {
-                lb::sched_balance_softirq(sds, c, &mut acc, now, &lb_context())
-            } else {
-                lb::sched_balance_domains(sds, c, &mut acc, CpuIdleType::Idle, now, &lb_context())
-            };
-            let (mask, moved) = acc.done();
-            store_skip_bound(c, sds);
-            drop(g);
-            COUNTERS.of(c).nohz.fetch_add(1, Ordering::Relaxed);
-            account(c, &r, moved);
-            kick(mask, None);
-            this_done |= c == this;
-        } else {
-            drop(g);
-        }
-        if let Some(s) = super::snapshot::read(c) {
-            let j = jiffies(s.next_balance);
-            next = Some(next.map_or(j, |n| n.min(j)));
-        }
-    }
-    let mut nohz = Nohz {
-        next_balance_j: NOHZ_NEXT_BALANCE.load(Ordering::Relaxed),
-        ..Nohz::default()
+/// Linux's `nohz_idle_balance` on `this` with `flags` (no lock held): the crate's
+/// `nohz_idle_balance` walk through [`KernelNohzWalk`]. Returns whether the kick was handled
+/// (`false`: no kick, or `this` no longer idle).
+fn nohz_idle_balance(this: CpuId, flags: NohzKickFlags, st: &super::State) -> bool {
+    let mut w = KernelNohzWalk {
+        this,
+        st,
+        lbs: LB.get().copied(),
+        now: super::now(),
     };
-    nohz.balance_done(next);
-    NOHZ_NEXT_BALANCE.store(nohz.next_balance_j, Ordering::Relaxed);
-    this_done
+    let tick_ns = TICK_NSEC.load(Ordering::Relaxed);
+    let nr = st.cpus.len();
+    let hz = crate::timer::hz();
+    let Ok(done) = asym_sched::nohz::nohz_idle_balance(this, flags, w.now, tick_ns, hz, nr, &mut w);
+    if done && flags.contains(NohzKickFlags::STATS) {
+        COUNTERS.of(this).nohz_stats.fetch_add(1, Ordering::Relaxed);
+    }
+    done
 }
 
-/// `nohz_balancer_kick`'s `NOHZ_BALANCE_KICK` from the tick of busy `cpu` (no lock held): the
-/// crate's `Nohz::balance_kick` decides whom; that CPU gets `SCHED_SOFTIRQ` and an IPI.
+/// The idle load balancer's steps in the kernel (the crate's `NohzWalk`), each under at
+/// most one rq lock: the NOHZ state is the atomics, a CPU's idleness and `next_balance` its
+/// published snapshot, `update_nohz_stats` takes its rq lock ([`update_nohz_stats`]), and a
+/// balance its balance lock with a try-lock (a CPU busy with its own balance, or another
+/// balancer's, is skipped) and then one rq lock at a time through [`KernelRqs`].
+struct KernelNohzWalk<'s> {
+    this: CpuId,
+    st: &'s super::State,
+    lbs: Option<&'static [IrqSpinLock<CpuLb>]>,
+    now: Nanos,
+}
+
+impl NohzWalk for KernelNohzWalk<'_> {
+    type Error = core::convert::Infallible;
+
+    fn idle_cpus(&self) -> CpuMask {
+        CpuMask(NOHZ_IDLE_CPUS.load(Ordering::Acquire))
+    }
+
+    /// Linux walks `nohz.idle_cpus_mask`, which never holds a CPU that is not active: one
+    /// `maxcpus=` left down publishes an idle snapshot but runs nothing.
+    fn idle_cpu(&self, cpu: CpuId) -> bool {
+        super::snapshot::read(cpu).is_some_and(|s| ilb_candidate(&s))
+    }
+
+    fn need_resched(&self) -> bool {
+        super::NEED_RESCHED.of(self.this).load(Ordering::Acquire)
+    }
+
+    fn update_nohz_stats(&mut self, cpu: CpuId, _j: u64) -> Result<bool, Self::Error> {
+        Ok(update_nohz_stats(cpu))
+    }
+
+    fn next_balance(&self, cpu: CpuId) -> Nanos {
+        super::snapshot::read(cpu).map_or(Nanos(u64::MAX), |s| s.next_balance)
+    }
+
+    fn sched_balance_domains(&mut self, c: CpuId) -> Result<(), Self::Error> {
+        let Some(l) = self.lbs.and_then(|lbs| lbs.get(c.index())) else {
+            return Ok(());
+        };
+        let now = self.now;
+        balance_pass(self.st, l, c, &COUNTERS.of(c).nohz, |sds, acc| {
+            lb::sched_balance_domains(sds, c, acc, CpuIdleType::Idle, now, &lb_context())
+        });
+        Ok(())
+    }
+
+    fn set_has_blocked(&mut self, v: bool) {
+        NOHZ_HAS_BLOCKED.store(v, Ordering::Release);
+    }
+
+    fn set_next_balance(&mut self, j: u64) {
+        NOHZ_NEXT_BALANCE.store(j, Ordering::Relaxed);
+    }
+
+    fn set_next_blocked(&mut self, j: u64) {
+        NOHZ_NEXT_BLOCKED.store(j, Ordering::Relaxed);
+    }
+}
+
+/// `nohz_balancer_kick` from the tick of busy `cpu` (no lock held): the crate's
+/// `Nohz::nohz_balancer_kick` decides whom to kick and with which flags; `kick_ilb` sets them
+/// in that CPU's `nohz_flags`, and the first flag set there raises `SCHED_SOFTIRQ` and sends
+/// the IPI (a kick already pending carries the new flags too).
 pub(super) fn nohz_balancer_kick(cpu: CpuId, this: &RqSnapshot, now: Nanos) {
-    if !enabled() || LB.get().is_none() {
+    if LB.get().is_none() {
         return;
     }
     let Some(st) = STATE.get() else { return };
@@ -677,42 +715,39 @@ pub(super) fn nohz_balancer_kick(cpu: CpuId, this: &RqSnapshot, now: Nanos) {
     }
     let j = jiffies(now);
     let view = KernelSnaps(st.cpus.len());
-    let mut flags = 0;
-    let mut target = nohz_state().stats_kick(cpu, j, &view);
-    if target.is_some() {
-        flags |= NOHZ_STATS_KICK;
-    }
-    let old = NOHZ_NEXT_BALANCE.load(Ordering::Relaxed);
-    let mut nohz = Nohz {
-        next_balance_j: old,
-        ..Nohz::default()
+    let mut nohz = nohz_state();
+    let old = nohz.next_balance_j;
+    let parts = nohz_parts(enabled());
+    let Some((ilb, flags)) = nohz.nohz_balancer_kick(this, j, &view, parts) else {
+        return;
     };
-    // One balance kicker per jiffy: the others see the new deadline.
-    if let Some(ilb) = nohz.balance_kick(this, j, &view) {
-        if NOHZ_NEXT_BALANCE
+    // One balance kicker per jiffy: the others see the new deadline (and the kick that won
+    // carries the stats kick as well).
+    if flags.contains(NohzKickFlags::BALANCE)
+        && NOHZ_NEXT_BALANCE
             .compare_exchange(
                 old,
                 nohz.next_balance_j,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             )
-            .is_ok()
-        {
-            flags |= NOHZ_BALANCE_KICK;
-            target = Some(ilb);
-        }
+            .is_err()
+    {
+        return;
     }
-    let Some(ilb) = target else { return };
     let Some(k) = NOHZ_FLAGS.get(ilb) else {
         return;
     };
-    // `kick_ilb`: a kick already pending there carries these flags too.
-    if k.fetch_or(flags, Ordering::AcqRel) != 0 {
+    // `kick_ilb`: nothing new for `ilb`, or a kick pending there that now carries these
+    // flags too.
+    if k.load(Ordering::Acquire) & flags.0 == flags.0 || k.fetch_or(flags.0, Ordering::AcqRel) != 0
+    {
         return;
     }
     crate::softirq::raise_on(ilb, crate::softirq::SCHED_SOFTIRQ);
     COUNTERS.of(cpu).kicks_sent.fetch_add(1, Ordering::Relaxed);
-    let _ = crate::ipi::send(ilb, crate::ipi::IpiKind::Ping);
+    // From the tick's interrupt: no `yield` after the IPI (`ipi::send_no_yield`).
+    let _ = crate::ipi::send_no_yield(ilb, crate::ipi::IpiKind::Ping);
 }
 
 /// Guest time `t` in jiffies of the domains' `TICK_NSEC`.
@@ -730,10 +765,11 @@ fn nohz_state() -> Nohz {
     }
 }
 
-/// Whether idle CPUs leave their blocked load to the NOHZ idle balancer (load balancing on),
-/// so blocked load does not keep an idle CPU's tick.
+/// Whether idle CPUs leave their blocked load to the NOHZ idle balancer, so blocked load does
+/// not keep an idle CPU's tick: whenever the sched domains exist, with load balancing on or
+/// off (the crate's `nohz_parts`).
 pub fn nohz_stats_active() -> bool {
-    enabled() && LB.get().is_some()
+    LB.get().is_some() && nohz_parts(enabled()).stats
 }
 
 /// `nohz_balance_enter_idle` for `cs`'s CPU, which just stopped its tick (its rq lock held):
@@ -760,38 +796,16 @@ pub(super) fn nohz_run_idle_balance(cpu: CpuId, now: Nanos) {
     let n = nohz_state();
     let j = jiffies(now);
     // The cheap part of the gate first: most idle entries end here without the rq lock.
-    if !n.has_blocked || j < n.next_blocked_j {
+    if !n.blocked_update_due(j) {
         return;
     }
     let (Some(st), Some(lock)) = (STATE.get(), super::cpu_lock(cpu)) else {
         return;
     };
     let avg_idle = lock.lock().rq.avg_idle();
-    if n.newidle_stats_due(avg_idle, lb::SYSCTL_SCHED_MIGRATION_COST_NS, j) {
-        nohz_stats_update(cpu, st);
+    if n.newidle_stats_due(avg_idle, j) {
+        nohz_idle_balance(cpu, NohzKickFlags::STATS, st);
     }
-}
-
-/// `_nohz_idle_balance(NOHZ_STATS_KICK)` on `this` (no lock held): `update_nohz_stats` for
-/// every idle CPU from the one after `this`, `this` last; the next update is due
-/// `LOAD_AVG_PERIOD` later.
-fn nohz_stats_update(this: CpuId, st: &super::State) {
-    NOHZ_HAS_BLOCKED.store(false, Ordering::Release);
-    let mut has_blocked = false;
-    for c in ilb_order(this, st.cpus.len()) {
-        let idle = super::snapshot::read(c).is_some_and(|s| s.online && s.pelt.idle);
-        if idle {
-            has_blocked |= update_nohz_stats(c);
-        }
-    }
-    let j = jiffies(super::now());
-    let mut n = nohz_state();
-    n.stats_end(has_blocked, j, crate::timer::hz());
-    NOHZ_NEXT_BLOCKED.store(n.next_blocked_j, Ordering::Relaxed);
-    if has_blocked {
-        NOHZ_HAS_BLOCKED.store(true, Ordering::Release);
-    }
-    COUNTERS.of(this).nohz_stats.fetch_add(1, Ordering::Relaxed);
 }
 
 /// `update_nohz_stats` → `sched_balance_update_blocked_averages` for idle `cpu`: under its
@@ -813,7 +827,7 @@ fn update_nohz_stats(cpu: CpuId) -> bool {
         }
         let now = super::clock_only(cs);
         let (decayed, still) = update_blocked_load(&mut cs.rq, j);
-        let update = cs.rq.take_cpufreq_update().filter(|_| decayed);
+        let update = blocked_load_cpufreq(&mut cs.rq, decayed);
         super::publish(cs);
         (still, update, now, cs.rq.features())
     };
@@ -874,15 +888,19 @@ pub(super) fn newidle_skipped_locked(cpu: CpuId, cs: &mut CpuSched, now: Nanos) 
         return false;
     };
     let features = super::features();
-    // get_rd_overloaded: this CPU as it is now (the whole path publishes it first, with the
-    // misfit load it clears only on asymmetric systems), the others as published.
-    let overloaded = if features.enabled(Feature::STICKY_OVERLOADED) {
-        super::OVERLOADED.load(Ordering::Relaxed)
-    } else {
-        cs.rq.nr_running() > 1
-            || (!asym && cs.rq.misfit_task_load() > 0)
-            || super::snapshot::any_overloaded(super::nr_cpus(), Some(cpu))
-    };
+    // update_misfit_status(NULL, this_rq) before the gate, under the lock, as Linux does
+    // (asymmetric systems only; both paths below clear it too).
+    if asym {
+        cs.rq.set_misfit_task_load(0);
+    }
+    // get_rd_overloaded(this_rq->rd), the crate's rule: this CPU as it is now, the others as
+    // published.
+    let overloaded = lb::newidle_rd_overloaded(
+        features,
+        || super::OVERLOADED.load(Ordering::Relaxed),
+        cs.rq.overloaded(),
+        || super::snapshot::any_overloaded(super::nr_cpus(), Some(cpu)),
+    );
     if overloaded {
         return false;
     }

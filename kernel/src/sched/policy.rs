@@ -7,20 +7,23 @@
 //! energy model while EAS is active ([`super::eas_active`]) and the root domain is not
 //! overutilized, else the capacity-aware `select_idle_sibling`. The root domain's flags are
 //! [`super::root_domain`]'s (the overutilized flag a lock-free atomic), updated by Linux's
-//! rule ([`OverutilizedRule::Linux`]): a wake-up and a tick set it from their own CPU only;
-//! the load balancer's statistics (`super::balance`) set or clear it, and
-//! [`root_stats_overutilized`], the root level's `update_sd_lb_stats` run once per root
-//! interval (for the NOHZ idle balancer's statistics, not done yet, and for the balancer
-//! when it is off), reads every CPU for it.
-
+//! rule: a wake-up and a tick set it from their own CPU only; the load balancer's statistics
+//! (`super::balance`) set or clear it, and without the balancer the tick runs
+//! [`root_stats_overutilized`], the root level's `update_sd_lb_stats`, once per root interval
+//! when `sched_core::sched_tick` says so (`TickSteps::root_stats`) — and, a deliberate
+//! difference, with the balancer on the same interval from `crate::sched`'s own test.
 use asym_sched::pelt::RemovedLoad;
-use asym_sched::root_domain::{OverutilizedRule, RootDomain};
-use asym_sched::rq::{migrate_task_rq_fair, DequeueFlags, EnqueueError, RqError, RqSnapshot, Task};
-use asym_sched::sched_core::{self, CoreCtx, Pick, Placement, Resched, WakeCtx, WakeOutcome};
+use asym_sched::root_domain::RootDomain;
+use asym_sched::rq::{
+    migrate_task_rq_fair, Block, DequeueFlags, EnqueueError, RqError, RqSnapshot, Task,
+};
+use asym_sched::sched_core::{
+    self, CoreCtx, Pick, Placement, Resched, TickCtx, TickCurr, TickSteps, WakeCtx, WakeOutcome,
+};
 use asym_sched::topology::Topology;
 use asym_sched::types::{CpuId, CpuMask, Nanos, TaskId};
 use asym_sched::uclamp::{TaskUclamp, UclampSysctl};
-use asym_sched::wakeup::{select_task_rq_interim, WakeKind, WakerInfo};
+use asym_sched::wakeup::{select_task_rq_interim, wake_wide, WakeKind, WakeeFlips, WakerInfo};
 
 use super::CpuSched;
 use crate::task::{ThreadId, ThreadParams};
@@ -31,7 +34,6 @@ fn core_ctx(topology: &Topology) -> CoreCtx<'_> {
         features: super::features(),
         uclamp_used: super::uclamp_used(),
         load_balance: super::balance::enabled(),
-        overutilized_rule: OverutilizedRule::Linux,
     }
 }
 
@@ -50,12 +52,14 @@ pub fn new_task(id: ThreadId, p: &ThreadParams) -> Result<Task, RqError> {
 /// queue. A task allowed on one online CPU needs none ([`select_cpu`] and [`activate`] then
 /// take an empty slice): reading every CPU's snapshot is most of a wake-up's cost.
 pub fn needs_snapshots(allowed: CpuMask, online: CpuMask) -> bool {
-    allowed.and(online).weight() > 1
+    sched_core::select_task_rq_wanted(allowed.and(online))
 }
 
 /// `select_task_rq` (no lock but the task's own): a task allowed on one online CPU goes
-/// there (Linux skips `select_task_rq_fair` then); otherwise `sched_core::ttwu_select` over
-/// every CPU's published snapshot. Always an allowed online CPU.
+/// there (Linux skips `select_task_rq_fair` then: `sched_core::select_task_rq_wanted`, here
+/// over the online CPUs, so a task held to offline CPUs besides counts as pinned); otherwise
+/// `sched_core::ttwu_select` over every CPU's published snapshot. Always an allowed online
+/// CPU.
 #[allow(clippy::too_many_arguments)] // the wake-up's inputs, as `select_task_rq` takes them
 pub fn select_cpu(
     topology: &Topology,
@@ -66,9 +70,10 @@ pub fn select_cpu(
     online: CpuMask,
     snaps: &[RqSnapshot],
     rd: RootDomain,
+    waker: WakerInfo,
 ) -> CpuId {
     let allowed = task.cpus_allowed.and(online);
-    if allowed.weight() <= 1 {
+    if !sched_core::select_task_rq_wanted(allowed) {
         return allowed.first().unwrap_or(prev);
     }
     let ctx = WakeCtx {
@@ -78,8 +83,7 @@ pub fn select_cpu(
         rd,
         uclamp_sysctl: sysctl(),
         placement: Placement::Linux,
-        // No WF_SYNC and no wakee-flip tracking in the kernel yet: never wake_wide.
-        waker: WakerInfo::default(),
+        waker,
     };
     let chosen = sched_core::ttwu_select(task, prev, this, kind, &ctx);
     if allowed.contains(chosen) {
@@ -88,6 +92,28 @@ pub fn select_cpu(
         // ttwu_select's answer is allowed; an offline one falls back as Linux's
         // `select_fallback_rq` does.
         select_task_rq_interim(prev, allowed, snaps)
+    }
+}
+
+/// What `select_task_rq_fair` learns about the waker of `wakee`: `record_wakee(p)` on
+/// `waker_flips` (`current`'s, updated in place) at jiffy `jiffies` of `hz`, then
+/// `wake_wide(p)` over both threads' flips with the waking CPU's `llc_size`
+/// (`Topology::llc_size`, as the simulator takes it). Only for a wake-up that chooses among CPUs
+/// ([`needs_snapshots`]), where Linux calls `record_wakee`. No `WF_SYNC`: the kernel's
+/// wake-ups (wait queues, timers) are not synchronous ones, as rt-app's futex wake-ups on
+/// Linux are not.
+pub fn waker_info(
+    llc_size: u32,
+    waker_flips: &mut WakeeFlips,
+    wakee: TaskId,
+    wakee_flips: &WakeeFlips,
+    jiffies: u64,
+    hz: u64,
+) -> WakerInfo {
+    waker_flips.record_wakee(wakee, jiffies, hz);
+    WakerInfo {
+        wake_wide: wake_wide(waker_flips, wakee_flips, llc_size),
+        ..WakerInfo::default()
     }
 }
 
@@ -104,7 +130,6 @@ pub fn activate_from(
     cs: &mut CpuSched,
     slot: &mut Option<Task>,
     migrated: bool,
-    snaps: &[RqSnapshot],
     rd: &RootDomain,
 ) -> Result<WakeOutcome, RqError> {
     sched_core::ttwu_activate_from(
@@ -112,7 +137,6 @@ pub fn activate_from(
         slot,
         WakeKind::Wakeup,
         migrated,
-        snaps,
         rd,
         &core_ctx(topology),
     )
@@ -120,8 +144,8 @@ pub fn activate_from(
 
 /// `ttwu_do_activate` / `wake_up_new_task`'s activation under the target's run-queue lock,
 /// after its clock update: `sched_core::ttwu_activate` (enqueue, `wakeup_preempt`, the
-/// `avg_idle` update). `snaps`: every CPU's, or empty when [`needs_snapshots`] says so.
-/// The caller stores [`WakeOutcome::overutilized`].
+/// `avg_idle` update, the overutilized check for this CPU). The caller stores
+/// [`WakeOutcome::overutilized`].
 #[allow(clippy::result_large_err)] // the refused task is handed back
 pub fn activate(
     topology: &Topology,
@@ -129,30 +153,15 @@ pub fn activate(
     task: Task,
     kind: WakeKind,
     migrated: bool,
-    snaps: &[RqSnapshot],
     rd: &RootDomain,
 ) -> Result<WakeOutcome, EnqueueError> {
-    sched_core::ttwu_activate(
-        &mut cs.rq,
-        task,
-        kind,
-        migrated,
-        snaps,
-        rd,
-        &core_ctx(topology),
-    )
-}
-
-/// The end of `task_tick_fair` on a CPU running a task, under its rq lock after [`tick`]:
-/// `check_update_overutilized_status(rq)` for this CPU only. `Some(true)`: set the flag.
-pub fn tick_overutilized(topology: &Topology, cs: &CpuSched, rd: &RootDomain) -> Option<bool> {
-    sched_core::tick_overutilized(&cs.rq, rd, &core_ctx(topology))
+    sched_core::ttwu_activate(&mut cs.rq, task, kind, migrated, rd, &core_ctx(topology))
 }
 
 /// The root level's `update_sd_lb_stats` → `set_rd_overutilized(rd, sg_overutilized)` (no
 /// lock; over every CPU's published snapshot), once per root interval whether or not the
-/// balancer runs (see the module docs). Reads the snapshots one at a time from `this` on, up to the first
-/// overutilized CPU. `Some`: the new value.
+/// balancer runs (see the module docs). Reads the snapshots one at a time from `this` on, up
+/// to the first overutilized CPU. `Some`: the new value.
 pub fn root_stats_overutilized(rd: &RootDomain, this: CpuId, nr_cpus: usize) -> Option<bool> {
     let first = this.index().min(nr_cpus);
     let cpus = (first..nr_cpus)
@@ -167,14 +176,11 @@ pub fn check_preempt(cs: &mut CpuSched, id: TaskId) -> Resched {
     Resched::from_bool(cs.rq.check_preempt_wakeup(id).unwrap_or(false))
 }
 
-/// `deactivate_task(DEQUEUE_SLEEP)` of the dying task in `__schedule`, under the rq lock.
-pub fn deactivate(cs: &mut CpuSched, id: TaskId) -> Result<Task, RqError> {
-    cs.rq.dequeue_task(id, DequeueFlags::SLEEP)
-}
-
-/// `deactivate_task(DEQUEUE_SLEEP)` of the running task going to sleep, under the rq lock:
-/// the task lands in `parked` (the thread's slot for it while it sleeps) without a copy on
-/// the way.
+/// `__schedule`'s `block_task` of the running task going to sleep, under the rq lock:
+/// `dequeue_task(DEQUEUE_SLEEP)`, which is what `sched_core::block_task` does without
+/// `DELAY_DEQUEUE` (the kernel refuses it, `super::set_features`), called directly to keep
+/// the feature test off every sleep. The task lands in `parked` (the thread's slot for it
+/// while it sleeps) without a copy on the way.
 pub fn deactivate_into(
     cs: &mut CpuSched,
     id: TaskId,
@@ -183,12 +189,24 @@ pub fn deactivate_into(
     cs.rq.dequeue_task_into(id, DequeueFlags::SLEEP, parked)
 }
 
-/// `task_dead_fair` → `remove_entity_load_avg` (under the rq lock, after [`deactivate`]): the
-/// dead task's signals leave this cfs_rq at its next update instead of decaying there.
-pub fn task_dead(cs: &mut CpuSched, mut task: Task, now: Nanos) -> Result<(), RqError> {
-    let removed = sched_core::task_dead_fair(&cs.rq.pelt_remote(), &mut task, now)?;
-    cs.rq.apply_removed(removed);
-    Ok(())
+/// `__schedule`'s `block_task` of the dying task (`TASK_DEAD`), under the rq lock:
+/// `sched_core::block_task` with `DEQUEUE_SPECIAL`. The task lands in `parked`, where it waits
+/// for [`task_dead`] after the thread's last switch. Never [`Block::Delayed`]
+/// (`DEQUEUE_SPECIAL`).
+pub fn block_dead(
+    cs: &mut CpuSched,
+    id: TaskId,
+    parked: &mut Option<Task>,
+) -> Result<Block, RqError> {
+    sched_core::block_task(&mut cs.rq, id, true, parked)
+}
+
+/// `finish_task_switch` → `task_dead_fair` for a thread that died on `prev` (after its last
+/// switch, on the next thread, no run-queue lock held): `sched_core::task_dead_fair` over
+/// `prev`'s published PELT clocks; the caller queues the result on `prev`'s removed load, as
+/// a wake-up that moves a task away does ([`migrate`]).
+pub fn task_dead(prev: &RqSnapshot, task: &mut Task) -> Result<RemovedLoad, RqError> {
+    sched_core::task_dead_fair(&prev.pelt, task)
 }
 
 /// `yield_task_fair`, under the rq lock.
@@ -232,16 +250,29 @@ pub fn idle_enter(cs: &mut CpuSched) {
     sched_core::idle_enter(&mut cs.rq);
 }
 
-/// `sched_tick` for the fair class under the rq lock after the clock update: with a task
-/// running, `sched_core::sched_tick`; idle, the blocked averages' decay (Linux decays them
-/// from the NOHZ idle balancer; see `crate::sched`).
-pub fn tick(topology: &Topology, cs: &mut CpuSched, running: bool) -> Resched {
-    if running {
-        sched_core::sched_tick(&mut cs.rq, &core_ctx(topology))
-    } else {
+/// `sched_tick` under the rq lock after the clock update: `sched_core::sched_tick` (the fair
+/// task's tick, misfit, the overutilized check for this CPU, `idle_cpu` and the balance
+/// trigger), which says what the caller does next and in which order. A CPU not running a fair
+/// task first decays its blocked averages (Linux leaves that to the NOHZ idle balancer; see
+/// `crate::sched`).
+pub fn tick(
+    topology: &Topology,
+    cs: &mut CpuSched,
+    rd: &RootDomain,
+    now: Nanos,
+    curr: TickCurr,
+    root_stats_next: Nanos,
+) -> TickSteps {
+    if curr != TickCurr::Fair {
         cs.rq.update_blocked_averages();
-        Resched::No
     }
+    let tick = TickCtx {
+        now,
+        tick_ns: super::balance::tick_nsec(),
+        curr,
+        root_stats_next,
+    };
+    sched_core::sched_tick(&mut cs.rq, rd, &tick, &core_ctx(topology))
 }
 
 /// `set_user_nice` of a queued task, under its rq lock.

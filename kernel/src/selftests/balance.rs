@@ -33,6 +33,8 @@
 //! blocked load stops its tick at once, and while another CPU ticks busy the idle load
 //! balancer decays that blocked load every `LOAD_AVG_PERIOD` (32 ms) without the idle CPU
 //! taking a tick: PELT halves a signal every 32 ms, so 200 ms leave well under half of it.
+//! Checked with `sched_balance=on` and `off` (Linux has no such switch; asym's takes the
+//! balancing away and nothing else, the crate's `nohz_parts`).
 
 #![allow(clippy::result_large_err)] // `TestError` carries its message by design.
 
@@ -608,10 +610,30 @@ fn nohz_decays_blocked_load() -> TestResult {
         crate::println!("selftest {NAME}: skipped: one CPU");
         return Ok(());
     };
-    if !sched::balance::enabled() {
-        crate::println!("selftest {NAME}: skipped: load balancing off");
+    if !sched::balance::has_domains() {
+        crate::println!("selftest {NAME}: skipped: no sched domains");
         return Ok(());
     }
+    // With load balancing on and off alike (the crate's `nohz_parts`): the switch takes
+    // balancing away, not the blocked-load decay.
+    let was_on = sched::balance::enabled();
+    let mut r = Ok(());
+    for lb in [true, false] {
+        sched::balance::set_enabled(lb);
+        r = nohz_decays_with(cpu);
+        if r.is_err() {
+            crate::println!(
+                "selftest {NAME}: failed with sched_balance={}",
+                if lb { "on" } else { "off" }
+            );
+            break;
+        }
+    }
+    sched::balance::set_enabled(was_on);
+    r
+}
+
+fn nohz_decays_with(cpu: CpuId) -> TestResult {
     wait_quiet()?;
     let util = |c: CpuId| sched::snapshot(c).map_or(0, |s| s.util.cfs.util_avg.0);
     // A thread that works on `cpu`, then sleeps there: its utilisation stays in the CPU's

@@ -19,7 +19,7 @@ use super::sched::wait_until;
 use super::threads::{spawn_on, spawn_with, Busy};
 use crate::arch::aarch64::mmu;
 use crate::selftest::{TestError, TestResult};
-use crate::task::{self, ExitStatus, ThreadId, ThreadParams};
+use crate::task::{self, ExitStatus, ThreadId, ThreadParams, ThreadState};
 use crate::wait::Completion;
 use crate::{sched, selftest, smp, test_assert, test_eq, timer};
 
@@ -38,6 +38,10 @@ selftest!(
     spawn_exit_leak_check
 );
 selftest!(
+    name = "threads_exit_load_leaves_after_the_switch",
+    exit_load_after_switch
+);
+selftest!(
     name = "threads_pinned_never_elsewhere",
     pinned_never_elsewhere
 );
@@ -46,6 +50,14 @@ selftest!(
     stack_overflow_killed
 );
 selftest!(name = "threads_idle_cpu_takes_no_ticks", idle_cpu_no_ticks);
+selftest!(
+    name = "threads_exit_to_idle_stops_the_tick_at_once",
+    exit_to_idle_no_tick
+);
+selftest!(
+    name = "threads_waker_records_wakee_flips",
+    wakee_flips_recorded
+);
 
 fn err(e: impl core::fmt::Display) -> TestError {
     TestError::new(format_args!("{e}"))
@@ -519,5 +531,247 @@ fn idle_cpu_no_ticks() -> TestResult {
         timer::nohz_stops(cpu)
     );
     test_eq!(t1 - t0, 0);
+    Ok(())
+}
+
+/// The dying thread's slot ([`exit_load_after_switch`]).
+static EXIT_DYING: AtomicU64 = AtomicU64::new(0);
+/// Its CPU's tick count just before it exits (`u64::MAX`: not yet).
+static EXIT_TICKS: AtomicU64 = AtomicU64::new(u64::MAX);
+/// What its successor saw: removal pending, cfs util, tick count right after the switch;
+/// cfs util and removal pending after the CPU's next tick.
+static EXIT_SEEN: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+
+fn exit_dying(cpu: usize) {
+    sched::work(20_000_000);
+    EXIT_TICKS.store(timer::ticks(CpuId(cpu as u16)), Ordering::Release);
+}
+
+fn exit_watcher(cpu: usize) {
+    let cpu = CpuId(cpu as u16);
+    let dying = task::slot(EXIT_DYING.load(Ordering::Acquire) as usize);
+    // Spins beside the dying thread on its CPU, so it runs right after the dying thread's
+    // last switch; the reap (finish_task_switch) made it a zombie before this runs again.
+    while dying.state() != ThreadState::Zombie {
+        sched::spin_hint();
+    }
+    let pending = sched::snapshot::removed_pending(cpu);
+    let util = sched::snapshot(cpu).map_or(0, |v| v.util.cfs.util_avg.0);
+    let ticks = timer::ticks(cpu);
+    EXIT_SEEN[0].store(u64::from(pending), Ordering::Relaxed);
+    EXIT_SEEN[1].store(u64::from(util), Ordering::Relaxed);
+    EXIT_SEEN[2].store(ticks, Ordering::Relaxed);
+    // The CPU's next clock update (its tick) takes the removal in and subtracts it.
+    while timer::ticks(cpu) == ticks {
+        sched::spin_hint();
+    }
+    let util = sched::snapshot(cpu).map_or(0, |v| v.util.cfs.util_avg.0);
+    EXIT_SEEN[3].store(u64::from(util), Ordering::Relaxed);
+    EXIT_SEEN[4].store(
+        u64::from(sched::snapshot::removed_pending(cpu)),
+        Ordering::Relaxed,
+    );
+}
+
+/// Linux's exit order (`finish_task_switch` → `task_dead_fair`): a thread that exits leaves
+/// its CPU's cfs_rq only after its last switch. A thread works beside a spinning one on
+/// another CPU, then exits; the spinner, which runs next, finds the CPU's published
+/// utilisation still holding the dead thread's share and its removal waiting to be taken in
+/// (under the old order, `task_dead_fair` before the pick, the pick's PELT update had already
+/// subtracted it); after the CPU's next tick the removal is taken in and the utilisation falls
+/// by at least a quarter. A round with a tick of that CPU between the exit and the look is
+/// repeated (the tick takes the removal in): at most 5 rounds.
+fn exit_load_after_switch() -> TestResult {
+    const NAME: &str = "threads_exit_load_leaves_after_the_switch";
+    let Some(&cpu) = others().first() else {
+        crate::println!("selftest {NAME}: skipped: one CPU");
+        return Ok(());
+    };
+    for round in 1..=5 {
+        EXIT_TICKS.store(u64::MAX, Ordering::Relaxed);
+        for v in &EXIT_SEEN {
+            v.store(0, Ordering::Relaxed);
+        }
+        let dying = spawn_on(cpu, "exit-dying", exit_dying, cpu.index())?;
+        EXIT_DYING.store(dying.slot() as u64, Ordering::Release);
+        let watcher = spawn_on(cpu, "exit-watcher", exit_watcher, cpu.index())?;
+        // The watcher first: it waits for the dying thread's zombie, which its join frees.
+        test_eq!(task::join(watcher).map_err(err)?, ExitStatus::Exited(0));
+        test_eq!(task::join(dying).map_err(err)?, ExitStatus::Exited(0));
+        let seen: [u64; 5] = core::array::from_fn(|i| EXIT_SEEN[i].load(Ordering::Relaxed));
+        let [pending, util, ticks, util_after, pending_after] = seen;
+        if ticks != EXIT_TICKS.load(Ordering::Acquire) {
+            crate::println!(
+                "threads: round {round}: a tick of cpu {} came between the exit and the look: again",
+                cpu.0
+            );
+            continue;
+        }
+        crate::println!(
+            "threads: exit on cpu {}: removal pending after the switch {}, cfs util {} -> {} \
+             at the next tick (pending {})",
+            cpu.0,
+            pending != 0,
+            util,
+            util_after,
+            pending_after != 0
+        );
+        test_assert!(
+            pending != 0,
+            "cpu {}: the dead thread's load was taken in before its successor ran (cfs util \
+             {} after the switch, {} after the next tick)",
+            cpu.0,
+            util,
+            util_after
+        );
+        test_assert!(
+            util_after * 4 < util * 3 && pending_after == 0,
+            "cpu {}: the dead thread's load did not leave at the next tick (cfs util {} -> {}, \
+             pending {})",
+            cpu.0,
+            util,
+            util_after,
+            pending_after != 0
+        );
+        return Ok(());
+    }
+    Err(TestError::new(format_args!(
+        "cpu {}: a tick came between the exit and the look in all 5 rounds",
+        cpu.0
+    )))
+}
+
+/// The last thread's tick count, read as its last act before exiting.
+static EXIT_IDLE_TICKS: AtomicU64 = AtomicU64::new(0);
+
+fn exit_to_idle_thread(cpu: usize) {
+    sched::work(2_000_000);
+    EXIT_IDLE_TICKS.store(timer::ticks(CpuId(cpu as u16)), Ordering::Release);
+}
+
+/// A thread that exits on a CPU where it ran alone leaves it idle with the thread's load to
+/// remove (`task_dead_fair` queues it in `cfs_rq->removed` after the last switch): the CPU
+/// stops its tick at once, as Linux's does, and the NOHZ idle balancer's blocked-load update
+/// takes the removal in later (it does not cost the idle CPU another tick). Up to 5 rounds
+/// for the rare one where a tick lands between the thread's last read and its exit.
+fn exit_to_idle_no_tick() -> TestResult {
+    const NAME: &str = "threads_exit_to_idle_stops_the_tick_at_once";
+    let Some(&cpu) = others().first() else {
+        crate::println!("selftest {NAME}: skipped: one CPU");
+        return Ok(());
+    };
+    if !sched::balance::nohz_stats_active() {
+        crate::println!("selftest {NAME}: skipped: no NOHZ idle balancer (no sched domains)");
+        return Ok(());
+    }
+    let mut extra = 0;
+    for _ in 0..5 {
+        let stopped = wait_until(3_000_000_000, || timer::tick_stopped(cpu));
+        test_assert!(
+            stopped,
+            "cpu {} did not stop its tick within 3 s of idling",
+            cpu.0
+        );
+        let t = spawn_on(cpu, "exit-to-idle", exit_to_idle_thread, cpu.index())?;
+        test_eq!(task::join(t).map_err(err)?, ExitStatus::Exited(0));
+        sched::sleep_ns(20_000_000);
+        extra = timer::ticks(cpu) - EXIT_IDLE_TICKS.load(Ordering::Acquire);
+        if extra == 0 {
+            break;
+        }
+    }
+    // The removal is not lost: a blocked-load update takes it in.
+    let taken = wait_until(1_000_000_000, || !sched::snapshot::removed_pending(cpu));
+    crate::println!(
+        "threads: exit to idle on cpu {}: {} ticks in the 20 ms after; removal taken in {}",
+        cpu.0,
+        extra,
+        taken
+    );
+    test_eq!(extra, 0);
+    test_assert!(
+        taken,
+        "cpu {}: the dead thread's removal was never taken in",
+        cpu.0
+    );
+    Ok(())
+}
+
+const FLIP_WAKEES: usize = 3;
+const FLIP_ROUNDS: usize = 8;
+static FLIP_GO: [Completion; FLIP_WAKEES] = [const { Completion::new() }; FLIP_WAKEES];
+/// The wakees' [`ThreadId`]s (`ThreadId::task_id`'s value), for the waker.
+static FLIP_IDS: [AtomicU64; FLIP_WAKEES] = [const { AtomicU64::new(0) }; FLIP_WAKEES];
+/// The waker's flips and `last_wakee` when it was done (`last_wakee` + 1; 0: none).
+static FLIP_SEEN: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+
+fn flip_wakee(i: usize) {
+    for _ in 0..FLIP_ROUNDS {
+        FLIP_GO[i].wait();
+    }
+}
+
+fn flip_waker(_: usize) {
+    for _ in 0..FLIP_ROUNDS {
+        for (go, id) in FLIP_GO.iter().zip(&FLIP_IDS) {
+            let id = ThreadId::from_task_id(asym_sched::types::TaskId(
+                id.load(Ordering::Relaxed) as u32
+            ));
+            // Wake it only once it sleeps, so every completion is a real wake-up.
+            while task::get(id).is_some_and(|t| t.state() != ThreadState::Sleeping) {
+                sched::yield_now();
+            }
+            go.complete();
+        }
+    }
+    if let Some(s) = task::current_slot() {
+        let f = task::slot(s).wakee.load();
+        FLIP_SEEN[0].store(u64::from(f.flips), Ordering::Relaxed);
+        FLIP_SEEN[1].store(
+            f.last_wakee().map_or(0, |t| u64::from(t.0) + 1),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// A fresh thread that wakes three unpinned sleepers in turn, 8 rounds, counts a wakee flip
+/// at each of its 24 wake-ups (Linux `record_wakee` on `current` in `select_task_rq_fair`,
+/// the input of `wake_wide`), and its `last_wakee` is the last one it woke. Well within a
+/// second, so no halving.
+fn wakee_flips_recorded() -> TestResult {
+    if smp::online_mask().count_ones() < 2 {
+        crate::println!("selftest threads_waker_records_wakee_flips: skipped: one CPU");
+        return Ok(());
+    }
+    FLIP_SEEN.iter().for_each(|a| a.store(0, Ordering::Relaxed));
+    let mut wakees = heapless::Vec::<ThreadId, FLIP_WAKEES>::new();
+    for (i, id) in FLIP_IDS.iter().enumerate() {
+        let w = spawn_with("flip-wakee", ThreadParams::default(), flip_wakee, i)?;
+        id.store(u64::from(w.task_id().0), Ordering::Relaxed);
+        let _ = wakees.push(w);
+    }
+    let t0 = sched::now().0;
+    let waker = spawn_with("flip-waker", ThreadParams::default(), flip_waker, 0)?;
+    task::join(waker).map_err(err)?;
+    let dt = sched::now().0 - t0;
+    for w in wakees {
+        task::join(w).map_err(err)?;
+    }
+    let flips = FLIP_SEEN[0].load(Ordering::Relaxed);
+    let last = FLIP_SEEN[1].load(Ordering::Relaxed);
+    crate::println!(
+        "threads: waker woke {} sleepers {} times in {} us: wakee_flips {}",
+        FLIP_WAKEES,
+        FLIP_WAKEES * FLIP_ROUNDS,
+        dt / 1000,
+        flips
+    );
+    test_assert!(
+        dt < 1_000_000_000,
+        "the run took a second or more ({} ns)",
+        dt
+    );
+    test_eq!(flips, (FLIP_WAKEES * FLIP_ROUNDS) as u64);
+    test_eq!(last, FLIP_IDS[FLIP_WAKEES - 1].load(Ordering::Relaxed) + 1);
     Ok(())
 }

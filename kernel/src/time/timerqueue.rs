@@ -55,6 +55,16 @@ impl<const N: usize> TimerQueue<N> {
         (self.len > 0).then(|| (self.heap[0].0, usize::from(self.heap[0].1)))
     }
 
+    /// The earliest expiry of a timer other than `key`'s: the root if it is not `key`, else
+    /// the earlier of the root's children (the heap's second-earliest is one of them).
+    pub fn earliest_other(&self, key: usize) -> Option<u64> {
+        match self.peek() {
+            None => None,
+            Some((e, k)) if k != key => Some(e),
+            Some(_) => self.heap[1..self.len.min(3)].iter().map(|&(e, _)| e).min(),
+        }
+    }
+
     /// Arms `key` at `expires` (re-arms it if armed). Keys `>= N` are refused.
     pub fn insert(&mut self, key: usize, expires: u64) -> bool {
         if key >= N {
@@ -188,6 +198,8 @@ mod tests {
             assert_eq!(q.len(), m.len());
             assert_eq!(q.peek(), earliest(&m), "step {step}");
             assert_eq!(q.expires(key), m.get(&key).copied());
+            let other = m.iter().filter(|&(&k, _)| k != key).map(|(_, &e)| e).min();
+            assert_eq!(q.earliest_other(key), other, "step {step}");
         }
     }
 

@@ -119,6 +119,14 @@ pub struct Analysis {
     pub sched_softirq_raises: u64,
     /// `softirq_raise` lines per CPU (the CPU column).
     pub sched_softirq_raises_per_cpu: Vec<u64>,
+    /// Time the root domain was overutilized (`sched_overutilized` lines; the flag is clear
+    /// until the first one).
+    pub overutilized_ns: u64,
+    /// rt-app `rtapp_stats` markers of loops with a timer (`c_period` > 0).
+    pub timer_loops: u64,
+    /// Of those, the ones that reached their timer late (`slack` < 0: rt-app's missed
+    /// period).
+    pub timer_late: u64,
     /// Busy time on CPUs whose OPP was not known yet.
     pub unattributed_busy_ns: u64,
 }
@@ -202,6 +210,7 @@ pub fn analyse(text: &str, nr_cpus: usize, domains: &[DomainModel], end_ns: u64)
     // Per domain: the OPP of its first CPU and since when (frequency residency).
     let mut dom_freq: Vec<Option<(usize, u64)>> = vec![None; domains.len()];
     let mut tasks: Vec<TaskAnalysis> = Vec::new();
+    let mut overutilized_since: Option<u64> = None;
     for l in text.lines() {
         if let Some(rest) = l.strip_prefix("# asym: ") {
             if let Some(n) = rest.strip_suffix(" records lost (trace rings full)") {
@@ -283,6 +292,26 @@ pub fn analyse(text: &str, nr_cpus: usize, domains: &[DomainModel], end_ns: u64)
                     task(&mut tasks, pid, nr_cpus).migrations += 1;
                 }
             }
+            "sched_overutilized" => {
+                let on = num::<u8>(f, "overutilized").is_some_and(|v| v != 0);
+                match (overutilized_since, on) {
+                    (None, true) => overutilized_since = Some(ts),
+                    (Some(since), false) => {
+                        a.overutilized_ns += ts.saturating_sub(since);
+                        overutilized_since = None;
+                    }
+                    _ => {}
+                }
+            }
+            "tracing_mark_write"
+                if f.starts_with("rtapp_stats:")
+                    && num::<i64>(f, "c_period").is_some_and(|p| p > 0) =>
+            {
+                a.timer_loops += 1;
+                if num::<i64>(f, "slack").is_some_and(|s| s < 0) {
+                    a.timer_late += 1;
+                }
+            }
             "softirq_raise" => {
                 a.sched_softirq_raises += 1;
                 if let Some(n) = a.sched_softirq_raises_per_cpu.get_mut(line_cpu) {
@@ -300,6 +329,9 @@ pub fn analyse(text: &str, nr_cpus: usize, domains: &[DomainModel], end_ns: u64)
     }
     for (cpu, st) in cpus.iter().enumerate() {
         close(&mut a, &mut tasks, st, cpu, end_ns, &dom_of, nr_cpus);
+    }
+    if let Some(since) = overutilized_since {
+        a.overutilized_ns += end_ns.saturating_sub(since);
     }
     for (d, f) in dom_freq.iter().enumerate() {
         if let Some((o, since)) = *f {
@@ -440,6 +472,24 @@ garbage line
         assert_eq!(a.sched_softirq_raises, 4);
         // A CPU beyond the model's counts in the total only.
         assert_eq!(a.sched_softirq_raises_per_cpu, [1, 2]);
+    }
+
+    #[test]
+    fn overutilized_time_and_late_timer_loops_are_counted() {
+        let t = "          <idle>-0       [000]     0.000000000: sched_overutilized: overutilized=0 span=0x3
+             a-1001    [001]     0.001000000: sched_overutilized: overutilized=1 span=0x3
+             a-1001    [001]     0.001500000: sched_overutilized: overutilized=1 span=0x3
+             a-1001    [000]     0.004000000: sched_overutilized: overutilized=0 span=0x3
+             a-1001    [000]     0.004100000: tracing_mark_write: rtapp_stats: period=16000 run=1650 wu_lat=7 slack=-12 c_period=16000 c_run=1600
+             a-1001    [000]     0.004200000: tracing_mark_write: rtapp_stats: period=16000 run=1650 wu_lat=7 slack=3 c_period=16000 c_run=1600
+             a-1001    [000]     0.004300000: tracing_mark_write: rtapp_stats: period=40 run=40 wu_lat=0 slack=0 c_period=0 c_run=40
+             a-1001    [001]     0.009000000: sched_overutilized: overutilized=1 span=0x3
+";
+        let a = analyse(t, 2, &model(), 10_000_000);
+        // 1..4 ms, and 9 ms to the end of the run.
+        assert_eq!(a.overutilized_ns, 3_000_000 + 1_000_000);
+        // The loop without a timer (c_period=0) is no timer loop.
+        assert_eq!((a.timer_loops, a.timer_late), (2, 1));
     }
 
     #[test]

@@ -5,13 +5,13 @@
 //! same per second of CPU time the run's thread got (on Linux, from
 //! `/proc/thread-self/schedstat`): on a shared machine the wall-clock figure depends on
 //! how many other processes compete for the cores, the CPU-time one much less.
-//! Run with `cargo run --release -p asym-sim -- --bench` or
-//! `cargo bench -p asym-sim` (see `docs/sim.md`).
+//! Run with `cargo xtask bench sim` (the `sim` profile: release with LTO), `cargo run
+//! --profile sim -p asym-sim -- --bench` or `cargo bench -p asym-sim` (see `docs/sim.md`).
 
 use std::time::Instant;
 
 use crate::board::Board;
-use crate::engine::{Engine, Governor, SimConfig};
+use crate::engine::{Engine, SimConfig};
 use crate::workload;
 
 /// A workload of `n` periodic tasks whose total demand stays near two big CPUs
@@ -55,16 +55,8 @@ pub fn measure(n: usize, duration_ns: u64) -> Result<BenchPoint, String> {
         .map_err(|e| e.to_string())?;
     let cfg = SimConfig {
         duration_ns,
-        until_all_exit: false,
         load_balance: false,
-        placement: Default::default(),
-        features: Default::default(),
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        record_timeline: false,
-        freq_limits: Vec::new(),
-        highres: true,
+        ..SimConfig::default()
     };
     let start = Instant::now();
     let cpu0 = thread_cpu_ns();

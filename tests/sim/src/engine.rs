@@ -10,15 +10,17 @@
 //! Each CPU owns an [`asym_sched::rq::Rq`]; the engine calls the policy's steps where
 //! Linux's core runs them, as the kernel does, and acts on the decisions they return:
 //! - wake-up: [`ttwu_select`] over the CPUs' snapshots, the pure `migrate_task_rq_fair`
-//!   when the CPU changes, [`ttwu_activate`] on the target (reschedule, overutilized);
+//!   when the CPU changes, [`ttwu_activate_from`] on the target (reschedule, overutilized);
 //! - `schedule()`: [`schedule_pick`], newidle balance on [`Pick::Newidle`],
 //!   [`schedule_finish`], [`sched_core::idle_enter`] and [`Nohz::enter_idle`] when the
 //!   CPU goes idle; exit through [`task_dead_fair`];
-//! - the tick: [`sched_tick`], `sched_balance_trigger` → `sched_balance_softirq`, the
-//!   NOHZ kicks ([`Nohz::balance_kick`], [`Nohz::stats_kick`]) and the root domain's
-//!   overutilized flag ([`tick_overutilized`]; without load balancing
-//!   [`RootDomain::check_overutilized`]); an idle CPU ticks only when [`idle_tick_kept`]
-//!   says so;
+//! - the tick: [`sched_tick`], whose steps the engine carries out in Linux's order — the
+//!   root domain's overutilized flag, `sched_balance_softirq` (without load balancing, the
+//!   root level's overutilized statistics, [`RootDomain::update_root_stats`], when they are
+//!   due), the NOHZ kick ([`Nohz::nohz_balancer_kick`], then the crate's
+//!   [`nohz_idle_balance`] walk on the kicked CPU through [`NohzWalk`], as
+//!   `nohz_newidle_balance` when a CPU goes idle), then `schedule()`; an idle CPU ticks only
+//!   when [`idle_tick_kept`] says so;
 //! - the flag a balance's statistics set ([`BalanceReport::overutilized`]) is stored
 //!   through [`RootDomain::set_rd_overutilized`];
 //! - load balancing through [`RqAccess`] (`SimRqs`), whose reports of moved tasks the
@@ -41,7 +43,8 @@
 //!   tick at or after its expiry (the kernel's `highres=off`);
 //! - idle CPUs do not tick (`CONFIG_NO_HZ_IDLE`) and have no idle states deeper than
 //!   WFI; when every CPU is idle nothing ticks and blocked load stays as it is, as on
-//!   Linux.
+//!   Linux. At time 0 every CPU is idle and registered as NOHZ idle with blocked load, as
+//!   Linux's CPUs are once their idle threads have run (`nohz_balance_enter_idle`).
 //!
 //! The policy's documented differences from Linux (the overutilized lifecycle, the
 //! simplified fork path, no `wake_affine`, ...) are listed in its module docs.
@@ -50,8 +53,8 @@ use std::io::Write;
 
 use asym_sched::balance::{
     active_load_balance_cpu_stop, sched_balance_domains, sched_balance_newidle,
-    sched_balance_softirq, sched_balance_trigger, BalanceReport, CpuIdleType, LbContext,
-    MigrationType, Moved, RqAccess, SchedDomains, Snapshots,
+    sched_balance_softirq, BalanceReport, CpuIdleType, LbContext, MigrationType, Moved, RqAccess,
+    SchedDomains, Snapshots,
 };
 use asym_sched::cpufreq::driver::EmulatedDriver;
 use asym_sched::cpufreq::policies::CpufreqCore;
@@ -59,16 +62,18 @@ use asym_sched::cpufreq::Governor as CpufreqGovernor;
 use asym_sched::em::EnergyModel;
 use asym_sched::features::{Feature, SchedFeatures};
 use asym_sched::nohz::{
-    blocked_load_check, idle_tick_kept, ilb_order, nohz_balance_due, update_blocked_load,
-    BlockedLoad, Nohz,
+    blocked_load_check, blocked_load_cpufreq, idle_tick_kept, nohz_idle_balance, nohz_parts,
+    update_blocked_load, BlockedLoad, Nohz, NohzKickFlags, NohzWalk,
 };
 use asym_sched::pelt::SchedAvg;
-use asym_sched::root_domain::{OverutilizedCheck, OverutilizedRule, RootDomain};
-use asym_sched::rq::{migrate_task_rq_fair, Block, Rq, RqConfig, RqError, RqSnapshot, Task};
+use asym_sched::root_domain::RootDomain;
+use asym_sched::rq::{
+    migrate_task_rq_fair, Block, CpufreqUpdate, Rq, RqConfig, RqError, RqSnapshot, Task,
+};
 use asym_sched::sched_core::{
     self, attach_preempt, block_task, sched_tick, schedule_finish, schedule_pick_with,
-    schedule_repick_with, task_dead_fair, tick_overutilized, ttwu_activate, ttwu_runnable,
-    ttwu_select, CoreCtx, Pick, WakeCtx,
+    schedule_repick_with, select_task_rq_wanted, task_dead_fair, ttwu_activate_from, ttwu_runnable,
+    ttwu_select, CoreCtx, Pick, TickCtx, TickCurr, WakeCtx,
 };
 use asym_sched::schedutil::UpdateFlags;
 use asym_sched::topology::arch_scale_freq_capacity;
@@ -128,7 +133,7 @@ pub struct SimConfig {
     /// at `duration_ns`).
     pub until_all_exit: bool,
     /// Load balancing (`--lb on`): periodic balance through SCHED_SOFTIRQ, newidle
-    /// balance, misfit migration. Off by default.
+    /// balance, misfit migration. On by default, as in Linux.
     pub load_balance: bool,
     /// Wake-up and fork placement: Linux's `select_task_rq_fair` (default) or the old
     /// interim rule, kept for comparison (`--placement interim`).
@@ -140,6 +145,27 @@ pub struct SimConfig {
     /// low-resolution mode, run from the tick (`hrtimer_run_queues`): a sleep or timer
     /// wake-up happens on the first tick at or after its expiry, before that tick's work.
     pub highres: bool,
+}
+
+/// The simulator's defaults (the CLI's without options): 10 s, the default features,
+/// schedutil, HZ=250, load balancing on, Linux's placement, high-resolution timers, no
+/// timeline, no limits.
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            duration_ns: 10_000_000_000,
+            features: SchedFeatures::default(),
+            governor: Governor::Schedutil,
+            seed: 0,
+            hz: 250,
+            record_timeline: false,
+            until_all_exit: false,
+            load_balance: true,
+            placement: Placement::default(),
+            freq_limits: Vec::new(),
+            highres: true,
+        }
+    }
 }
 
 /// One `--freq-limit DOMAIN=MIN:MAX` (kHz): `scaling_min_freq`/`scaling_max_freq` of
@@ -431,6 +457,15 @@ mod simcpu {
         pub fn version(&self) -> u64 {
             self.version
         }
+
+        /// [`Rq::take_cpufreq_update`] without a new [`SimCpu::version`]: the pending
+        /// request is no part of [`Rq::snapshot`], and the engine takes it after nearly
+        /// every run-queue operation, so bumping the version here made the next wake-up
+        /// rebuild snapshots that had not changed.
+        #[inline]
+        pub fn take_cpufreq_update(&mut self) -> Option<asym_sched::rq::CpufreqUpdate> {
+            self.rq.take_cpufreq_update()
+        }
     }
 
     impl std::ops::Deref for SimCpu {
@@ -453,16 +488,75 @@ struct CpuState {
     /// dequeue of the running task until the next pick).
     running: Option<usize>,
     last_acct: u64,
-    /// The `(time, sequence number)` of the live [`Ev::SegDone`] of this CPU, if any.
-    /// Re-arming replaces it, so superseded ends never reach the event queue (they
-    /// used to stay there until popped and dropped: most of its entries on busy runs).
-    seg: Option<(u64, u64)>,
     run_start: u64,
     /// The last `cpu_idle` event of this CPU entered idle (CPUs start idle): keeps
     /// `cpu_idle` enter/exit alternating however the CPU is woken.
     in_idle_state: bool,
     /// The idle task's `wakee_flips` (it is `current` for wake-ups from an idle CPU).
     idle_wakee: WakeeFlips,
+    /// [`Board::rate_fp`] at the domain's current frequency, set with it in
+    /// [`Engine::set_freq_now`]: every accounting step needs it, and it is a 128-bit division.
+    rate_fp: u64,
+    /// CPUs sharing this CPU's last-level cache (its cluster): `wake_wide`'s `sd_llc_size`,
+    /// built once instead of at every wake-up.
+    llc_size: u32,
+}
+
+/// The `(time, sequence number)` of each CPU's live [`Ev::SegDone`], if any, and the
+/// earliest of them. Re-arming replaces a CPU's, so superseded ends never reach the event
+/// queue (they used to stay there until popped and dropped: most of its entries on busy
+/// runs). The earliest is kept so that [`Engine::next_event`] does not scan every CPU for
+/// every event; it is found again by a scan only after the one it was has gone or moved
+/// later.
+struct SegEnds {
+    by_cpu: Vec<Option<(u64, u64)>>,
+    /// The earliest of `by_cpu` with its CPU (`Some(None)`: there is none); `None` when it
+    /// must be found again.
+    earliest: Option<Option<(u64, u64, usize)>>,
+}
+
+impl SegEnds {
+    fn new(nr_cpus: usize) -> Self {
+        SegEnds {
+            by_cpu: vec![None; nr_cpus],
+            earliest: Some(None),
+        }
+    }
+
+    /// CPU `cpu`'s segment end becomes `end`.
+    fn set(&mut self, cpu: usize, end: Option<(u64, u64)>) {
+        self.by_cpu[cpu] = end;
+        self.earliest = match (self.earliest, end) {
+            (Some(Some((t, seq, c))), end) if c == cpu => match end {
+                Some(e) if e <= (t, seq) => Some(Some((e.0, e.1, cpu))),
+                _ => None,
+            },
+            (Some(Some((t, seq, c))), Some(e)) => Some(Some(if e < (t, seq) {
+                (e.0, e.1, cpu)
+            } else {
+                (t, seq, c)
+            })),
+            (Some(None), Some(e)) => Some(Some((e.0, e.1, cpu))),
+            (keep, _) => keep,
+        };
+    }
+
+    /// The earliest segment end and its CPU.
+    fn earliest(&mut self) -> Option<(u64, u64, usize)> {
+        if let Some(e) = self.earliest {
+            return e;
+        }
+        let mut best: Option<(u64, u64, usize)> = None;
+        for (c, end) in self.by_cpu.iter().enumerate() {
+            if let Some((t, seq)) = *end {
+                if best.is_none_or(|(bt, bs, _)| (t, seq) < (bt, bs)) {
+                    best = Some((t, seq, c));
+                }
+            }
+        }
+        self.earliest = Some(best);
+        best
+    }
 }
 
 struct Domain {
@@ -476,10 +570,6 @@ struct Domain {
 const COMM_MAX: usize = 15;
 /// First pid given to workload threads (also their [`TaskId`]).
 const FIRST_PID: u32 = 1001;
-/// `sysctl_sched_migration_cost` (ns): `nohz_newidle_balance` skips CPUs expected to
-/// wake sooner; `avg_idle` starts at twice this and is capped at
-/// `2 * max_idle_balance_cost` (= twice this without the load balancer).
-const SCHED_MIGRATION_COST_NS: u64 = 500_000;
 /// A task that runs this many zero-time events in a row makes no progress.
 const MAX_ZERO_TIME_STEPS: u32 = 100_000;
 
@@ -501,6 +591,8 @@ pub struct Engine<'a, W: Write> {
     heap: EventQueue<Ev>,
     tasks: Vec<SimTask>,
     cpus: Vec<SimCpu>,
+    /// Each CPU's live segment end.
+    segs: SegEnds,
     domains: Vec<Domain>,
     timers: Vec<interp::Timer>,
     busy_ns: Vec<Vec<u64>>,
@@ -508,6 +600,9 @@ pub struct Engine<'a, W: Write> {
     /// The root domain's flags (overutilized, EAS).
     rd: RootDomain,
     overutilized_since: u64,
+    /// When the root level's overutilized statistics are next due without load balancing
+    /// ([`sched_core::TickCtx::root_stats_next`]).
+    root_stats_next: Nanos,
     nohz: Nohz,
     uclamp_used: bool,
     trace: Option<TraceWriter<W>>,
@@ -602,6 +697,74 @@ impl Snapshots for SimSnaps<'_> {
     }
 }
 
+/// The idle load balancer's steps on the engine ([`NohzWalk`]): one CPU at a time, in
+/// zero simulated time (nothing wakes on the idle load balancer while it walks).
+struct SimNohzWalk<'e, 'a, W: Write> {
+    eng: &'e mut Engine<'a, W>,
+    /// The idle load balancer (the trace's context for the blocked-load updates).
+    ilb: usize,
+}
+
+impl<W: Write> NohzWalk for SimNohzWalk<'_, '_, W> {
+    type Error = SimError;
+
+    fn idle_cpus(&self) -> CpuMask {
+        self.eng.nohz.idle_cpus
+    }
+
+    fn idle_cpu(&self, cpu: CpuId) -> bool {
+        self.eng.cpus[cpu.index()].rq().curr_is_idle()
+    }
+
+    fn need_resched(&self) -> bool {
+        false
+    }
+
+    fn update_nohz_stats(&mut self, cpu: CpuId, _j: u64) -> Result<bool, SimError> {
+        self.eng.update_nohz_stats(self.ilb, cpu.index())
+    }
+
+    fn next_balance(&self, cpu: CpuId) -> Nanos {
+        self.eng.cpus[cpu.index()].rq().next_balance()
+    }
+
+    fn sched_balance_domains(&mut self, cpu: CpuId) -> Result<(), SimError> {
+        let e = &mut *self.eng;
+        // Each balance may have changed the overutilized flag.
+        let ctx = e.lb_context();
+        let Some(sds) = e.lb.as_mut() else {
+            return Ok(());
+        };
+        let report = sched_balance_domains(
+            sds,
+            cpu,
+            &mut SimRqs {
+                cpus: &mut e.cpus,
+                moved: &mut e.moved,
+                overloaded: &mut e.rd.overloaded,
+            },
+            CpuIdleType::Idle,
+            Nanos(e.now),
+            &ctx,
+        )
+        .map_err(|e| SimError::Workload(e.to_string()))?;
+        e.counters.lb_nohz += report.lb_runs as u64;
+        e.after_balance(cpu.index(), &report, None)
+    }
+
+    fn set_has_blocked(&mut self, v: bool) {
+        self.eng.nohz.has_blocked = v;
+    }
+
+    fn set_next_balance(&mut self, j: u64) {
+        self.eng.nohz.next_balance_j = j;
+    }
+
+    fn set_next_blocked(&mut self, j: u64) {
+        self.eng.nohz.next_blocked_j = j;
+    }
+}
+
 /// The modelled cost of one newidle `sched_balance_rq` (`sched_clock_cpu` advances
 /// this much per domain balanced): a few microseconds, as measured on small arm64
 /// systems.
@@ -684,10 +847,11 @@ impl<'a, W: Write> Engine<'a, W> {
                     CpuState {
                         running: None,
                         last_acct: 0,
-                        seg: None,
                         run_start: 0,
                         in_idle_state: true,
                         idle_wakee: WakeeFlips::default(),
+                        rate_fp: board.rate_fp(c, board.domains[board.cpus[c].domain].fmax_khz),
+                        llc_size: board.topology.llc_size(CpuId(c as u16)),
                     },
                 )
             })
@@ -785,6 +949,7 @@ impl<'a, W: Write> Engine<'a, W> {
             // expire), ticks, frequency polls and reschedules.
             heap: EventQueue::with_capacity(16 * (wl.tasks.len() + nr) + 64),
             tasks,
+            segs: SegEnds::new(cpus.len()),
             cpus,
             domains,
             timers: vec![interp::Timer::new(); wl.nr_timers],
@@ -812,6 +977,7 @@ impl<'a, W: Write> Engine<'a, W> {
             sync_buf: Vec::with_capacity(wl.tasks.len()),
             later_buf: Vec::with_capacity(2 * (wl.tasks.len() + nr) + 8),
             overutilized_since: 0,
+            root_stats_next: Nanos(0),
             nohz: Nohz::default(),
             uclamp_used,
             trace,
@@ -865,6 +1031,13 @@ impl<'a, W: Write> Engine<'a, W> {
             initial[pd] = khz.0;
         }
         self.trace_initial_idle_and_pelt()?;
+        // Every CPU starts idle with its tick stopped, as each of Linux's did when its idle
+        // thread first ran (`do_idle` → `nohz_balance_enter_idle`, which assumes blocked
+        // load whether or not the CPU ever ran a task): the first NOHZ stats update runs
+        // schedutil for a cluster nothing runs on, as for any other idle CPU.
+        for c in self.cpus.iter_mut() {
+            self.nohz.enter_idle(c.rq_mut());
+        }
         for (d, khz) in initial.into_iter().enumerate() {
             self.set_freq_now(d, khz)?;
         }
@@ -1011,17 +1184,10 @@ impl<'a, W: Write> Engine<'a, W> {
     /// head or a CPU's live segment end, whichever is earlier (sequence numbers are
     /// unique, so this is the order one queue holding both would pop).
     fn next_event(&mut self) -> Option<Entry<Ev>> {
-        let mut best: Option<(u64, u64, usize)> = None;
-        for (c, cpu) in self.cpus.iter().enumerate() {
-            if let Some((t, seq)) = cpu.seg {
-                if best.is_none_or(|(bt, bs, _)| (t, seq) < (bt, bs)) {
-                    best = Some((t, seq, c));
-                }
-            }
-        }
-        if let Some((t, seq, c)) = best {
+        if let Some((t, seq, c)) = self.segs.earliest() {
             if self.heap.peek().is_none_or(|h| (t, seq) < (h.t, h.seq)) {
-                self.cpus[c].seg = None;
+                self.segs.set(c, None);
+                self.heap.advance_to(t);
                 return Some(Entry {
                     t,
                     seq,
@@ -1035,11 +1201,7 @@ impl<'a, W: Write> Engine<'a, W> {
     /// Queue `ev` at `t`; returns its sequence number.
     fn push(&mut self, t: u64, ev: Ev) -> u64 {
         self.seq += 1;
-        self.heap.push(Entry {
-            t,
-            seq: self.seq,
-            ev,
-        });
+        self.heap.push_parts(t, self.seq, ev);
         self.seq
     }
 
@@ -1047,8 +1209,7 @@ impl<'a, W: Write> Engine<'a, W> {
         if self.tasks[task].invariant {
             1 << 20
         } else {
-            self.board
-                .rate_fp(cpu, self.domains[self.board.cpus[cpu].domain].cur_khz)
+            self.cpus[cpu].rate_fp
         }
     }
 
@@ -1100,20 +1261,48 @@ impl<'a, W: Write> Engine<'a, W> {
     ) -> Result<(), SimError> {
         if let Some(t) = t {
             let v = self.task_avg(t);
-            if let Some(tl) = self.timeline.as_mut() {
-                tl.utils.push((t, self.now, v.util_avg as u32));
-            }
-            let sig = &mut self.tasks[t].stats.signals;
-            sig[TaskSignal::Util as usize].update(self.now, v.util_avg);
-            sig[TaskSignal::Load as usize].update(self.now, v.load_avg);
-            if let Some(w) = self.trace.as_mut() {
-                let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
-                let task = tref_of(&self.tasks, t);
-                let pelt = PeltVals::from(&v);
-                w.emit(ctx, TraceEvent::SchedPeltSe { cpu, task, pelt })?;
-            }
+            self.trace_pelt_se(ctx_cpu, cpu, t, &v)?;
         }
         self.trace_pelt_cfs(ctx_cpu, cpu)
+    }
+
+    /// [`Self::trace_pelt_on`] and then the util_est lines for `t`, which has just
+    /// been enqueued on `cpu`: both read the task's signals, found here once (a search of
+    /// the run queue's task index when it is queued).
+    fn trace_pelt_util_est_on(
+        &mut self,
+        ctx_cpu: usize,
+        cpu: usize,
+        t: usize,
+    ) -> Result<(), SimError> {
+        let v = self.task_avg(t);
+        self.trace_pelt_se(ctx_cpu, cpu, t, &v)?;
+        self.trace_pelt_cfs(ctx_cpu, cpu)?;
+        self.trace_util_est_se(ctx_cpu, cpu, t, &v)?;
+        self.trace_util_est_cfs(ctx_cpu, cpu)
+    }
+
+    /// LISA's `sched_pelt_se` for `t`, whose signals are `v`.
+    fn trace_pelt_se(
+        &mut self,
+        ctx_cpu: usize,
+        cpu: usize,
+        t: usize,
+        v: &SchedAvg,
+    ) -> Result<(), SimError> {
+        if let Some(tl) = self.timeline.as_mut() {
+            tl.utils.push((t, self.now, v.util_avg as u32));
+        }
+        let sig = &mut self.tasks[t].stats.signals;
+        sig[TaskSignal::Util as usize].update(self.now, v.util_avg);
+        sig[TaskSignal::Load as usize].update(self.now, v.load_avg);
+        if let Some(w) = self.trace.as_mut() {
+            let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
+            let task = tref_of(&self.tasks, t);
+            let pelt = PeltVals::from(v);
+            w.emit(ctx, TraceEvent::SchedPeltSe { cpu, task, pelt })?;
+        }
+        Ok(())
     }
 
     /// LISA's `sched_pelt_cfs` for `cpu`'s root cfs_rq, written on `ctx_cpu`.
@@ -1130,11 +1319,17 @@ impl<'a, W: Write> Engine<'a, W> {
         Ok(())
     }
 
-    /// LISA's `sched_util_est_se` for `t` and `sched_util_est_cfs` for `cpu` after `t`
-    /// was enqueued on or dequeued from `cpu`, written on `ctx_cpu`.
-    fn trace_util_est_on(&mut self, ctx_cpu: usize, cpu: usize, t: usize) -> Result<(), SimError> {
-        let avg = self.task_avg(t);
-        let ewma = util_est::task_util_est_raw(&avg).0;
+    /// LISA's `sched_util_est_se` for `t` (whose signals are `avg`) after it was enqueued on
+    /// or dequeued from `cpu`, written on `ctx_cpu`; `sched_util_est_cfs` follows
+    /// ([`Self::trace_util_est_cfs`]).
+    fn trace_util_est_se(
+        &mut self,
+        ctx_cpu: usize,
+        cpu: usize,
+        t: usize,
+        avg: &SchedAvg,
+    ) -> Result<(), SimError> {
+        let ewma = util_est::task_util_est_raw(avg).0;
         let enqueued = self.tasks[t].ue_enqueued;
         let sig = &mut self.tasks[t].stats.signals;
         sig[TaskSignal::Ewma as usize].update(self.now, ewma as u64);
@@ -1153,7 +1348,7 @@ impl<'a, W: Write> Engine<'a, W> {
                 },
             )?;
         }
-        self.trace_util_est_cfs(ctx_cpu, cpu)
+        Ok(())
     }
 
     /// LISA's `sched_util_est_cfs` for `cpu`'s root cfs_rq, written on `ctx_cpu`.
@@ -1227,7 +1422,7 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// `try_to_wake_up` / `wake_up_new_task`: the policy's [`ttwu_select`] over the
     /// CPUs' snapshots, the pure `migrate_task_rq_fair` when the CPU changes, then
-    /// [`ttwu_activate`] on the target; the engine traces and queues the reschedule.
+    /// [`ttwu_activate_from`] on the target; the engine traces and queues the reschedule.
     fn wake(&mut self, t: usize, waker: Option<usize>, new: bool) -> Result<(), SimError> {
         match self.tasks[t].state {
             TState::Sleeping | TState::Suspended | TState::NotStarted => {}
@@ -1240,7 +1435,10 @@ impl<'a, W: Write> Engine<'a, W> {
         }
         let prev = self.tasks[t].cpu;
         let ctx_cpu = waker.unwrap_or(prev);
-        let Some(mut task) = self.tasks[t].parked.take() else {
+        // The policy-side task stays in `parked` until `ttwu_activate_from` moves it into the
+        // run queue: taken out here, it was copied (a few hundred bytes) on every step.
+        let (allowed, uclamp) = (CpuMask(self.tasks[t].allowed), self.tasks[t].uclamp);
+        let Some(task) = self.tasks[t].parked.as_mut() else {
             return Err(SimError::Workload(format!(
                 "task {} woken while queued",
                 self.tasks[t].comm
@@ -1249,33 +1447,32 @@ impl<'a, W: Write> Engine<'a, W> {
         // The workload program's affinity and clamps for this activation: phase-level
         // clamps take effect at the next enqueue; the first clamp request enables
         // `sched_uclamp_used`.
-        task.cpus_allowed = CpuMask(self.tasks[t].allowed);
-        if let Some((lo, hi)) = self.tasks[t].uclamp {
+        task.cpus_allowed = allowed;
+        if let Some((lo, hi)) = uclamp {
             let _ = task.uclamp.set_request(lo, hi);
             self.uclamp_used = true;
         }
+        let task_id = task.id;
         let kind = if new {
             WakeKind::Fork
         } else {
             WakeKind::Wakeup
         };
         // record_wakee on `current` of the waking CPU (its idle task when idle), then
-        // wake_wide over both tasks' flips with that CPU's LLC (cluster) size. rt-app's
-        // wake-ups (futexes) are not WF_SYNC.
+        // wake_wide over both tasks' flips with that CPU's LLC (cluster) size — in
+        // select_task_rq_fair, which Linux calls only for a task allowed on more than one
+        // CPU. rt-app's wake-ups (futexes) are not WF_SYNC.
         let mut waker = WakerInfo::default();
-        if !new {
+        if !new && select_task_rq_wanted(allowed) {
             let jiffies = self.now / self.tick_ns;
             let hz = 1_000_000_000 / self.tick_ns;
             let flips = match self.cpus[ctx_cpu].running {
                 Some(w) => &mut self.tasks[w].wakee,
                 None => &mut self.cpus[ctx_cpu].idle_wakee,
             };
-            flips.record_wakee(task.id, jiffies, hz);
+            flips.record_wakee(task_id, jiffies, hz);
             let flips = *flips;
-            let topo = &self.board.topology;
-            let llc_size = topo
-                .cpu(CpuId(ctx_cpu as u16))
-                .map_or(1, |c| topo.cluster_mask(c.cluster).weight());
+            let llc_size = self.cpus[ctx_cpu].llc_size;
             waker.wake_wide = wake_wide(&flips, &self.tasks[t].wakee, llc_size);
         }
         self.refresh_snaps();
@@ -1288,13 +1485,10 @@ impl<'a, W: Write> Engine<'a, W> {
             placement: self.cfg.placement,
             waker,
         };
-        let cpu = ttwu_select(
-            &task,
-            CpuId(prev as u16),
-            CpuId(ctx_cpu as u16),
-            kind,
-            &wctx,
-        );
+        let Some(task) = self.tasks[t].parked.as_ref() else {
+            unreachable!("task {t} left `parked` during its wake-up");
+        };
+        let cpu = ttwu_select(task, CpuId(prev as u16), CpuId(ctx_cpu as u16), kind, &wctx);
         let cpu = cpu.index();
         self.account(prev)?;
         self.account(cpu)?;
@@ -1338,7 +1532,10 @@ impl<'a, W: Write> Engine<'a, W> {
         let migrated = !new && cpu != prev;
         if migrated {
             let old = self.cpus[prev].rq_mut();
-            let removed = migrate_task_rq_fair(&old.pelt_remote(), &mut task, old.clock_task())?;
+            let Some(task) = self.tasks[t].parked.as_mut() else {
+                unreachable!("task {t} left `parked` during its wake-up");
+            };
+            let removed = migrate_task_rq_fair(&old.pelt_remote(), task, old.clock_task())?;
             old.apply_removed(removed);
             if let Some(w) = self.trace.as_mut() {
                 let ctx = ctx_of(&self.tasks, &self.cpus, waker_cpu, self.now);
@@ -1357,19 +1554,16 @@ impl<'a, W: Write> Engine<'a, W> {
         }
         self.tasks[t].cpu = cpu;
         let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
-        let outcome = ttwu_activate(
+        let outcome = ttwu_activate_from(
             self.cpus[cpu].rq_mut(),
-            task,
+            &mut self.tasks[t].parked,
             kind,
             migrated,
-            &self.snaps,
             &self.rd,
             &cctx,
-        )
-        .map_err(|e| SimError::from(e.reason))?;
+        )?;
         self.cpufreq_update(cpu);
-        self.trace_pelt_on(act_cpu, cpu, Some(t))?;
-        self.trace_util_est_on(act_cpu, cpu, t)?;
+        self.trace_pelt_util_est_on(act_cpu, cpu, t)?;
         // ttwu_do_activate → ttwu_do_wakeup: after the enqueue and wakeup_preempt.
         if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, act_cpu, self.now);
@@ -1470,8 +1664,7 @@ impl<'a, W: Write> Engine<'a, W> {
         };
         self.counters.wakeups_delayed += 1;
         self.cpufreq_update(cpu);
-        self.trace_pelt_on(ctx_cpu, cpu, Some(t))?;
-        self.trace_util_est_on(ctx_cpu, cpu, t)?;
+        self.trace_pelt_util_est_on(ctx_cpu, cpu, t)?;
         if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, ctx_cpu, self.now);
             let task = tref_of(&self.tasks, t);
@@ -1623,7 +1816,7 @@ impl<'a, W: Write> Engine<'a, W> {
         let c = &mut self.cpus[cpu];
         c.running = next;
         c.run_start = self.now;
-        c.seg = None;
+        self.segs.set(cpu, None);
         match next {
             None => {
                 sched_core::idle_enter(self.cpus[cpu].rq_mut());
@@ -1656,30 +1849,46 @@ impl<'a, W: Write> Engine<'a, W> {
         let rate = self.rate_fp(cpu, t).max(1);
         let dt = self.tasks[t].remaining_fp.div_ceil(rate);
         self.seq += 1;
-        self.cpus[cpu].seg = Some((self.now + dt, self.seq));
+        self.segs.set(cpu, Some((self.now + dt, self.seq)));
     }
 
     /// The running task of `cpu` blocks (`block_task`: `DEQUEUE_SLEEP`, `DEQUEUE_SPECIAL`
     /// for exit), then `__schedule`. Under `DELAY_DEQUEUE` it may stay queued (delayed).
     fn block(&mut self, cpu: usize, t: usize, state: TState) -> Result<(), SimError> {
-        let mut slot = None;
         let dead = state == TState::Dead;
-        let block = block_task(self.cpus[cpu].rq_mut(), tid(t), dead, &mut slot)?;
+        // A dequeued task goes straight to `parked` (empty while it ran), where it sleeps.
+        let block = block_task(
+            self.cpus[cpu].rq_mut(),
+            tid(t),
+            dead,
+            &mut self.tasks[t].parked,
+        )?;
         self.cpufreq_update(cpu);
-        let util_avg = match (&slot, block) {
+        // The task's signals, searched for in the run queue at most once: for the util_est
+        // sample and for the trace (which reads them where `task_avg` finds them).
+        let slot = &self.tasks[t].parked;
+        let dequeued = matches!((slot, block), (Some(_), Block::Dequeued));
+        let queued = if dequeued && self.tasks[t].cpu == cpu {
+            None
+        } else {
+            self.cpus[cpu].rq().task(tid(t)).map(|task| task.avg)
+        };
+        let util_avg = match (slot, block) {
             (Some(task), Block::Dequeued) => task.avg.util_avg,
-            _ => self.cpus[cpu]
-                .rq()
-                .task(tid(t))
-                .map_or(0, |task| task.avg.util_avg),
+            _ => queued.map_or(0, |avg| avg.util_avg),
         };
         if self.cfg.features.enabled(Feature::UTIL_EST) {
             // Pre-v6.9 util_est_update: `enqueued` takes the util at each sleep.
             self.tasks[t].ue_enqueued = util_avg as u32;
         }
-        self.tasks[t].parked = slot;
         self.tasks[t].state = state;
-        self.trace_util_est_on(cpu, cpu, t)?;
+        let avg = match &self.tasks[t].parked {
+            Some(p) => p.avg,
+            None if self.tasks[t].cpu == cpu => queued.unwrap_or_default(),
+            None => self.task_avg(t),
+        };
+        self.trace_util_est_se(cpu, cpu, t, &avg)?;
+        self.trace_util_est_cfs(cpu, cpu)?;
         self.schedule(cpu, PrevState::Sleeping)
     }
 
@@ -1736,13 +1945,12 @@ impl<'a, W: Write> Engine<'a, W> {
                     self.tasks[t].stats.exited = true;
                     self.nr_exited += 1;
                     self.block(cpu, t, TState::Dead)?;
-                    // finish_task_switch → task_dead_fair → remove_entity_load_avg: a dead
-                    // task's signals leave its CPU's cfs_rq at the next update instead of
-                    // decaying there as blocked load.
+                    // finish_task_switch → task_dead_fair → remove_entity_load_avg, after
+                    // the switch: a dead task's signals leave its CPU's cfs_rq at the next
+                    // update instead of decaying there as blocked load.
                     if let Some(mut task) = self.tasks[t].parked.take() {
                         let rq = self.cpus[cpu].rq_mut();
-                        let removed =
-                            task_dead_fair(&rq.pelt_remote(), &mut task, rq.clock_task())?;
+                        let removed = task_dead_fair(&rq.pelt_remote(), &mut task)?;
                         rq.apply_removed(removed);
                         self.tasks[t].parked = Some(task);
                     }
@@ -1838,40 +2046,60 @@ impl<'a, W: Write> Engine<'a, W> {
         Ok(())
     }
 
-    /// `sched_tick` on every busy CPU (idle CPUs are NOHZ-idle and do not tick),
-    /// each followed by `nohz_balancer_kick`.
-    ///
-    /// With load balancing on, an idle CPU whose last idle period was shorter than a
-    /// tick also ticks: `tick_nohz_idle_stop_tick` keeps the tick when the next timer
-    /// is less than a tick away, which we approximate by the last idle period (a
-    /// cyclictest CPU keeps ticking, an idle system does not). That tick only runs
-    /// `sched_balance_trigger` (with `rq->idle_balance` set).
+    /// The tick on every CPU that ticks: busy CPUs (idle CPUs are NOHZ-idle and do not
+    /// tick) and, with load balancing on, an idle CPU whose last idle period was shorter
+    /// than a tick ([`idle_tick_kept`]: `tick_nohz_idle_stop_tick` keeps the tick when the
+    /// next timer is less than a tick away, which we approximate by the last idle period; a
+    /// cyclictest CPU keeps ticking, an idle system does not). Each runs the crate's
+    /// [`sched_tick`] and carries out its [`sched_core::TickSteps`].
     fn tick(&mut self) -> Result<(), SimError> {
         for cpu in 0..self.cpus.len() {
-            let Some(t) = self.cpus[cpu].running else {
-                if idle_tick_kept(self.cpus[cpu].rq(), self.tick_ns, self.lb.is_some()) {
-                    self.account(cpu)?;
-                    self.sched_balance_trigger(cpu)?;
-                }
-                continue;
+            let running = self.cpus[cpu].running;
+            let curr = if running.is_some() {
+                TickCurr::Fair
+            } else {
+                TickCurr::Idle
             };
+            if running.is_none()
+                && !idle_tick_kept(self.cpus[cpu].rq(), self.tick_ns, self.lb.is_some())
+            {
+                continue;
+            }
             self.account(cpu)?;
             let cctx = core_ctx(self.board, &self.cfg, self.uclamp_used, self.lb.is_some());
-            let resched = sched_tick(self.cpus[cpu].rq_mut(), &cctx);
-            self.cpufreq_update(cpu);
-            if let Some(v) = tick_overutilized(self.cpus[cpu].rq(), &self.rd, &cctx) {
-                self.set_overutilized(v)?;
+            let tick = TickCtx {
+                now: Nanos(self.now),
+                tick_ns: self.tick_ns,
+                curr,
+                root_stats_next: self.root_stats_next,
+            };
+            let steps = sched_tick(self.cpus[cpu].rq_mut(), &self.rd, &tick, &cctx);
+            if let Some(t) = running {
+                self.cpufreq_update(cpu);
+                if let Some(v) = steps.overutilized {
+                    self.set_overutilized(v)?;
+                }
+                self.trace_pelt(cpu, Some(t))?;
             }
-            self.trace_pelt(cpu, Some(t))?;
-            if resched.is_yes() {
+            if let Some(next) = steps.root_stats {
+                self.root_stats_next = next;
+                self.update_root_stats()?;
+            }
+            // SCHED_SOFTIRQ at irq_exit and the NOHZ kick, then `__schedule` at the
+            // interrupt's return (TIF_NEED_RESCHED is the ticked task's: a switch since, such
+            // as an active balance's stopper, consumed it).
+            if steps.softirq {
+                self.raise_sched_softirq(cpu)?;
+            }
+            if steps.nohz_kick {
+                self.nohz_balancer_kick(cpu)?;
+            }
+            if steps.softirq {
+                self.sched_balance_softirq(cpu)?;
+            }
+            if steps.resched.is_yes() && self.cpus[cpu].running == running {
                 self.schedule(cpu, PrevState::Preempted)?;
             }
-            self.sched_balance_trigger(cpu)?;
-            self.nohz_balance_kick(cpu)?;
-            self.nohz_balancer_kick(cpu)?;
-        }
-        if self.lb.is_none() {
-            self.check_overutilized_tick()?;
         }
         let next = self.now + self.tick_ns;
         if next <= self.cfg.duration_ns {
@@ -1880,15 +2108,13 @@ impl<'a, W: Write> Engine<'a, W> {
         Ok(())
     }
 
-    /// Without load balancing, the tick's re-evaluation of the root domain's overutilized
-    /// flag over every CPU ([`RootDomain::check_overutilized`]).
-    fn check_overutilized_tick(&mut self) -> Result<(), SimError> {
+    /// Without load balancing, the root level's overutilized statistics a tick found due
+    /// ([`sched_core::TickSteps::root_stats`]): [`RootDomain::update_root_stats`] over every
+    /// CPU's snapshot as it stands.
+    fn update_root_stats(&mut self) -> Result<(), SimError> {
         self.refresh_snaps();
         let (f, u) = (self.cfg.features, self.uclamp_used);
-        match self
-            .rd
-            .check_overutilized(OverutilizedCheck::Tick, &self.snaps, f, u)
-        {
+        match self.rd.update_root_stats(&self.snaps, f, u) {
             Some(v) => self.set_overutilized(v),
             None => Ok(()),
         }
@@ -1901,32 +2127,31 @@ impl<'a, W: Write> Engine<'a, W> {
 
     /// `cpu` has just switched to idle: `sched_balance_newidle` found nothing to pull
     /// (`idle_stamp`, then `nohz_newidle_balance` → `nohz_run_idle_balance`), then the
-    /// tick stops (`nohz_balance_enter_idle`).
+    /// tick stops (`nohz_balance_enter_idle`), with load balancing on or off
+    /// ([`nohz_parts`]).
     fn enter_idle(&mut self, cpu: usize) -> Result<(), SimError> {
         let j = self.jiffies();
         let avg_idle = self.cpus[cpu].rq().avg_idle();
-        if self
-            .nohz
-            .newidle_stats_due(avg_idle, SCHED_MIGRATION_COST_NS, j)
-        {
-            self.nohz_stats_update(cpu)?;
+        if !nohz_parts(self.lb.is_some()).stats {
+            return Ok(());
+        }
+        if self.nohz.newidle_stats_due(avg_idle, j) {
+            self.nohz_idle_balance(cpu, NohzKickFlags::STATS)?;
         }
         self.nohz.enter_idle(self.cpus[cpu].rq_mut());
         Ok(())
     }
 
-    /// `nohz_balancer_kick` from the tick of busy `cpu`, `NOHZ_STATS_KICK` part
-    /// ([`Nohz::stats_kick`]): the kicked CPU raises `SCHED_SOFTIRQ` and updates the
-    /// blocked load of the idle CPUs.
+    /// `nohz_balancer_kick` from the tick of busy `cpu` ([`Nohz::nohz_balancer_kick`]): the
+    /// kicked CPU leaves WFI, raises `SCHED_SOFTIRQ` once and runs [`Self::nohz_idle_balance`]
+    /// with the kick's flags.
     fn nohz_balancer_kick(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.cpus[cpu].rq().curr_is_idle() {
-            return Ok(());
-        }
-        self.nohz.exit_idle(CpuId(cpu as u16));
         let j = self.jiffies();
-        let Some(ilb) = self
-            .nohz
-            .stats_kick(CpuId(cpu as u16), j, &SimSnaps(&self.cpus))
+        let this = self.cpus[cpu].rq().snapshot();
+        let parts = nohz_parts(self.lb.is_some());
+        let Some((ilb, flags)) =
+            self.nohz
+                .nohz_balancer_kick(&this, j, &SimSnaps(&self.cpus), parts)
         else {
             return Ok(());
         };
@@ -1937,26 +2162,31 @@ impl<'a, W: Write> Engine<'a, W> {
             let ctx = ctx_of(&self.tasks, &self.cpus, ilb, self.now);
             w.emit(ctx, TraceEvent::SoftirqRaise(trace::Softirq::Sched))?;
         }
-        self.nohz_stats_update(ilb)?;
+        self.nohz_idle_balance(ilb, flags)?;
         if left_idle {
             self.idle_enter(ilb)?;
         }
         Ok(())
     }
 
-    /// `_nohz_idle_balance(this_cpu, NOHZ_STATS_KICK)`: `update_nohz_stats` for every
-    /// idle CPU in [`ilb_order`], then the next update is due in 32 ms.
-    fn nohz_stats_update(&mut self, this_cpu: usize) -> Result<(), SimError> {
-        self.counters.lb_nohz += 1;
-        self.nohz.stats_begin();
-        let mut has_blocked = false;
-        for c in ilb_order(CpuId(this_cpu as u16), self.cpus.len()) {
-            if self.cpus[c.index()].rq().curr_is_idle() {
-                has_blocked |= self.update_nohz_stats(this_cpu, c.index())?;
+    /// `_nohz_idle_balance(this_cpu, flags)` through the crate's [`nohz_idle_balance`] walk
+    /// ([`SimNohzWalk`]): a stats kick counts one NOHZ pass, a balance kick brings every CPU's
+    /// account up to now first.
+    fn nohz_idle_balance(&mut self, this_cpu: usize, flags: NohzKickFlags) -> Result<(), SimError> {
+        if flags.contains(NohzKickFlags::STATS) {
+            self.counters.lb_nohz += 1;
+        }
+        if flags.contains(NohzKickFlags::BALANCE) {
+            for c in 0..self.cpus.len() {
+                self.account(c)?;
             }
         }
-        let j = self.jiffies();
-        self.nohz.stats_end(has_blocked, j, self.cfg.hz);
+        let (now, tick_ns, hz, nr) = (Nanos(self.now), self.tick_ns, self.cfg.hz, self.cpus.len());
+        let mut w = SimNohzWalk {
+            eng: self,
+            ilb: this_cpu,
+        };
+        nohz_idle_balance(CpuId(this_cpu as u16), flags, now, tick_ns, hz, nr, &mut w)?;
         Ok(())
     }
 
@@ -1971,8 +2201,10 @@ impl<'a, W: Write> Engine<'a, W> {
         }
         self.account(cpu)?;
         let (decayed, still) = update_blocked_load(self.cpus[cpu].rq_mut(), j);
+        if let Some(req) = blocked_load_cpufreq(self.cpus[cpu].rq_mut(), decayed) {
+            self.cpufreq_answer(cpu, req);
+        }
         if decayed {
-            self.cpufreq_update(cpu);
             self.trace_pelt_cfs(this_cpu, cpu)?;
         }
         Ok(still)
@@ -1991,6 +2223,9 @@ impl<'a, W: Write> Engine<'a, W> {
         dom.since = self.now;
         self.domains[d].cur_khz = khz;
         self.domains[d].cur_opp = self.board.opp_index(d, khz);
+        for &c in cpus {
+            self.cpus[c].rate_fp = board.rate_fp(c, khz);
+        }
         let scale = arch_scale_freq_capacity(Khz(khz), Khz(self.board.domains[d].fmax_khz));
         for &c in cpus {
             self.cpus[c].rq_mut().set_freq_scale(Capacity(scale));
@@ -2041,22 +2276,23 @@ impl<'a, W: Write> Engine<'a, W> {
         }
     }
 
-    /// `sched_balance_trigger` from the tick of busy `cpu`: when `rq->next_balance`
-    /// has passed, raise SCHED_SOFTIRQ and run `sched_balance_softirq` on return
-    /// from the interrupt.
-    fn sched_balance_trigger(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.lb.is_none() {
-            return Ok(());
-        }
-        let now = Nanos(self.now);
-        if !sched_balance_trigger(now, self.cpus[cpu].rq()) {
-            return Ok(());
-        }
+    /// `sched_balance_trigger`'s `raise_softirq(SCHED_SOFTIRQ)` in the tick of `cpu`
+    /// ([`sched_core::TickSteps::softirq`]); the softirq itself runs after the tick's NOHZ
+    /// kick ([`Self::sched_balance_softirq`]).
+    fn raise_sched_softirq(&mut self, cpu: usize) -> Result<(), SimError> {
         self.counters.sched_softirq_raises += 1;
         if let Some(w) = self.trace.as_mut() {
             let ctx = ctx_of(&self.tasks, &self.cpus, cpu, self.now);
             w.emit(ctx, TraceEvent::SoftirqRaise(trace::Softirq::Sched))?;
         }
+        Ok(())
+    }
+
+    /// The SCHED_SOFTIRQ the tick of `cpu` raised ([`Self::raise_sched_softirq`]), run at
+    /// `irq_exit` — after the tick's NOHZ kick, before the reschedule at the interrupt's
+    /// return: `sched_balance_softirq`.
+    fn sched_balance_softirq(&mut self, cpu: usize) -> Result<(), SimError> {
+        let now = Nanos(self.now);
         let ctx = self.lb_context();
         for c in 0..self.cpus.len() {
             self.account(c)?;
@@ -2078,65 +2314,6 @@ impl<'a, W: Write> Engine<'a, W> {
         .map_err(|e| SimError::Workload(e.to_string()))?;
         self.counters.lb_periodic += report.lb_runs as u64;
         self.after_balance(cpu, &report, None)
-    }
-
-    /// `nohz_balancer_kick`'s `NOHZ_BALANCE_KICK` part (load balancing on): a busy
-    /// CPU with more than one task or a misfit task, once `nohz.next_balance` has
-    /// passed, kicks the first idle CPU, which raises SCHED_SOFTIRQ and runs
-    /// `sched_balance_domains(CPU_IDLE)` for every tickless idle CPU whose
-    /// `rq->next_balance` is due (`_nohz_idle_balance`), itself last.
-    fn nohz_balance_kick(&mut self, cpu: usize) -> Result<(), SimError> {
-        if self.lb.is_none() || self.cpus[cpu].rq().curr_is_idle() {
-            return Ok(());
-        }
-        let j = self.jiffies();
-        let this = self.cpus[cpu].rq().snapshot();
-        let Some(ilb) = self.nohz.balance_kick(&this, j, &SimSnaps(&self.cpus)) else {
-            return Ok(());
-        };
-        let nr = self.cpus.len();
-        self.counters.sched_softirq_raises += 1;
-        if let Some(w) = self.trace.as_mut() {
-            let ctx = ctx_of(&self.tasks, &self.cpus, ilb.index(), self.now);
-            w.emit(ctx, TraceEvent::SoftirqRaise(trace::Softirq::Sched))?;
-        }
-        for c in 0..nr {
-            self.account(c)?;
-        }
-        let now = Nanos(self.now);
-        let mut next: Option<u64> = None;
-        for c in ilb_order(ilb, nr) {
-            let ci = c.index();
-            if !self.cpus[ci].rq().curr_is_idle() {
-                continue;
-            }
-            if nohz_balance_due(&self.cpus[ci].rq().snapshot(), now) {
-                // Each balance may have changed the overutilized flag.
-                let ctx = self.lb_context();
-                let Some(sds) = self.lb.as_mut() else {
-                    return Ok(());
-                };
-                let report = sched_balance_domains(
-                    sds,
-                    c,
-                    &mut SimRqs {
-                        cpus: &mut self.cpus,
-                        moved: &mut self.moved,
-                        overloaded: &mut self.rd.overloaded,
-                    },
-                    CpuIdleType::Idle,
-                    now,
-                    &ctx,
-                )
-                .map_err(|e| SimError::Workload(e.to_string()))?;
-                self.counters.lb_nohz += report.lb_runs as u64;
-                self.after_balance(ci, &report, None)?;
-            }
-            let nb = self.cpus[ci].rq().next_balance().0 / self.tick_ns;
-            next = Some(next.map_or(nb, |n| n.min(nb)));
-        }
-        self.nohz.balance_done(next);
-        Ok(())
     }
 
     /// `sched_balance_newidle` for `cpu`, which found nothing to run. Returns whether
@@ -2289,9 +2466,13 @@ impl<'a, W: Write> Engine<'a, W> {
     /// iowait enqueue): run schedutil; a new frequency takes effect after the domain's
     /// transition latency (emulated driver), when a [`Ev::FreqPoll`] applies it.
     fn cpufreq_update(&mut self, cpu: usize) {
-        let Some(req) = self.cpus[cpu].rq_mut().take_cpufreq_update() else {
-            return;
-        };
+        if let Some(req) = self.cpus[cpu].take_cpufreq_update() {
+            self.cpufreq_answer(cpu, req);
+        }
+    }
+
+    /// [`Self::cpufreq_update`] of a request already taken from `cpu`'s rq.
+    fn cpufreq_answer(&mut self, cpu: usize, req: CpufreqUpdate) {
         if self.cfg.governor != Governor::Schedutil {
             return;
         }
@@ -2329,12 +2510,6 @@ fn core_ctx<'b>(board: &'b Board, cfg: &SimConfig, uclamp_used: bool, lb: bool) 
         features: cfg.features,
         uclamp_used,
         load_balance: lb,
-        // Without load balancing nothing would clear the flag: re-evaluate it everywhere.
-        overutilized_rule: if lb {
-            OverutilizedRule::Linux
-        } else {
-            OverutilizedRule::EveryCpu
-        },
     }
 }
 
@@ -2367,5 +2542,54 @@ fn tref_of(tasks: &[SimTask], t: usize) -> TaskRef<'_> {
         }),
         pid: tasks[t].pid,
         prio: 120 + tasks[t].nice,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A waker that wakes two tasks in turn, each pinned to a CPU of its own.
+    const PINNED_WAKEES: &str = r#"{
+  "global": { "duration": 1, "calibration": "CPU0", "default_policy": "SCHED_OTHER" },
+  "tasks": {
+    "waker": { "loop": -1, "run0": 100, "resume0": "a", "run1": 100, "resume1": "b", "sleep": 1000 },
+    "a": { "loop": -1, "cpus": [2], "suspend": "a", "run": 50 },
+    "b": { "loop": -1, "cpus": [3], "suspend": "b", "run": 50 }
+  }
+}"#;
+
+    /// Linux's `select_task_rq` calls `select_task_rq_fair`, where the waker's `record_wakee`
+    /// is, only for a task allowed on more than one CPU (`p->nr_cpus_allowed > 1`): a waker
+    /// that wakes only pinned tasks, each in turn, never counts a wakee flip (and so never
+    /// makes a later wake-up of an unpinned task `wake_wide`).
+    #[test]
+    fn waking_pinned_tasks_records_no_wakee_flip() {
+        let board = crate::load_board("juno-r2").unwrap();
+        let wl = crate::workload::parse(PINNED_WAKEES, "pinned-wakees", board.nr_cpus()).unwrap();
+        let cfg = SimConfig {
+            duration_ns: 500_000_000,
+            ..SimConfig::default()
+        };
+        let mut e = Engine::<std::io::Sink>::new(&board, &wl, cfg, None).unwrap();
+        e.start().unwrap();
+        e.run_events().unwrap();
+        // rt-app names each thread `<task>-<index>`.
+        let task = |name: &str| {
+            let prefix = format!("{name}-");
+            e.tasks
+                .iter()
+                .find(|t| t.comm.starts_with(&prefix))
+                .unwrap()
+        };
+        for name in ["a", "b"] {
+            let t = task(name);
+            assert!(
+                t.stats.activations > 100,
+                "{name} woke only {} times",
+                t.stats.activations
+            );
+        }
+        assert_eq!(task("waker").wakee.flips, 0);
     }
 }

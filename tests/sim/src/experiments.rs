@@ -93,8 +93,8 @@ pub fn render(o: Opts, sections: &[Section]) -> String {
          `kernel/sched/src/features.rs`). \"meter\" is the simulator's energy meter \
          (`docs/sim.md`: energy model + static, cluster and idle-state power + transitions), \
          \"EM\" the energy model's energy. The charts are drawn by the same command \
-         (`docs/experiments/*.png`). The QEMU half of issue 14's experiments is not generated \
-         yet.\n",
+         (`docs/experiments/*.png`). The same seeds on the kernel under QEMU are the next \
+         generated block (\"The seeds on QEMU\").\n",
         if o.quick { " --quick" } else { "" },
         if o.quick {
             "reduced sizes"
@@ -102,6 +102,14 @@ pub fn render(o: Opts, sections: &[Section]) -> String {
             "full size"
         }
     );
+    push_sections(&mut s, sections);
+    s.push('\n');
+    s.push_str(END);
+    s
+}
+
+/// Each section's Markdown followed by its checks (also the QEMU half's, in xtask).
+pub fn push_sections(s: &mut String, sections: &[Section]) {
     for sec in sections {
         s.push_str(&sec.markdown);
         if !sec.checks.is_empty() {
@@ -111,9 +119,6 @@ pub fn render(o: Opts, sections: &[Section]) -> String {
             }
         }
     }
-    s.push('\n');
-    s.push_str(END);
-    s
 }
 
 /// `doc` with its generated block replaced by `block`, or `block` inserted before the

@@ -11,7 +11,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Mutex;
 
-use asym_sim::engine::{Engine, Governor, SimConfig};
+use asym_sim::engine::{Engine, SimConfig};
 use asym_sim::{load_board, parse_features, workload};
 
 struct Counting;
@@ -72,15 +72,7 @@ fn allocations(board: &str, file: &std::path::Path) -> (u64, u64) {
     let cfg = SimConfig {
         duration_ns: TEN_S,
         features: parse_features(&["ENERGY_AWARE=on".to_string()]).unwrap(),
-        governor: Governor::Schedutil,
-        seed: 0,
-        hz: 250,
-        record_timeline: false,
-        until_all_exit: false,
-        load_balance: true,
-        placement: Default::default(),
-        freq_limits: Vec::new(),
-        highres: true,
+        ..SimConfig::default()
     };
     let mut e = Engine::<std::io::Sink>::new(&b, &wl, cfg, None).unwrap();
     // 10 s of samples for a task activated every 100 µs (cyclictest's period), with room

@@ -632,12 +632,13 @@ fn idle_cpu_blocked_util_decays_through_nohz_stats_updates() {
         .0
         // The lines of that instant (spread by a few ns) belong to it.
         + 999;
-    let cfs2: Vec<(u64, u64)> = lines
+    let cfs2: Vec<(u64, u64, u64)> = lines
         .iter()
         .filter(|l| l.3 == "sched_pelt_cfs" && l.4.starts_with("cpu=2 "))
-        .map(|l| (l.0, field(&l.4, "util")))
+        .map(|l| (l.0, field(&l.4, "util"), field(&l.4, "update_time")))
         .collect();
-    let u0 = cfs2.iter().rev().find(|c| c.0 <= sleep_at).unwrap().1 as f64;
+    let &(_, u0, pelt0) = cfs2.iter().rev().find(|c| c.0 <= sleep_at).unwrap();
+    let u0 = u0 as f64;
     assert!(u0 > 100.0, "CPU 2 util only {u0} after 20 ms of running");
     let later: Vec<_> = cfs2.iter().filter(|c| c.0 > sleep_at).collect();
     assert!(
@@ -645,9 +646,14 @@ fn idle_cpu_blocked_util_decays_through_nohz_stats_updates() {
         "idle CPU 2's blocked load was updated only {} times in 280 ms",
         later.len()
     );
-    for &&(t, u) in &later {
-        // Decay over whole PELT periods since the last update before sleeping (± one period).
-        let n = (t - sleep_at) as f64 / PELT_PERIOD_NS;
+    for &&(t, u, pelt) in &later {
+        // An idle CPU's PELT clock is its task clock (`_update_idle_rq_clock_pelt`): each
+        // update is stamped with the time it ran, to the PELT unit.
+        assert!(t - pelt < 1024, "update at {t} ns stamped {pelt}");
+        // Decay over whole PELT periods of PELT time since the last update before sleeping
+        // (± one period); the LITTLE CPU's PELT clock ran behind while busy, and that lag
+        // decays too once it catches up.
+        let n = (pelt - pelt0) as f64 / PELT_PERIOD_NS;
         let hi = u0 * y_pow((n - 1.0).max(0.0)) * 1.03 + 2.0;
         let lo = u0 * y_pow(n + 1.0) * 0.97 - 2.0;
         assert!(
@@ -769,6 +775,44 @@ fn exited_task_util_is_removed_from_its_cpu() {
     assert!(u0 > 100, "util {u0} at exit");
     assert!(t1 < t0 + 40_000_000, "first update only at {t1}");
     assert!(u1 * 20 < u0, "util {u1} after exit (was {u0})");
+}
+
+/// A cluster whose CPUs never run a task still gets schedutil's answer for no utilisation,
+/// the lowest OPP, at the first NOHZ blocked-load update. On Linux every online CPU's idle
+/// thread stopped its tick through `nohz_balance_enter_idle` when the CPU came up, which
+/// sets `rq->has_blocked_load` whether or not the CPU ever ran anything ("each time a cpu
+/// enter idle, we assume that it has blocked load"); the first `NOHZ_STATS_KICK` from a busy
+/// CPU's tick (`nohz.next_blocked` has passed) then updates the idle CPU's blocked averages,
+/// which report a decay once a PELT period has passed, so `cpufreq_update_util(rq, 0)` runs
+/// schedutil for the cluster, whose first update after `cpufreq_start_governor`
+/// (`limits_changed`, set by `sugov_limits`) resolves utilisation 0 to the lowest frequency.
+/// Before: the juno-r2 big cluster stayed at 1200 MHz, where the board boots, for the run.
+#[test]
+fn never_busy_cluster_falls_to_lowest_opp_at_first_nohz_update() {
+    // A hog on LITTLE CPU 2; big CPUs 0 and 1 run nothing.
+    let wl = r#"{"tasks": {"hog": {"cpus": [2], "runtime": 1000000}}}"#;
+    let dir = out_dir("never-busy-cluster");
+    let out = run(
+        "juno-r2",
+        Governor::Schedutil,
+        200_000_000,
+        Some(dir.clone()),
+        wl,
+    );
+    let big: Vec<(u64, u64)> = trace_lines(&dir)
+        .into_iter()
+        .filter(|l| l.3 == "cpu_frequency" && l.4.ends_with(" cpu_id=0"))
+        .map(|l| (l.0, field(&l.4, "state")))
+        .collect();
+    // The boot frequency at time 0, then the lowest OPP (juno-r2.dts: A72 600 MHz) by the
+    // first update: jiffy 1's tick kicks it (HZ 250), plus the transition latency; one
+    // LOAD_AVG_PERIOD (32 ms) is the latest any update of Linux's could come.
+    assert_eq!(big.first().map(|f| f.1), Some(1_200_000), "{big:?}");
+    let (t, khz) = *big.get(1).expect("the big cluster never changed frequency");
+    assert_eq!(khz, 600_000, "{big:?}");
+    assert!(t <= 36_000_000, "the big cluster fell only at {t} ns");
+    assert_eq!(big.len(), 2, "{big:?}");
+    assert_eq!(out.result.busy_ns[0].iter().sum::<u64>(), 0);
 }
 
 /// rt-app's timer reference starts at the thread's start time (`t_first` = time zero +

@@ -108,6 +108,12 @@ impl Slot {
     pub const fn is_none(self) -> bool {
         self.0 == NIL
     }
+
+    /// Slot number `n`, for tests of structures that hold slots.
+    #[cfg(test)]
+    pub(crate) const fn from_raw(n: u32) -> Slot {
+        Slot(n)
+    }
 }
 
 /// A violated tree invariant, found by [`AugTree::check`].
@@ -395,17 +401,29 @@ impl<K: Ord, V, A: Augment<K, V>> AugTree<K, V, A> {
         A::summarize(&n.key, &n.value, l, r)
     }
 
-    /// Recompute height and summary of `i` from its children.
-    fn update(&mut self, i: u32) {
-        let (l, r) = {
+    /// Recompute height and summary of `i` from its children; returns the children's
+    /// heights (left, right), which [`AugTree::rebalance`] needs next. Each node is looked
+    /// up once: on the small trees of a run queue the lookups are most of the cost.
+    #[inline]
+    fn update(&mut self, i: u32) -> (u8, u8) {
+        let (h, s, hl, hr) = {
             let n = self.node(i);
-            (n.left, n.right)
+            let l = (n.left != NIL).then(|| self.node(n.left));
+            let r = (n.right != NIL).then(|| self.node(n.right));
+            let hl = l.map_or(0, |c| c.height);
+            let hr = r.map_or(0, |c| c.height);
+            let s = A::summarize(
+                &n.key,
+                &n.value,
+                l.map(|c| &c.summary),
+                r.map(|c| &c.summary),
+            );
+            (1 + hl.max(hr), s, hl, hr)
         };
-        let h = 1 + self.height(l).max(self.height(r));
-        let s = self.compute(i);
         let n = self.node_mut(i);
         n.height = h;
         n.summary = s;
+        (hl, hr)
     }
 
     fn rotate_right(&mut self, i: u32) -> u32 {
@@ -429,13 +447,9 @@ impl<K: Ord, V, A: Augment<K, V>> AugTree<K, V, A> {
     /// Restore the AVL property at `i` (children already balanced) and return the
     /// new subtree root.
     fn rebalance(&mut self, i: u32) -> u32 {
-        self.update(i);
-        let (l, r) = {
-            let n = self.node(i);
-            (n.left, n.right)
-        };
-        let (hl, hr) = (self.height(l), self.height(r));
+        let (hl, hr) = self.update(i);
         if hl > hr + 1 {
+            let l = self.node(i).left;
             let (ll, lr) = (self.node(l).left, self.node(l).right);
             if self.height(ll) < self.height(lr) {
                 let nl = self.rotate_left(l);
@@ -443,6 +457,7 @@ impl<K: Ord, V, A: Augment<K, V>> AugTree<K, V, A> {
             }
             self.rotate_right(i)
         } else if hr > hl + 1 {
+            let r = self.node(i).right;
             let (rl, rr) = (self.node(r).left, self.node(r).right);
             if self.height(rr) < self.height(rl) {
                 let nr = self.rotate_right(r);

@@ -13,8 +13,8 @@
 //! ([`Rq::pelt_remote`], also part of [`crate::rq::RqSnapshot`]), the removal is a
 //! [`RemovedLoad`] value the caller keeps beside the run queue under its own lock, and the
 //! owner hands it in with [`Rq::apply_removed`] before its next PELT update (the kernel: right
-//! after `update_rq_clock`; the simulator: at once). Exit uses the same path
-//! (`task_dead_fair` → `remove_entity_load_avg`).
+//! after `update_rq_clock`; the simulator: at once). Exit uses its first half
+//! ([`remove_entity_load_avg`], from `task_dead_fair` after the dead task's last switch).
 //!
 //! Deliberate difference: Linux's `migrate_se_pelt_lag` reads `sched_clock_cpu(cpu)` itself;
 //! [`migrate_task_rq_fair`] takes that time as `now`.
@@ -102,13 +102,7 @@ pub fn migrate_task_rq_fair(
     if task.avg.attached {
         let w = task.se.weight();
         let lut = prev.last_update_time;
-        task.avg.update_blocked_se(lut, w);
-        removed = RemovedLoad {
-            nr: 1,
-            load_avg: task.avg.load_avg,
-            util_avg: task.avg.util_avg,
-            runnable_avg: task.avg.runnable_avg,
-        };
+        removed = sync_and_remove(prev, task);
         if prev.idle {
             let est = prev.clock_pelt_idle;
             let pelt_now = if est < lut {
@@ -122,6 +116,33 @@ pub fn migrate_task_rq_fair(
     task.avg.last_update_time = 0;
     task.avg.attached = false;
     Ok(removed)
+}
+
+/// `remove_entity_load_avg` for a task off `prev`'s run queue whose signals are still on
+/// `prev`'s cfs_rq: `sync_entity_load_avg` to that cfs_rq's last update, then exactly those
+/// signals as a [`RemovedLoad`] for `prev` (Linux adds them to `cfs_rq->removed` under
+/// `removed.lock`; the owner subtracts them at its next `update_cfs_rq_load_avg`). Pure: the
+/// caller adds the result to `prev`'s removed load. An unattached task removes nothing.
+pub fn remove_entity_load_avg(prev: &PeltRemote, task: &mut Task) -> Result<RemovedLoad, RqError> {
+    check_cpu(prev, task)?;
+    if !task.avg.attached {
+        return Ok(RemovedLoad::default());
+    }
+    Ok(sync_and_remove(prev, task))
+}
+
+/// The body of [`remove_entity_load_avg`] for an attached task of `prev` (checked by the
+/// caller); inlined into [`migrate_task_rq_fair`], which every migrating wake-up runs.
+#[inline(always)]
+fn sync_and_remove(prev: &PeltRemote, task: &mut Task) -> RemovedLoad {
+    task.avg
+        .update_blocked_se(prev.last_update_time, task.se.weight());
+    RemovedLoad {
+        nr: 1,
+        load_avg: task.avg.load_avg,
+        util_avg: task.avg.util_avg,
+        runnable_avg: task.avg.runnable_avg,
+    }
 }
 
 fn check_cpu(prev: &PeltRemote, task: &Task) -> Result<(), RqError> {

@@ -98,6 +98,12 @@ impl RqSnapshot {
 }
 
 impl Rq {
+    /// This CPU makes the root domain overloaded as it is now: what its next snapshot's
+    /// [`RqSnapshot::overloaded`] will say.
+    pub fn overloaded(&self) -> bool {
+        self.nr_running() > 1 || self.misfit_task_load() > 0
+    }
+
     /// This run queue as other CPUs may see it.
     pub fn snapshot(&self) -> RqSnapshot {
         let avg = self.cfs_avg();
