@@ -1025,7 +1025,31 @@ fn verdict(run: &QemuRun, o: &qemu::Outcome, timeout: Duration) -> (bool, String
         }
         (Some(want), _, _) => (false, format!("QEMU exit {code:?}, expected {want}")),
         (None, Some((p, 0)), Some(0)) if p > 0 => (true, counts),
-        (None, _, _) => (false, format!("{counts}, QEMU exit {code:?}")),
+        (None, _, _) => (
+            false,
+            format!("{counts}{}, QEMU exit {code:?}", failed_tests(&o.lines)),
+        ),
+    }
+}
+
+/// The self tests that failed, as `: name (message); name (message)` for the stage's summary
+/// line, so the record of a CI run says which test failed and why without its log. At most
+/// three are named; the message is cut at 160 characters.
+fn failed_tests(lines: &[String]) -> String {
+    const MARK: &str = " ... FAILED: ";
+    let failed: Vec<String> = lines
+        .iter()
+        .filter_map(|l| {
+            let at = l.find("selftest ")?;
+            let (name, msg) = l[at + "selftest ".len()..].split_once(MARK)?;
+            let msg: String = msg.chars().take(160).collect();
+            Some(format!("{name} ({msg})"))
+        })
+        .collect();
+    match failed.len() {
+        0 => String::new(),
+        n if n <= 3 => format!(": {}", failed.join("; ")),
+        n => format!(": {} and {} more", failed[..3].join("; "), n - 3),
     }
 }
 
@@ -1337,7 +1361,10 @@ mod tests {
         assert!(verdict(&r, &outcome(&ok, Some(0), false), T).0);
         // A failed test, a non-zero status, no summary, zero tests, a timeout: all failures.
         let failed = ["selftest a ... FAILED: x", "0 passed, 1 failed"];
-        assert!(!verdict(&r, &outcome(&failed, Some(1), false), T).0);
+        let (ok_, why) = verdict(&r, &outcome(&failed, Some(1), false), T);
+        assert!(!ok_, "{why}");
+        // The summary names the failed test and its message (a CI record has no log).
+        assert_eq!(why, "0 passed, 1 failed: a (x), QEMU exit Some(1)");
         assert!(!verdict(&r, &outcome(&ok, Some(1), false), T).0);
         assert!(!verdict(&r, &outcome(&["booted"], Some(0), false), T).0);
         assert!(!verdict(&r, &outcome(&["0 passed, 0 failed"], Some(0), false), T).0);
@@ -1368,5 +1395,17 @@ mod tests {
         assert!(!verdict(&r, &outcome(&panic, Some(1), false), T).0);
         assert!(!verdict(&r, &outcome(&["panic on cpu 4 at x"], Some(101), false), T).0);
         assert!(!verdict(&r, &outcome(&panic, None, true), T).0);
+    }
+
+    #[test]
+    fn failed_tests_named_at_most_three() {
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(failed_tests(&l(&["selftest a ... ok"])), "");
+        let one = l(&["[cpu] selftest t_x ... FAILED: left 1, right 0"]);
+        assert_eq!(failed_tests(&one), ": t_x (left 1, right 0)");
+        let five: Vec<String> = (0..5)
+            .map(|i| format!("selftest t{i} ... FAILED: m"))
+            .collect();
+        assert_eq!(failed_tests(&five), ": t0 (m); t1 (m); t2 (m) and 2 more");
     }
 }
