@@ -146,8 +146,13 @@ fn sleeper(cpu: usize) {
         let deadline = sched::now().0 + ahead;
         let ticks = timer::ticks(cpu);
         let balanced = crate::softirq::counts(cpu).1;
+        let before = [SleepWork::now(cpu), SleepWork::elsewhere(cpu)];
         sched::sleep_until(Nanos(deadline));
         let late = sched::now().0 - deadline;
+        let work = [
+            SleepWork::now(cpu).since(&before[0]),
+            SleepWork::elsewhere(cpu).since(&before[1]),
+        ];
         SLEEPS.fetch_add(1, Ordering::Relaxed);
         LATE_SUM.fetch_add(late, Ordering::Relaxed);
         if timer::ticks(cpu) == ticks {
@@ -162,11 +167,93 @@ fn sleeper(cpu: usize) {
         if timer::ticks(cpu) != ticks && tick_ns + window >= deadline {
             IN_TICK.fetch_add(1, Ordering::Relaxed);
             IN_TICK_LATE_MAX.fetch_max(late, Ordering::Relaxed);
-        } else {
-            LATE_MAX.fetch_max(late, Ordering::Relaxed);
+        } else if LATE_MAX.fetch_max(late, Ordering::Relaxed) < late {
+            *LATE_MAX_WORK.lock() = work;
         }
     }
 }
+
+/// What else a CPU did while a thread slept on it: counters read before and after the sleep,
+/// so the test's report says what the latest wake-up waited behind.
+#[derive(Clone, Copy, Default)]
+struct SleepWork {
+    ticks: u64,
+    softirqs: u64,
+    resched_ipis: u64,
+    call_ipis: u64,
+    nohz_balances: u64,
+    nohz_stats: u64,
+}
+
+impl SleepWork {
+    fn now(cpu: CpuId) -> SleepWork {
+        let b = sched::balance::stats(cpu);
+        SleepWork {
+            ticks: timer::ticks(cpu),
+            softirqs: crate::softirq::counts(cpu).1,
+            resched_ipis: crate::ipi::received(cpu, crate::ipi::IpiKind::Reschedule),
+            call_ipis: crate::ipi::received(cpu, crate::ipi::IpiKind::CallFunction),
+            nohz_balances: b.nohz,
+            nohz_stats: b.nohz_stats,
+        }
+    }
+
+    /// The sum over every online CPU but `cpu`: under `-icount` their instructions advance
+    /// the one guest clock too, so their work during a sleep makes its wake-up late.
+    fn elsewhere(cpu: CpuId) -> SleepWork {
+        let mut sum = SleepWork::default();
+        for c in smp::online_cpus().filter(|&c| c != cpu) {
+            let w = SleepWork::now(c);
+            sum.ticks += w.ticks;
+            sum.softirqs += w.softirqs;
+            sum.resched_ipis += w.resched_ipis;
+            sum.call_ipis += w.call_ipis;
+            sum.nohz_balances += w.nohz_balances;
+            sum.nohz_stats += w.nohz_stats;
+        }
+        sum
+    }
+
+    fn since(&self, before: &SleepWork) -> SleepWork {
+        SleepWork {
+            ticks: self.ticks - before.ticks,
+            softirqs: self.softirqs - before.softirqs,
+            resched_ipis: self.resched_ipis - before.resched_ipis,
+            call_ipis: self.call_ipis - before.call_ipis,
+            nohz_balances: self.nohz_balances - before.nohz_balances,
+            nohz_stats: self.nohz_stats - before.nohz_stats,
+        }
+    }
+}
+
+impl core::fmt::Display for SleepWork {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} ticks, {} SCHED_SOFTIRQ runs, {} reschedule and {} call-function IPIs, \
+             {} NOHZ balances, {} NOHZ blocked-load updates",
+            self.ticks,
+            self.softirqs,
+            self.resched_ipis,
+            self.call_ipis,
+            self.nohz_balances,
+            self.nohz_stats
+        )
+    }
+}
+
+const NO_WORK: SleepWork = SleepWork {
+    ticks: 0,
+    softirqs: 0,
+    resched_ipis: 0,
+    call_ipis: 0,
+    nohz_balances: 0,
+    nohz_stats: 0,
+};
+/// What the sleeper's CPU and the other CPUs did during the sleep that woke latest
+/// ([`LATE_MAX`]).
+static LATE_MAX_WORK: crate::sync::IrqSpinLock<[SleepWork; 2]> =
+    crate::sync::IrqSpinLock::new([NO_WORK; 2]);
 
 /// A thread sleeping on an otherwise idle CPU runs within 100 µs of guest time of each of its
 /// deadlines — unless the deadline falls in that CPU's own tick handler (its blocked
@@ -218,19 +305,24 @@ fn sleep_latency_measured(cpu: CpuId) -> TestResult {
     ] {
         a.store(0, Ordering::Relaxed);
     }
+    *LATE_MAX_WORK.lock() = [NO_WORK; 2];
     let t = spawn_on(cpu, "sleeper", sleeper, cpu.index())?;
     task::join(t).map_err(err)?;
     let n = SLEEPS.load(Ordering::Relaxed);
     let max = LATE_MAX.load(Ordering::Relaxed);
     let in_tick = IN_TICK.load(Ordering::Relaxed);
     let in_tick_max = IN_TICK_LATE_MAX.load(Ordering::Relaxed);
+    let work = *LATE_MAX_WORK.lock();
     crate::println!(
-        "threads: {} sleeps on cpu {}: woke at most {} ns (mean {} ns) after the deadline; \
-         {} deadlines in the CPU's own tick (woke at most {} ns late); {} with no tick taken",
+        "threads: {} sleeps on cpu {}: woke at most {} ns (mean {} ns) after the deadline \
+         (that sleep: this CPU {}; the others {}); {} deadlines in the CPU's own tick (woke at most {} ns late); {} \
+         with no tick taken",
         n,
         cpu.0,
         max,
         LATE_SUM.load(Ordering::Relaxed) / n.max(1),
+        work[0],
+        work[1],
         in_tick,
         in_tick_max,
         SLEEPS_NO_TICK.load(Ordering::Relaxed)
