@@ -407,6 +407,17 @@ fn ponger(_: usize) {
     }
 }
 
+/// Sleeps 50 us [`N`] times on its CPU, otherwise idle: one round trip is the block, the
+/// switch to the idle thread and its tick-stop decision, the one-shot timer's interrupt, the
+/// wake-up and the switch back (the path of selftest `threads_sleep_wakes_within_100us`).
+fn sleeper(_: usize) {
+    profile_mark();
+    for _ in 0..N.load(Ordering::Relaxed) {
+        sched::sleep_ns(50_000);
+    }
+    profile_mark();
+}
+
 fn spinner(_: usize) {
     while !STOP.load(Ordering::Acquire) {
         core::hint::spin_loop();
@@ -527,12 +538,15 @@ pub fn run_switch_profile() -> bool {
         ("yield_same_cpu", x),
         ("wait_wake_same_cpu", x),
         ("wait_wake_cross_cpu", y),
+        ("timer_sleep_wake", x),
     ] {
         crate::println!("bench profile {} n={}", name, PROFILE_ROUND_TRIPS);
-        let t = if name == "yield_same_cpu" {
-            yield_pair(x)
-        } else {
-            pair(pinger, Some(x), ponger, Some(cb))
+        let t = match name {
+            "yield_same_cpu" => yield_pair(x),
+            "timer_sleep_wake" => spawn_pinned("bench-sleeper", Some(x), sleeper)
+                .and_then(|t| task::join(t).ok())
+                .map(|_| 0),
+            _ => pair(pinger, Some(x), ponger, Some(cb)),
         };
         ok &= t.is_some();
     }

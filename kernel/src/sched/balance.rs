@@ -125,6 +125,11 @@ static NOHZ_HAS_BLOCKED: AtomicBool = AtomicBool::new(false);
 /// `nohz.next_blocked` (jiffies): when the next blocked-load update is due.
 static NOHZ_NEXT_BLOCKED: AtomicU64 = AtomicU64::new(0);
 
+/// Per CPU: guest ns at the start and the end of the latest `_nohz_idle_balance` walk this CPU
+/// ran ([`last_nohz_walk`]).
+static NOHZ_WALK_AT: PerCpu<[AtomicU64; 2]> =
+    PerCpu::new([const { [AtomicU64::new(0), AtomicU64::new(0)] }; MAX_CPUS]);
+
 /// Per CPU counters ([`Stats`]).
 struct Counters {
     periodic: AtomicU64,
@@ -631,11 +636,29 @@ fn nohz_idle_balance(this: CpuId, flags: NohzKickFlags, st: &super::State) -> bo
     let tick_ns = TICK_NSEC.load(Ordering::Relaxed);
     let nr = st.cpus.len();
     let hz = crate::timer::hz();
+    let start = w.now;
     let Ok(done) = asym_sched::nohz::nohz_idle_balance(this, flags, w.now, tick_ns, hz, nr, &mut w);
-    if done && flags.contains(NohzKickFlags::STATS) {
-        COUNTERS.of(this).nohz_stats.fetch_add(1, Ordering::Relaxed);
+    if done {
+        let at = NOHZ_WALK_AT.of(this);
+        at[0].store(start.0, Ordering::Relaxed);
+        at[1].store(super::now().0, Ordering::Relaxed);
+        if flags.contains(NohzKickFlags::STATS) {
+            COUNTERS.of(this).nohz_stats.fetch_add(1, Ordering::Relaxed);
+        }
     }
     done
+}
+
+/// Guest ns at the start and the end of the latest NOHZ idle-balance walk `cpu` ran
+/// (`(0, 0)` before its first): under `-icount` another CPU's walk takes guest time from
+/// every CPU, and the self tests that time wake-ups say when one overlapped theirs.
+pub fn last_nohz_walk(cpu: CpuId) -> (Nanos, Nanos) {
+    NOHZ_WALK_AT.get(cpu).map_or((Nanos(0), Nanos(0)), |at| {
+        (
+            Nanos(at[0].load(Ordering::Relaxed)),
+            Nanos(at[1].load(Ordering::Relaxed)),
+        )
+    })
 }
 
 /// The idle load balancer's steps in the kernel (the crate's `NohzWalk`), each under at
