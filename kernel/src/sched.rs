@@ -1237,8 +1237,10 @@ pub fn tick(cpu: CpuId) {
         }
     }
     // With load balancing on the kernel still runs the root statistics on their interval as
-    // well (a deliberate difference: its idle CPUs' ticks do not balance as Linux's would, so a
-    // quiet system would otherwise keep the flag; docs/ARCHITECTURE.md, audit item 3).
+    // well (a deliberate difference: on Linux the ticks the cpuidle governor keeps on idle
+    // CPUs for short predicted idles run the CPU_IDLE balances that clear the flag; this idle
+    // loop stops the tick whenever nothing is due, so a quiet system would keep the flag;
+    // docs/ARCHITECTURE.md, audit item 3).
     if rd.tracked && balance::enabled() && root_stats_due(t) {
         set_overutilized(policy::root_stats_overutilized(
             &root_domain(),
