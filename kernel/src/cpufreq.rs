@@ -654,20 +654,27 @@ fn apply_completion(st: &State, c: Completion<DriverError>, hw: Khz) {
     let Some(lock) = st.policies.get(c.pd) else {
         return;
     };
-    let mut p = lock.lock();
-    if p.complete(c, hw).is_none() {
-        return;
-    }
-    let p = p.policy();
-    let scale = p.arch_scale_freq_capacity();
-    let uw = crate::energy::opp_power_uw(st.board, c.pd, p.cur());
-    let now = crate::sched::now();
-    for id in p.cpus.iter() {
-        ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
-        // The meter changes power at the trace event's instant, so both agree.
-        let at = crate::tracing::cpu_frequency(id, p.cur().0);
-        crate::energy::set_power(id, uw, at.unwrap_or(now.0));
-    }
+    let completed_at = c.at;
+    let cpus = {
+        let mut p = lock.lock();
+        if p.complete(c, hw).is_none() {
+            return;
+        }
+        let p = p.policy();
+        let scale = p.arch_scale_freq_capacity();
+        let uw = crate::energy::opp_power_uw(st.board, c.pd, p.cur());
+        let now = crate::sched::now();
+        for id in p.cpus.iter() {
+            ARCH_FREQ_SCALE.of(id).store(scale, Ordering::Relaxed);
+            // The meter changes power at the trace event's instant, so both agree.
+            let at = crate::tracing::cpu_frequency(id, p.cur().0);
+            crate::energy::set_power(id, uw, at.unwrap_or(now.0));
+        }
+        p.cpus
+    };
+    // The domain's running threads work at the new frequency from the completion on (no
+    // cpufreq lock held: this takes run-queue locks).
+    crate::sched::freq_transition(cpus, completed_at);
 }
 
 /// Whether the driver has a frequency transition (or a firmware reply) outstanding.

@@ -25,10 +25,14 @@ pub enum IpiKind {
     Stop = 2,
     /// Counted and otherwise ignored.
     Ping = 3,
+    /// A frequency transition of the target's cpufreq domain completed: the thread running
+    /// there takes the new frequency into its work account from the transition's instant
+    /// ([`crate::sched::freq_rerate`]).
+    FreqChange = 4,
 }
 
 /// How many IPI kinds exist (SGIs 0..NR_IPI are ours).
-pub const NR_IPI: usize = 4;
+pub const NR_IPI: usize = 5;
 
 impl IpiKind {
     /// All kinds, in SGI order.
@@ -37,6 +41,7 @@ impl IpiKind {
         IpiKind::CallFunction,
         IpiKind::Stop,
         IpiKind::Ping,
+        IpiKind::FreqChange,
     ];
 
     fn from_sgi(sgi: u32) -> Option<IpiKind> {
@@ -106,6 +111,7 @@ fn handle_ipi(intid: IntId) {
             crate::smp::park_this_cpu(cpu);
         }
         IpiKind::Ping => {}
+        IpiKind::FreqChange => crate::sched::freq_rerate(cpu),
     }
     RECEIVED.of(cpu)[kind as usize].fetch_add(1, Ordering::AcqRel);
 }

@@ -37,8 +37,9 @@
 //!   `schedule()` about to go idle runs the newidle balance with its rq unlocked.
 //! - Work emulation ([`work`]): a thread runs `W` ns of work (ns of a biggest CPU at its top
 //!   OPP) by spinning until its account, charged `capacity_orig × freq_scale` per ns of running
-//!   at every switch and tick, reaches `W`; the completion instant is computed exactly at the
-//!   update that crosses it (the rt-app calibration convention).
+//!   at every switch and tick and at each frequency transition of its CPU's domain (from the
+//!   transition's instant: [`freq_transition`]), reaches `W`; the completion instant is
+//!   computed exactly at the update that crosses it (the rt-app calibration convention).
 
 pub mod balance;
 mod policy;
@@ -874,6 +875,7 @@ fn schedule_mode(mode: Mode) {
         }
         publish(cs);
         drop(g);
+        cpufreq_after_switch();
         task::preempt_enable_no_resched();
         return;
     }
@@ -938,7 +940,33 @@ fn schedule_mode(mode: Mode) {
     }
     let from = context::switch_to(&pt.ctx, &nt.ctx, token);
     finish_task_switch(from);
+    cpufreq_after_switch();
     task::preempt_enable_no_resched();
+}
+
+/// After a switch to a thread (not to idle): answers the cpufreq request the switch's dequeue
+/// or put-prev left pending, with the run queue as the switch left it, as Linux's
+/// `cpufreq_update_util` inside `__schedule`'s dequeue does (a thread that goes to sleep takes
+/// its `util_est` and its clamp off the CPU's frequency request now, not at the next tick).
+/// A CPU that went idle answers it in its idle loop ([`cpufreq_idle_entry`]) or leaves it to
+/// its tick.
+fn cpufreq_after_switch() {
+    let cpu = current_cpu();
+    if !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(lock) = cpu_lock(cpu) else { return };
+    let (upd, features) = {
+        let mut g = lock.lock();
+        let cs = &mut *g;
+        if cs.curr == cs.idle {
+            return;
+        }
+        let upd = take_cpufreq(cs);
+        publish(cs);
+        (upd, cs.rq.features())
+    };
+    crate::cpufreq::update_util(cpu, now(), upd, features);
 }
 
 /// `sched_switch`'s `prev_state` of a thread leaving the CPU in `mode` in `state`.
@@ -1042,6 +1070,7 @@ fn idle_main(cpu: usize) {
         }
         balance::nohz_run_idle_balance(cpu, now());
         cpufreq_idle_entry(cpu);
+        root_stats_idle_entry(cpu);
         let quiet = cpu_quiet(cpu);
         let irq = arch::irq_save_disable();
         if !NEED_RESCHED.of(cpu).load(Ordering::Acquire) {
@@ -1058,6 +1087,23 @@ fn idle_main(cpu: usize) {
             tracing::cpu_idle(false);
         }
         arch::irq_restore(irq);
+    }
+}
+
+/// A CPU about to idle while the root domain is overutilized runs the root level's statistics
+/// when they are due, as its tick does ([`tick`]; with load balancing on). A stand-in, as the
+/// tick's is, for the `CPU_IDLE` balances of the idle ticks Linux's cpuidle governor keeps
+/// for short predicted idles (docs/ARCHITECTURE.md, audit item 3): without it a system that
+/// went quiet kept the flag until some CPU happened to tick (a pending cpufreq request kept
+/// one alive), and EAS stayed off for the next wake-ups.
+fn root_stats_idle_entry(cpu: CpuId) {
+    if !OVERUTILIZED.load(Ordering::Relaxed) || !balance::enabled() {
+        return;
+    }
+    let Some(st) = STATE.get() else { return };
+    let rd = root_domain();
+    if rd.tracked && root_stats_due(now()) {
+        set_overutilized(policy::root_stats_overutilized(&rd, cpu, st.cpus.len()));
     }
 }
 
@@ -1131,6 +1177,62 @@ fn stash_cpufreq(cs: &mut CpuSched) {
         let iowait = u.iowait || cs.cpufreq_pending.is_some_and(|p| p.iowait);
         cs.cpufreq_pending = Some(CpufreqUpdate { iowait });
     }
+}
+
+/// Per CPU: the instant (guest ns) of its domain's latest frequency transition that the thread
+/// running there has not yet taken into its work account ([`freq_rerate`]; 0: none).
+static RERATE_AT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; MAX_CPUS]);
+
+/// A frequency transition of the cpufreq domain of `cpus` completed at `at` (cpufreq, after it
+/// stored the new `arch_freq_scale`): each of those CPUs running a thread re-rates its work
+/// account from that instant ([`freq_rerate`]) — this CPU at once, the others through
+/// [`IpiKind::FreqChange`](crate::ipi::IpiKind::FreqChange) — so emulated work speeds up or
+/// slows down when the frequency changes, as on a board (and in the simulator), not at the
+/// CPU's next tick or switch. Idle CPUs are left alone: the switch to a thread takes the new
+/// scale.
+pub(crate) fn freq_transition(cpus: CpuMask, at: Nanos) {
+    let irq = arch::irq_save_disable();
+    let me = current_cpu();
+    for cpu in cpus.iter() {
+        if !online_mask().contains(cpu) || snapshot::read_with(cpu, |s| s.idle).unwrap_or(true) {
+            continue;
+        }
+        RERATE_AT.of(cpu).fetch_max(at.0.max(1), Ordering::AcqRel);
+        if cpu == me {
+            freq_rerate(cpu);
+        } else {
+            // From interrupt context (the driver's timer): no yield, as for the NOHZ kick.
+            let _ = crate::ipi::send_no_yield(cpu, crate::ipi::IpiKind::FreqChange);
+        }
+    }
+    arch::irq_restore(irq);
+}
+
+/// On `cpu` (IRQs masked): the running thread's work account takes the frequency scale of the
+/// transition [`freq_transition`] recorded, from that transition's instant — the account up to
+/// it at the old rate, from it at the new — unless a switch or tick since then already started
+/// it at the new scale. Its [`work`] loop, woken by the interrupt that brought it here, then
+/// waits for the completion the new rate predicts.
+pub(crate) fn freq_rerate(cpu: CpuId) {
+    let at = RERATE_AT.of(cpu).swap(0, Ordering::AcqRel);
+    if at == 0 {
+        return;
+    }
+    let Some(lock) = cpu_lock(cpu) else { return };
+    let mut g = lock.lock();
+    let cs = &mut *g;
+    let t = clock_update(cs);
+    if !cs.is_fair(cs.curr) {
+        publish(cs);
+        return;
+    }
+    let th = task::slot(cs.curr);
+    if th.work.since.load(Ordering::Relaxed) < at {
+        let at = at.min(t.0);
+        account_stop(th, at);
+        account_start(cs, th, at);
+    }
+    publish(cs);
 }
 
 /// Brings a running thread's time and work account up to `now_ns` and stops them.
@@ -1575,7 +1677,7 @@ fn ttwu_inner(s: usize, t: &'static Thread, path: &mut Option<PlacementPath>) ->
     }
     let mut g = st.cpus[target.index()].lock();
     let cs = &mut *g;
-    clock_update(cs);
+    let at = clock_update(cs);
     t.cpu.store(target.0, Ordering::Relaxed);
     let outcome = match policy::activate_from(&st.topology, cs, &mut slot, migrated, &rd) {
         Ok(o) => o,
@@ -1594,9 +1696,19 @@ fn ttwu_inner(s: usize, t: &'static Thread, path: &mut Option<PlacementPath>) ->
     if migrated {
         t.stats.nr_migrations.fetch_add(1, Ordering::Relaxed);
     }
+    // The enqueue's cpufreq request (`enqueue_entity` → `update_load_avg` →
+    // `cfs_rq_util_change`) is answered now, with the run queue as the enqueue left it, as
+    // Linux's `cpufreq_update_util` inside the enqueue is: a clamped thread that runs for a
+    // few µs (a `util_min` boost) counts, where left for the target's next switch, tick or
+    // idle entry the request was answered after the thread had gone back to sleep
+    // (docs/experiments.md, "The wake-up's cpufreq request answered at the enqueue").
+    let upd = take_cpufreq(cs);
+    let features = cs.rq.features();
     publish(cs);
     drop(g);
     drop(pi);
+    // No run-queue lock held (the policy lock ranks below them).
+    crate::cpufreq::update_util(target, at, upd, features);
     set_overutilized(outcome.overutilized);
     if outcome.overloaded {
         OVERLOADED.store(true, Ordering::Relaxed);

@@ -8,6 +8,8 @@
 
 #![allow(clippy::result_large_err)] // `TestError` carries its message by design.
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use asym_sched::cpufreq::Governor;
 use asym_sched::types::{CpuId, Khz};
 
@@ -17,6 +19,10 @@ use crate::selftest::{TestError, TestResult};
 use crate::{cpufreq, sched, test_assert};
 
 crate::selftest!(name = "cpufreq_work_time_emulation", work_time_emulation);
+crate::selftest!(
+    name = "cpufreq_work_speeds_up_at_the_transition",
+    work_across_a_transition
+);
 crate::selftest!(name = "cpufreq_bad_requests_refused", bad_requests_refused);
 crate::selftest!(
     name = "cpufreq_limits_apply_on_idle_domain",
@@ -99,6 +105,85 @@ fn work_time_emulation() -> TestResult {
         );
     }
     cpufreq::set_governor(pd, Governor::Schedutil).map_err(err)?;
+    Ok(())
+}
+
+/// When the work of [`span_thread`] started and completed (guest ns).
+static SPAN: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+
+fn span_thread(_: usize) {
+    let s = sched::work(WORK_NS);
+    SPAN[0].store(s.started.0, Ordering::Relaxed);
+    SPAN[1].store(s.completed.0, Ordering::Release);
+}
+
+/// (c') Work that begins at the lowest OPP and sees its domain move to the top one halfway
+/// speeds up at the transition's instant, as on a board: it completes within 50 µs of the
+/// oracle that charges the work before the completed transition at the lowest frequency and
+/// after it at the top one. (Until the domain's CPUs re-rated their running threads at a
+/// transition, the work kept the old rate to the CPU's next tick: up to a tick late.)
+fn work_across_a_transition() -> TestResult {
+    const NAME: &str = "cpufreq_work_speeds_up_at_the_transition";
+    let cpu = little_cpu();
+    if cpu == crate::percpu::current_cpu() {
+        // The test's own thread would share the CPU and take running time from the work.
+        crate::println!("selftest {NAME}: skipped: one CPU");
+        return Ok(());
+    }
+    let Some(pd) = cpufreq::domain_of(cpu) else {
+        crate::println!("selftest {NAME}: skipped: no cpufreq on this board");
+        return Ok(());
+    };
+    let p = cpufreq::policy(pd).ok_or(err("no policy"))?;
+    let (fmin, fmax) = match (p.table().first(), p.table().last()) {
+        (Some(a), Some(b)) => (u64::from(a.frequency.0), u64::from(b.frequency.0)),
+        _ => return Err(err("empty table")),
+    };
+    let cap = u64::from(sched::capacity_orig(cpu).0);
+    set_governor_and_wait(pd, Governor::Powersave, cpu, Khz(fmin as u32))?;
+    SPAN.iter().for_each(|a| a.store(0, Ordering::Relaxed));
+    let r = (|| {
+        let t = super::threads::spawn_on(cpu, "work-transition", span_thread, 0)?;
+        // A third of the way in at the lowest OPP, off the tick grid.
+        sched::sleep_ns(WORK_NS * 1024 * fmax / (cap * fmin) / 3 + 1_370_000);
+        cpufreq::set_governor(pd, Governor::Performance).map_err(err)?;
+        crate::task::join(t).map_err(err)?;
+        Ok(())
+    })();
+    cpufreq::set_governor(pd, Governor::Schedutil).map_err(err)?;
+    r?;
+    let (start, end) = (
+        SPAN[0].load(Ordering::Relaxed),
+        SPAN[1].load(Ordering::Acquire),
+    );
+    let at = cpufreq::with_policy(pd, |p| p.last_completion().map(|c| c.at.0))
+        .flatten()
+        .unwrap_or(0);
+    test_assert!(
+        start < at && at < end,
+        "the transition at {} ns was not during the work ({}..{} ns)",
+        at,
+        start,
+        end
+    );
+    // Work done by the transition at fmin, the rest at fmax (ns of work at `cap × f / fmax`).
+    let done = (at - start) * cap * fmin / (1024 * fmax);
+    let oracle = at + (WORK_NS - done) * 1024 / cap;
+    crate::println!(
+        "cpufreq: {} us of work on cpu {}, {} -> {} MHz {} us in: completed {} us after it          started (oracle {} us)",
+        WORK_NS / 1000,
+        cpu.0,
+        fmin / 1000,
+        fmax / 1000,
+        (at - start) / 1000,
+        (end - start) / 1000,
+        (oracle - start) / 1000
+    );
+    test_assert!(
+        end.abs_diff(oracle) <= 50_000,
+        "the work completed {} ns from the oracle (limit 50 us)",
+        end as i64 - oracle as i64
+    );
     Ok(())
 }
 
