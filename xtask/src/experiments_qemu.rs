@@ -396,7 +396,9 @@ fn seed_000() -> Result<Section> {
          from another on the kernel (a few per cent; section \"The QEMU block against the \
          simulator's\"), and so does the jank: without boosting, runs of these 936 frames \
          after kernel changes that leave this workload's policy alone have counted 6 to 22 \
-         janky frames (`-icount` timing). QEMU cannot resolve the seed's cut at this size, so \
+         janky frames (`-icount` timing), and 33 once the kernel ran schedutil at the \
+         enqueue and re-rated running work at frequency transitions (7 Dec 2026, fifth \
+         session). QEMU cannot resolve the seed's cut at this size, so \
          the check here is the weaker one, that boosting adds no jank beyond that noise \
          ([`jank_within_noise`]); the simulator's pooled check over its 54 variants carries \
          the direction, and its table is the one to read the mean frame from.\n",
