@@ -119,6 +119,33 @@ fn small_periodic_on_little() -> TestResult {
                 sched::snapshot(c).is_none_or(|s| s.nr_running <= 1 && s.util.cfs.util_avg.0 < 64)
             })
     });
+    if !quiet {
+        let me = task::current().and_then(|id| {
+            let g = sched::rq_lock(current_cpu()).ok()?;
+            let t = g.rq.task(id.task_id())?;
+            Some((t.avg.util_avg, t.avg.runnable_avg, t.avg.util_est))
+        });
+        crate::println!(
+            "sched: not quiet: this thread on cpu {}: (util_avg, runnable_avg, util_est) {:?}",
+            current_cpu().0,
+            me
+        );
+        for c in crate::smp::online_cpus() {
+            if let Some(s) = sched::snapshot(c) {
+                crate::println!(
+                    "sched: not quiet: cpu {} nr_running {} util {} util_est {} capacity {} \
+                     idle {} tick stopped {}",
+                    c.0,
+                    s.nr_running,
+                    s.util.cfs.util_avg.0,
+                    s.util.cfs.util_est.0,
+                    s.capacity.actual.0,
+                    s.idle,
+                    crate::timer::tick_stopped(c)
+                );
+            }
+        }
+    }
     test_assert!(
         quiet,
         "system not quiet before the test (overutilized {})",
