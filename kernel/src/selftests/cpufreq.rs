@@ -148,17 +148,19 @@ fn work_across_a_transition() -> TestResult {
         sched::sleep_ns(WORK_NS * 1024 * fmax / (cap * fmin) / 3 + 1_370_000);
         cpufreq::set_governor(pd, Governor::Performance).map_err(err)?;
         crate::task::join(t).map_err(err)?;
-        Ok(())
+        // The transition to fmax, read before schedutil is back and makes its own.
+        Ok(
+            cpufreq::with_policy(pd, |p| p.last_completion().map(|c| c.at.0))
+                .flatten()
+                .unwrap_or(0),
+        )
     })();
     cpufreq::set_governor(pd, Governor::Schedutil).map_err(err)?;
-    r?;
+    let at = r?;
     let (start, end) = (
         SPAN[0].load(Ordering::Relaxed),
         SPAN[1].load(Ordering::Acquire),
     );
-    let at = cpufreq::with_policy(pd, |p| p.last_completion().map(|c| c.at.0))
-        .flatten()
-        .unwrap_or(0);
     test_assert!(
         start < at && at < end,
         "the transition at {} ns was not during the work ({}..{} ns)",

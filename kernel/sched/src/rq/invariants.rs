@@ -75,6 +75,18 @@ impl Rq {
         if lag_sum.abs() > total_w {
             return Err("weighted lags do not sum to zero");
         }
+        // util_est_enqueue/_dequeue: the cfs_rq's estimate is its queued tasks' (a delayed
+        // task's left at its sleep).
+        if self.features.enabled(crate::features::Feature::UTIL_EST) {
+            let sum: u32 = self
+                .tasks()
+                .filter(|t| !t.se.sched_delayed)
+                .map(|t| crate::util_est::task_util_est_raw(&t.avg).0)
+                .sum();
+            if sum != self.cfs_avg.avg.util_est {
+                return Err("cfs util_est differs from the queued tasks' sum");
+            }
+        }
         Ok(())
     }
 }
