@@ -952,14 +952,20 @@ fn schedule_mode(mode: Mode) {
 /// its tick.
 fn cpufreq_after_switch() {
     let cpu = current_cpu();
-    if !CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed) {
-        return;
+    if CPUFREQ_PENDING.of(cpu).load(Ordering::Relaxed) {
+        answer_pending_cpufreq(cpu, |cs| cs.curr != cs.idle);
     }
+}
+
+/// Takes `cpu`'s pending cpufreq request under its rq lock if `now_ok` says this is the
+/// moment (else it stays pending), and answers it once the lock is dropped (the policy lock
+/// ranks below the rq locks).
+fn answer_pending_cpufreq(cpu: CpuId, now_ok: impl FnOnce(&CpuSched) -> bool) {
     let Some(lock) = cpu_lock(cpu) else { return };
     let (upd, features) = {
         let mut g = lock.lock();
         let cs = &mut *g;
-        if cs.curr == cs.idle {
+        if !now_ok(cs) {
             return;
         }
         let upd = take_cpufreq(cs);
@@ -1097,12 +1103,21 @@ fn idle_main(cpu: usize) {
 /// went quiet kept the flag until some CPU happened to tick (a pending cpufreq request kept
 /// one alive), and EAS stayed off for the next wake-ups.
 fn root_stats_idle_entry(cpu: CpuId) {
-    if !OVERUTILIZED.load(Ordering::Relaxed) || !balance::enabled() {
-        return;
+    if OVERUTILIZED.load(Ordering::Relaxed) {
+        root_stats_if_due(cpu, now());
     }
+}
+
+/// With load balancing on, the root level's statistics for the overutilized flag once per
+/// root interval ([`root_stats_due`]), from `cpu`'s tick or idle entry (a deliberate
+/// difference from Linux: on Linux the ticks the cpuidle governor keeps on idle CPUs for
+/// short predicted idles run the `CPU_IDLE` balances that clear the flag; this idle loop stops
+/// the tick whenever nothing is due, so a quiet system would keep the flag;
+/// docs/ARCHITECTURE.md, audit item 3).
+fn root_stats_if_due(cpu: CpuId, now: Nanos) {
     let Some(st) = STATE.get() else { return };
     let rd = root_domain();
-    if rd.tracked && root_stats_due(now()) {
+    if rd.tracked && balance::enabled() && root_stats_due(now) {
         set_overutilized(policy::root_stats_overutilized(&rd, cpu, st.cpus.len()));
     }
 }
@@ -1123,19 +1138,8 @@ fn cpufreq_idle_entry(cpu: CpuId) {
     {
         return;
     }
-    let Some(lock) = cpu_lock(cpu) else { return };
-    let (upd, features) = {
-        let mut g = lock.lock();
-        let cs = &mut *g;
-        if cs.curr != cs.idle || cs.rq.nr_running() > 0 {
-            // Something to run after all: schedule() takes it, the request stays pending.
-            return;
-        }
-        let upd = take_cpufreq(cs);
-        publish(cs);
-        (upd, cs.rq.features())
-    };
-    crate::cpufreq::update_util(cpu, now(), upd, features);
+    // Something to run after all: schedule() takes it, the request stays pending.
+    answer_pending_cpufreq(cpu, |cs| cs.curr == cs.idle && cs.rq.nr_running() == 0);
 }
 
 /// `update_rq_clock` to now and the removals other CPUs queued taken in (before any PELT
@@ -1193,8 +1197,9 @@ static RERATE_AT: PerCpu<AtomicU64> = PerCpu::new([const { AtomicU64::new(0) }; 
 pub(crate) fn freq_transition(cpus: CpuMask, at: Nanos) {
     let irq = arch::irq_save_disable();
     let me = current_cpu();
+    let online = online_mask();
     for cpu in cpus.iter() {
-        if !online_mask().contains(cpu) || snapshot::read_with(cpu, |s| s.idle).unwrap_or(true) {
+        if !online.contains(cpu) || snapshot::read_with(cpu, |s| s.idle).unwrap_or(true) {
             continue;
         }
         RERATE_AT.of(cpu).fetch_max(at.0.max(1), Ordering::AcqRel);
@@ -1339,17 +1344,8 @@ pub fn tick(cpu: CpuId) {
         }
     }
     // With load balancing on the kernel still runs the root statistics on their interval as
-    // well (a deliberate difference: on Linux the ticks the cpuidle governor keeps on idle
-    // CPUs for short predicted idles run the CPU_IDLE balances that clear the flag; this idle
-    // loop stops the tick whenever nothing is due, so a quiet system would keep the flag;
-    // docs/ARCHITECTURE.md, audit item 3).
-    if rd.tracked && balance::enabled() && root_stats_due(t) {
-        set_overutilized(policy::root_stats_overutilized(
-            &root_domain(),
-            cpu,
-            st.cpus.len(),
-        ));
-    }
+    // well.
+    root_stats_if_due(cpu, t);
     crate::cpufreq::update_util(cpu, t, upd, feat);
     TICK_CYC
         .of(cpu)
