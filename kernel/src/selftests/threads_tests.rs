@@ -222,82 +222,60 @@ fn other_work_between(cpu: CpuId, slept: u64, deadline: u64, woke: u64) -> Optio
 }
 
 /// What else a CPU did while a thread slept on it: counters read before and after the sleep,
-/// so the test's report says what the latest wake-up waited behind.
-#[derive(Clone, Copy, Default)]
-struct SleepWork {
-    ticks: u64,
-    softirqs: u64,
-    resched_ipis: u64,
-    call_ipis: u64,
-    nohz_balances: u64,
-    nohz_stats: u64,
-}
+/// so the test's report says what the latest wake-up waited behind. In [`WORK_KINDS`] order.
+#[derive(Clone, Copy)]
+struct SleepWork([u64; 6]);
+
+/// What each [`SleepWork`] counter counts, as the report names it.
+const WORK_KINDS: [&str; 6] = [
+    "ticks",
+    "SCHED_SOFTIRQ runs",
+    "reschedule IPIs",
+    "call-function IPIs",
+    "NOHZ balances",
+    "NOHZ blocked-load updates",
+];
+
+const NO_WORK: SleepWork = SleepWork([0; 6]);
 
 impl SleepWork {
     fn now(cpu: CpuId) -> SleepWork {
         let b = sched::balance::stats(cpu);
-        SleepWork {
-            ticks: timer::ticks(cpu),
-            softirqs: crate::softirq::counts(cpu).1,
-            resched_ipis: crate::ipi::received(cpu, crate::ipi::IpiKind::Reschedule),
-            call_ipis: crate::ipi::received(cpu, crate::ipi::IpiKind::CallFunction),
-            nohz_balances: b.nohz,
-            nohz_stats: b.nohz_stats,
-        }
+        SleepWork([
+            timer::ticks(cpu),
+            crate::softirq::counts(cpu).1,
+            crate::ipi::received(cpu, crate::ipi::IpiKind::Reschedule),
+            crate::ipi::received(cpu, crate::ipi::IpiKind::CallFunction),
+            b.nohz,
+            b.nohz_stats,
+        ])
     }
 
     /// The sum over every online CPU but `cpu`: under `-icount` their instructions advance
     /// the one guest clock too, so their work during a sleep makes its wake-up late.
     fn elsewhere(cpu: CpuId) -> SleepWork {
-        let mut sum = SleepWork::default();
+        let mut sum = NO_WORK;
         for c in smp::online_cpus().filter(|&c| c != cpu) {
             let w = SleepWork::now(c);
-            sum.ticks += w.ticks;
-            sum.softirqs += w.softirqs;
-            sum.resched_ipis += w.resched_ipis;
-            sum.call_ipis += w.call_ipis;
-            sum.nohz_balances += w.nohz_balances;
-            sum.nohz_stats += w.nohz_stats;
+            sum.0.iter_mut().zip(w.0).for_each(|(s, n)| *s += n);
         }
         sum
     }
 
     fn since(&self, before: &SleepWork) -> SleepWork {
-        SleepWork {
-            ticks: self.ticks - before.ticks,
-            softirqs: self.softirqs - before.softirqs,
-            resched_ipis: self.resched_ipis - before.resched_ipis,
-            call_ipis: self.call_ipis - before.call_ipis,
-            nohz_balances: self.nohz_balances - before.nohz_balances,
-            nohz_stats: self.nohz_stats - before.nohz_stats,
-        }
+        SleepWork(core::array::from_fn(|i| self.0[i] - before.0[i]))
     }
 }
 
 impl core::fmt::Display for SleepWork {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "{} ticks, {} SCHED_SOFTIRQ runs, {} reschedule and {} call-function IPIs, \
-             {} NOHZ balances, {} NOHZ blocked-load updates",
-            self.ticks,
-            self.softirqs,
-            self.resched_ipis,
-            self.call_ipis,
-            self.nohz_balances,
-            self.nohz_stats
-        )
+        for (i, (n, kind)) in self.0.iter().zip(WORK_KINDS).enumerate() {
+            write!(f, "{}{n} {kind}", if i == 0 { "" } else { ", " })?;
+        }
+        Ok(())
     }
 }
 
-const NO_WORK: SleepWork = SleepWork {
-    ticks: 0,
-    softirqs: 0,
-    resched_ipis: 0,
-    call_ipis: 0,
-    nohz_balances: 0,
-    nohz_stats: 0,
-};
 /// What the sleeper's CPU and the other CPUs did during the latest of the [`WITH_WORK`]
 /// sleeps.
 static WITH_WORK_LATEST: crate::sync::IrqSpinLock<[SleepWork; 2]> =
